@@ -1,0 +1,21 @@
+# SLIM replication pipeline: raw vLLM traces -> ingest -> clean -> fits -> advisor -> tables and figures.
+from snakemake.utils import min_version, validate
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/ingest.smk"
+include: "workflow/rules/clean.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,7 @@
+"""Regression baselines of the SLIM paper (digest section 3), reconstructed as
+scikit-learn estimators: LLMVisor-Agg and IMAI OOD-LR."""
+
+from baselines.imai import ImaiOodLr
+from baselines.llmvisor import LLMVisorAgg
+
+__all__ = ["ImaiOodLr", "LLMVisorAgg"]

@@ -1,0 +1,155 @@
+"""Transformer architectures (public model configs) loaded from `config/models.yaml`.
+
+Symbols follow the SLIM paper (digest section 2): ``L`` layers, hidden size ``D``,
+``H_q`` query heads, ``H_kv`` key/value heads, head dim ``d_h = D / H_q``,
+``D_kv = H_kv d_h``, and the FFN ratio ``r_ff``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from slim.errors import ConfigError, UnknownModelError
+
+FfnKind = Literal["two_matrix", "swiglu"]
+BYTES_PER_FP16 = 2
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One decoder-only transformer, as described by its public config."""
+
+    name: str
+    display_name: str
+    n_layers: int
+    hidden_dim: int
+    n_q_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    ffn_kind: FfnKind
+    n_params: int
+    vocab_size: int
+    embed_proj_dim: int | None = None
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def head_dim(self) -> int:
+        """``d_h = D / H_q``."""
+        return self.hidden_dim // self.n_q_heads
+
+    @property
+    def kv_dim(self) -> int:
+        """``D_kv = H_kv d_h = D H_kv / H_q`` (equals ``D`` without GQA)."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def ffn_ratio(self) -> float:
+        """``r_ff`` such that ``4 r_ff D^2`` is the FFN FLOPs per token.
+
+        Two-matrix FFN (OPT): ``r_ff = D_ff / D``.
+        Gated SwiGLU FFN (three matrices): ``r_ff = 1.5 D_ff / D``.
+        """
+        ratio = self.ffn_dim / self.hidden_dim
+        return 1.5 * ratio if self.ffn_kind == "swiglu" else ratio
+
+    def weight_bytes(self, bytes_per_param: int = BYTES_PER_FP16) -> int:
+        """Weight memory: ``n_params x bytes_per_param`` (fp16/bf16: 2)."""
+        return self.n_params * bytes_per_param
+
+    def kv_bytes_per_token(self, bytes_per_element: int = BYTES_PER_FP16) -> int:
+        """KV-cache bytes per token: ``2 (K and V) x L x D_kv x b_kv``."""
+        return 2 * self.n_layers * self.kv_dim * bytes_per_element
+
+
+_REQUIRED_KEYS = (
+    "display_name", "n_layers", "hidden_dim", "n_q_heads", "n_kv_heads",
+    "ffn_dim", "ffn_kind", "n_params", "vocab_size",
+)
+
+
+def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architecture:
+    missing = [key for key in _REQUIRED_KEYS if key not in entry]
+    if missing:
+        raise ConfigError(f"{source}: model '{name}' lacks key(s) {', '.join(missing)}")
+    if entry["ffn_kind"] not in ("two_matrix", "swiglu"):
+        raise ConfigError(
+            f"{source}: model '{name}' has ffn_kind '{entry['ffn_kind']}'; "
+            "use 'two_matrix' or 'swiglu'"
+        )
+    if entry["hidden_dim"] % entry["n_q_heads"]:
+        raise ConfigError(f"{source}: model '{name}': hidden_dim is not a multiple of n_q_heads")
+    return Architecture(
+        name=name,
+        display_name=str(entry["display_name"]),
+        n_layers=int(entry["n_layers"]),
+        hidden_dim=int(entry["hidden_dim"]),
+        n_q_heads=int(entry["n_q_heads"]),
+        n_kv_heads=int(entry["n_kv_heads"]),
+        ffn_dim=int(entry["ffn_dim"]),
+        ffn_kind=entry["ffn_kind"],
+        n_params=int(entry["n_params"]),
+        vocab_size=int(entry["vocab_size"]),
+        embed_proj_dim=entry.get("embed_proj_dim"),
+        aliases=tuple(str(alias).lower() for alias in entry.get("aliases", [])),
+    )
+
+
+class ArchitectureCatalog:
+    """All architectures of a models file, looked up by name or alias."""
+
+    def __init__(self, architectures: dict[str, Architecture], source: Path | None = None):
+        self._by_name = dict(architectures)
+        self.source = source
+        self._alias_to_name: dict[str, str] = {}
+        for arch in architectures.values():
+            self._alias_to_name[arch.name.lower()] = arch.name
+            for alias in arch.aliases:
+                self._alias_to_name[alias] = arch.name
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "ArchitectureCatalog":
+        path = Path(path)
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except FileNotFoundError as error:
+            raise ConfigError(f"models file not found: {path}") from error
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a mapping of model name -> architecture")
+        return cls({name: _architecture_from_entry(name, entry, path) for name, entry in raw.items()}, path)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def resolve_name(self, model: str) -> str | None:
+        """Canonical name for a model name, alias or model path; None if unknown.
+
+        A path such as ``/models/opt/opt-1.3b`` resolves by its last component.
+        """
+        key = model.strip().rstrip("/").lower()
+        if key in self._alias_to_name:
+            return self._alias_to_name[key]
+        basename = key.rsplit("/", 1)[-1]
+        return self._alias_to_name.get(basename)
+
+    def __contains__(self, model: str) -> bool:
+        return self.resolve_name(model) is not None
+
+    def __getitem__(self, model: str) -> Architecture:
+        name = self.resolve_name(model)
+        if name is None:
+            where = f" (in {self.source})" if self.source else ""
+            raise UnknownModelError(
+                f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}. "
+                "Add its architecture to config/models.yaml."
+            )
+        return self._by_name[name]
+
+
+def load_architectures(path: str | Path = "config/models.yaml") -> ArchitectureCatalog:
+    """Load `config/models.yaml` (or another models file) into a catalog."""
+    return ArchitectureCatalog.from_yaml(path)

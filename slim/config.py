@@ -1,0 +1,79 @@
+"""Checks of the pipeline configuration that a JSON schema cannot express.
+
+The schema (workflow/schemas/config.schema.yaml) checks types and ranges; this
+module checks that names point at things that exist (trace folders, models,
+hardware, settings files), so a wrong config fails before any job runs, with a
+message naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slim.architecture import ArchitectureCatalog, load_architectures
+from slim.errors import ConfigError
+from slim.hardware import Hardware, load_hardware
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One dataset entry of config.yaml, resolved."""
+
+    name: str
+    kind: str
+    trace_dir: Path
+    hardware: Hardware
+    models: tuple[str, ...]
+    settings_file: Path | None
+    description: str
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.kind == "simulated"
+
+    @property
+    def label(self) -> str:
+        """Name as shown in tables and figures: simulated data is always marked."""
+        return f"{self.name} (simulated)" if self.is_simulated else f"{self.name} (real)"
+
+
+def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str, DatasetConfig]:
+    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key."""
+    catalog = load_architectures(base_dir / config.get("models_file", "config/models.yaml"))
+    hardware = load_hardware(base_dir / config.get("hardware_file", "config/hardware.yaml"))
+    datasets = config["datasets"]
+    for position, name in enumerate(config["run_datasets"]):
+        if name not in datasets:
+            raise ConfigError(f"run_datasets[{position}] = '{name}' is not a key of `datasets` "
+                              f"(known: {', '.join(datasets)})")
+    if config["default_dataset"] not in config["run_datasets"]:
+        raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
+    return {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir) for name in config["run_datasets"]}
+
+
+def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalog,
+                   hardware: dict[str, Hardware], base_dir: Path) -> DatasetConfig:
+    key = f"datasets.{name}"
+    trace_dir = base_dir / entry["trace_dir"]
+    if entry["kind"] == "real" and not trace_dir.is_dir():
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' does not exist; point it at a folder "
+                          "of vLLM benchmark run directories (paths are relative to the repository root)")
+    if entry["hardware"] not in hardware:
+        raise ConfigError(f"{key}.hardware = '{entry['hardware']}' is not in the hardware file "
+                          f"(known: {', '.join(hardware)})")
+    for position, model in enumerate(entry["models"]):
+        if model not in catalog:
+            raise ConfigError(f"{key}.models[{position}] = '{model}' is not in the models file; "
+                              f"add its architecture there (known: {', '.join(catalog.names)})")
+    settings_file = None
+    if entry.get("settings"):
+        settings_file = base_dir / entry["settings"]
+        if not settings_file.is_file():
+            raise ConfigError(f"{key}.settings = '{entry['settings']}' does not exist")
+    return DatasetConfig(
+        name=name, kind=entry["kind"], trace_dir=trace_dir, hardware=hardware[entry["hardware"]],
+        models=tuple(catalog.resolve_name(m) for m in entry["models"]), settings_file=settings_file,
+        description=entry.get("description", ""),
+    )

@@ -1,0 +1,29 @@
+"""Exception types of the project: each names the file, key or split at fault."""
+
+
+class SlimError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(SlimError):
+    """A configuration value is missing, unknown or out of range."""
+
+
+class UnknownModelError(ConfigError):
+    """A model name is not in `config/models.yaml`."""
+
+
+class TraceFormatError(SlimError):
+    """A run directory or trace file cannot be parsed."""
+
+
+class SplitError(SlimError):
+    """A held-out setting selects no rows or is otherwise unusable."""
+
+
+class FitError(SlimError):
+    """A model fit did not converge or produced non-finite parameters."""
+
+
+class NotFittedError(SlimError, ValueError, AttributeError):
+    """An estimator was used before `fit` (mirrors scikit-learn's contract)."""

@@ -1,0 +1,56 @@
+"""Accelerator constants (peak FLOP/s, HBM bandwidth, memory), from `config/hardware.yaml`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from slim.errors import ConfigError
+
+_REQUIRED_KEYS = ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "memory_bytes", "gpu_memory_utilization")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU. SLIM's ``F_max`` is `peak_flops_per_s`, ``BW_max`` is `hbm_bandwidth_bytes_per_s`."""
+
+    name: str
+    peak_flops_per_s: float
+    hbm_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    gpu_memory_utilization: float = 0.9
+    display_name: str = ""
+
+    @property
+    def vllm_budget_bytes(self) -> float:
+        """Memory vLLM may use: ``gpu_memory_utilization x memory``."""
+        return self.gpu_memory_utilization * self.memory_bytes
+
+
+def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Hardware:
+    """Build a `Hardware` from one config entry, naming the missing key on error."""
+    missing = [key for key in _REQUIRED_KEYS if key not in entry]
+    if missing:
+        raise ConfigError(f"{source}: hardware '{name}' lacks key(s) {', '.join(missing)}")
+    return Hardware(
+        name=name,
+        peak_flops_per_s=float(entry["peak_flops_per_s"]),
+        hbm_bandwidth_bytes_per_s=float(entry["hbm_bandwidth_bytes_per_s"]),
+        memory_bytes=int(entry["memory_bytes"]),
+        gpu_memory_utilization=float(entry["gpu_memory_utilization"]),
+        display_name=str(entry.get("display_name", name)),
+    )
+
+
+def load_hardware(path: str | Path = "config/hardware.yaml") -> dict[str, Hardware]:
+    """Load every hardware entry of a hardware file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError as error:
+        raise ConfigError(f"hardware file not found: {path}") from error
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of hardware name -> constants")
+    return {name: hardware_from_mapping(name, entry, str(path)) for name, entry in raw.items()}

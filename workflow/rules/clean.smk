@@ -1,0 +1,14 @@
+rule clean:
+    input:
+        runs="results/{dataset}/runs.parquet",
+    output:
+        clean="results/{dataset}/clean.parquet",
+        report_csv="results/{dataset}/cleaning_report.csv",
+        report_md="results/{dataset}/cleaning_report.md",
+    params:
+        dataset="{dataset}",
+        keep_preempted=config["clean"]["keep_preempted"],
+    log:
+        "logs/{dataset}/clean.log",
+    script:
+        "../scripts/clean.py"

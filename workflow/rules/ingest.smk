@@ -1,0 +1,14 @@
+rule ingest:
+    input:
+        traces=trace_dir,
+    output:
+        runs="results/{dataset}/runs.parquet",
+    params:
+        dataset="{dataset}",
+        models_file=config["models_file"],
+    log:
+        "logs/{dataset}/ingest.log",
+    benchmark:
+        "benchmarks/{dataset}/ingest.tsv"
+    script:
+        "../scripts/ingest.py"

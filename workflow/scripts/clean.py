@@ -1,0 +1,15 @@
+"""Snakemake adapter: apply the cleaning policy and write the cleaning report."""
+from pathlib import Path
+
+import pandas as pd
+
+from slim.clean import CleaningPolicy, clean_runs, summarise_report
+from slim.pipeline_io import open_log, write_csv, write_parquet
+
+log = open_log(snakemake.log[0])
+runs = pd.read_parquet(snakemake.input.runs)
+usable, report = clean_runs(runs, CleaningPolicy(keep_preempted=snakemake.params.keep_preempted))
+log.info("%d of %d runs kept", len(usable), len(report))
+write_parquet(usable, snakemake.output.clean)
+write_csv(report, snakemake.output.report_csv)
+Path(snakemake.output.report_md).write_text(summarise_report(report, snakemake.params.dataset))

@@ -1,0 +1,10 @@
+"""Snakemake adapter: ingest a trace folder into results/<dataset>/runs.parquet."""
+from slim.architecture import load_architectures
+from slim.ingest import ingest_traces
+from slim.pipeline_io import open_log, write_parquet
+
+log = open_log(snakemake.log[0])
+runs = ingest_traces(snakemake.input.traces, snakemake.params.dataset, load_architectures(snakemake.params.models_file))
+log.info("ingested %d run directories from %s: %s", len(runs), snakemake.input.traces,
+         runs["status"].value_counts().to_dict())
+write_parquet(runs, snakemake.output.runs)
