@@ -10,5 +10,7 @@ rule clean:
         keep_preempted=config["clean"]["keep_preempted"],
     log:
         "logs/{dataset}/clean.log",
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/clean.py"

@@ -10,5 +10,7 @@ rule ingest:
         "logs/{dataset}/ingest.log",
     benchmark:
         "benchmarks/{dataset}/ingest.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/ingest.py"

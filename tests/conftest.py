@@ -1,0 +1,28 @@
+"""Shared test fixtures: the repository root on sys.path and the real public traces."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SHARED_TRACES = REPO.parent / "shared" / "traces" / "vllm-h100-public"
+
+
+@pytest.fixture(scope="session")
+def shared_traces_dir() -> Path:
+    """The real public traces, read in place from ../shared (never copied into the repo).
+
+    Skipped with a reason when absent on a developer machine; in CI (env CI set) their
+    absence is a failure, because the headline checks run on them.
+    """
+    if not SHARED_TRACES.is_dir():
+        message = f"real traces not found at {SHARED_TRACES} (they live in ../shared/traces beside the checkout)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return SHARED_TRACES

@@ -1,0 +1,47 @@
+"""The Snakemake workflow: lint, dry run, and config errors that stop before any job runs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_lint_is_clean(shared_traces_dir):
+    result = _snakemake("--lint")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Congratulations" in result.stdout + result.stderr
+
+
+def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
+    result = _snakemake("-n", "all", "--forceall")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rule in ("ingest", "clean"):
+        assert rule in result.stdout
+
+
+@pytest.mark.parametrize(
+    "override, expected_message",
+    [
+        ({"datasets": {"h100-public": {"trace_dir": "no/such/folder"}}}, "datasets.h100-public.trace_dir"),
+        ({"datasets": {"h100-public": {"models": ["opt-1.3b", "gpt-9"]}}}, "datasets.h100-public.models[1]"),
+        ({"datasets": {"h100-public": {"kind": "imaginary"}}}, "imaginary"),
+        ({"clean": {"keep_preempted": "sometimes"}}, "keep_preempted"),
+        ({"run_datasets": ["nonexistent"]}, "run_datasets[0]"),
+    ],
+)
+def test_a_wrong_config_fails_before_any_job_naming_the_key(tmp_path, override, expected_message, shared_traces_dir):
+    override_file = tmp_path / "override.yaml"
+    override_file.write_text(yaml.safe_dump(override))
+    result = _snakemake("-n", "all", "--configfile", "config/config.yaml", str(override_file))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert expected_message in output
+    assert "Job stats" not in output  # nothing was scheduled
