@@ -13,6 +13,9 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/tables.smk"
+#include: "workflow/rules/figures.smk"
 
 
 rule all:

@@ -1,8 +1,8 @@
 """Held-out settings (the paper's Table II) read from config and applied to a cleaned table.
 
-A setting is data: a training selector and a validation selector (column ->
-allowed values), optionally a `group_by` that fits one model per group (the
-same-curve setting) or a `train_union` of other settings' training sets.
+A setting is data: a training selector (or a `train_union` of other settings'
+training selectors) and a validation selector, each a mapping column -> allowed
+values over the cleaned table. Each setting is one global fit.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import jsonschema
 import pandas as pd
 import yaml
 
+from slim import columns as col
 from slim.errors import ConfigError, SplitError
 
 SETTINGS_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "settings.schema.yaml"
@@ -30,7 +31,6 @@ class HeldOutSetting:
     label: str
     train: Selector = field(default_factory=dict)
     validate: Selector = field(default_factory=dict)
-    group_by: tuple[str, ...] = ()
     not_applicable: str | None = None
 
     @property
@@ -39,11 +39,10 @@ class HeldOutSetting:
 
 
 @dataclass(frozen=True)
-class SplitGroup:
-    """Training and validation rows of one fit (a whole setting, or one curve of it)."""
+class Split:
+    """Training and validation rows of one setting."""
 
     setting: str
-    group: str
     train: pd.DataFrame
     validate: pd.DataFrame
 
@@ -69,8 +68,7 @@ def load_settings(path: str | Path) -> list[HeldOutSetting]:
             train = _union_selector(entry, entries, path)
         if not train or "validate" not in entry:
             raise ConfigError(f"{path}: setting '{entry['name']}' needs train (or train_union) and validate")
-        settings.append(HeldOutSetting(entry["name"], entry["label"], train, entry["validate"],
-                                       tuple(entry.get("group_by", ()))))
+        settings.append(HeldOutSetting(entry["name"], entry["label"], train, entry["validate"]))
     return settings
 
 
@@ -99,10 +97,10 @@ def select_rows(frame: pd.DataFrame, selector: Selector | list[Selector]) -> pd.
     return frame[mask]
 
 
-def split_setting(frame: pd.DataFrame, setting: HeldOutSetting) -> list[SplitGroup]:
-    """Training/validation rows of a setting, one `SplitGroup` per fit.
+def split_setting(frame: pd.DataFrame, setting: HeldOutSetting) -> Split:
+    """Training and validation rows of a setting.
 
-    Raises `SplitError` naming the setting when a selector matches no rows.
+    Raises `SplitError` naming the setting when it is not applicable or a selector matches no rows.
     """
     if not setting.applicable:
         raise SplitError(f"setting '{setting.name}' is not applicable: {setting.not_applicable}")
@@ -110,15 +108,8 @@ def split_setting(frame: pd.DataFrame, setting: HeldOutSetting) -> list[SplitGro
     for part, rows in (("training", train), ("validation", validate)):
         if rows.empty:
             raise SplitError(f"setting '{setting.name}': the {part} selector matches no rows of the cleaned table")
-    if not setting.group_by:
-        return [SplitGroup(setting.name, "all", train, validate)]
-    groups = []
-    for key, validate_group in validate.groupby(list(setting.group_by), sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        match = (train[list(setting.group_by)] == pd.Series(key, index=list(setting.group_by))).all(axis=1)
-        train_group = train[match]
-        label = "/".join(f"{value:g}" if isinstance(value, float) else str(value) for value in key)
-        if train_group.empty:
-            raise SplitError(f"setting '{setting.name}', group {label}: no training rows")
-        groups.append(SplitGroup(setting.name, label, train_group, validate_group))
-    return groups
+    overlap = set(train[col.RUN_ID]) & set(validate[col.RUN_ID])
+    if overlap:
+        raise SplitError(f"setting '{setting.name}': {len(overlap)} run(s) are in both training and validation, "
+                         f"e.g. {sorted(overlap)[0]}")
+    return Split(setting.name, train, validate)

@@ -1,14 +1,23 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
-from pathlib import Path
-
 from slim.config import check_config
+from slim.splits import load_settings
 
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]
+SETTINGS = {
+    name: load_settings(dataset.settings_file)
+    for name, dataset in DATASETS.items()
+    if dataset.settings_file is not None
+}
+EVALUATED_DATASETS = list(SETTINGS)
+# Artefacts copied from figures/<default dataset>/ to the top of figures/.
+DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex"]
 
 
 wildcard_constraints:
     dataset="|".join(DATASETS),
+    setting="[a-z0-9_]+",
+    artefact="[^/]+",
 
 
 def trace_dir(wildcards):
@@ -16,13 +25,43 @@ def trace_dir(wildcards):
     return str(DATASETS[wildcards.dataset].trace_dir)
 
 
+def settings_file(wildcards):
+    return str(DATASETS[wildcards.dataset].settings_file)
+
+
+def dataset_label(wildcards):
+    """'name (real)' or 'name (simulated)': how the dataset is named in every artefact."""
+    return DATASETS[wildcards.dataset].label
+
+
+def hardware_name(wildcards):
+    return DATASETS[wildcards.dataset].hardware.name
+
+
+def applicable_settings(dataset):
+    return [setting.name for setting in SETTINGS[dataset] if setting.applicable]
+
+
+def evaluation_files(wildcards):
+    return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
+
+
+def default_artefact_source(wildcards):
+    return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
+
+
 def dataset_targets(dataset):
     """Every artefact one dataset produces."""
-    return [
-        f"results/{dataset}/clean.parquet",
-        f"results/{dataset}/cleaning_report.md",
-    ]
+    targets = [f"results/{dataset}/clean.parquet", f"results/{dataset}/cleaning_report.md"]
+    if dataset in SETTINGS:
+        targets += [f"figures/{dataset}/{artefact}" for artefact in DEFAULT_ARTEFACTS]
+        targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
+    return targets
 
 
 def all_targets():
-    return [target for dataset in DATASETS for target in dataset_targets(dataset)]
+    targets = [target for dataset in DATASETS for target in dataset_targets(dataset)]
+    if DEFAULT_DATASET in SETTINGS:
+        targets += [f"figures/{artefact}" for artefact in DEFAULT_ARTEFACTS]
+        targets += ["results/readme_results.md"]
+    return targets

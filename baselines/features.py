@@ -1,0 +1,135 @@
+"""Per-configuration inputs shared by the regression baselines.
+
+The baselines read one row per benchmark configuration (columns of
+`slim.columns`) plus four architecture columns added here from the model
+catalog. Everything is converted to float arrays once, with checks that name
+the missing or non-finite column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.architecture import ArchitectureCatalog
+from slim.errors import ConfigError, NotFittedError
+
+# Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).
+N_LAYERS = "n_layers"
+HIDDEN_DIM = "hidden_dim"
+N_Q_HEADS = "n_q_heads"
+N_KV_HEADS = "n_kv_heads"
+ARCHITECTURE_COLUMNS = (N_LAYERS, HIDDEN_DIM, N_Q_HEADS, N_KV_HEADS)
+
+WORKLOAD_COLUMNS = (col.MEAN_BATCH_SIZE, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Workload variables of each configuration (one entry per row of X)."""
+
+    mean_batch_size: np.ndarray   # B: measured mean running batch
+    input_len_tokens: np.ndarray  # IL
+    output_len_tokens: np.ndarray  # OL
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.mean_batch_size.shape[0])
+
+
+@dataclass(frozen=True)
+class ArchitectureArrays:
+    """Numeric model characteristics of each configuration."""
+
+    n_layers: np.ndarray    # L
+    hidden_dim: np.ndarray  # D
+    n_q_heads: np.ndarray   # H_q
+    n_kv_heads: np.ndarray  # H_kv
+
+    @property
+    def kv_dim(self) -> np.ndarray:
+        """``D_kv = D H_kv / H_q`` (equals ``D`` without GQA)."""
+        return self.hidden_dim * self.n_kv_heads / self.n_q_heads
+
+
+def add_architecture_columns(frame: pd.DataFrame, catalog: ArchitectureCatalog) -> pd.DataFrame:
+    """Return a copy of `frame` with ``n_layers, hidden_dim, n_q_heads, n_kv_heads``.
+
+    Values come from `catalog[model]` for the model named in the ``model`` column
+    (`slim.columns.MODEL`); an unknown model raises `UnknownModelError`.
+    """
+    _require_frame(frame, (col.MODEL,), "add_architecture_columns")
+    out = frame.copy()
+    architectures = {name: catalog[name] for name in pd.unique(out[col.MODEL])}
+    for column in ARCHITECTURE_COLUMNS:
+        out[column] = [int(getattr(architectures[name], column)) for name in out[col.MODEL]]
+    return out
+
+
+def column_array(frame: pd.DataFrame, column: str, *, positive: bool = False) -> np.ndarray:
+    """One column of `frame` as a finite float array (optionally strictly positive)."""
+    _require_frame(frame, (column,), "baseline input")
+    values = frame[column].to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)):
+        raise ConfigError(f"column '{column}' holds NaN or infinite values; drop or fix those rows first")
+    if positive and np.any(values <= 0):
+        raise ConfigError(f"column '{column}' must be strictly positive")
+    return values
+
+
+def workload_arrays(frame: pd.DataFrame) -> Workload:
+    """``B, IL, OL`` of each row (all must be positive and finite)."""
+    return Workload(
+        mean_batch_size=column_array(frame, col.MEAN_BATCH_SIZE, positive=True),
+        input_len_tokens=column_array(frame, col.INPUT_LEN_MEAN, positive=True),
+        output_len_tokens=column_array(frame, col.OUTPUT_LEN_MEAN, positive=True),
+    )
+
+
+def architecture_arrays(frame: pd.DataFrame) -> ArchitectureArrays:
+    """``L, D, H_q, H_kv`` of each row; see `add_architecture_columns`."""
+    missing = [c for c in ARCHITECTURE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(
+            f"X lacks architecture column(s) {', '.join(missing)}; "
+            "call baselines.features.add_architecture_columns(X, load_architectures()) first"
+        )
+    return ArchitectureArrays(*(column_array(frame, c, positive=True) for c in ARCHITECTURE_COLUMNS))
+
+
+def target_array(y: object, n_rows: int, name: str = "y (measured E2E latency, s)") -> np.ndarray:
+    """The regression target as a finite, strictly positive 1-D float array of length `n_rows`."""
+    values = np.asarray(y, dtype=float)
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1 or values.shape[0] != n_rows:
+        raise ConfigError(f"{name} must be 1-D with one value per row of X ({n_rows}); got shape {values.shape}")
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ConfigError(f"{name} must be finite and strictly positive")
+    return values
+
+
+def total_token_throughput_per_s(
+    mean_batch_size: np.ndarray, input_len: np.ndarray, output_len: np.ndarray, e2e_latency_s: np.ndarray
+) -> np.ndarray:
+    """Total-token throughput, Eq. 6: ``T = B (IL + OL) / E2E``."""
+    return mean_batch_size * (input_len + output_len) / e2e_latency_s
+
+
+def check_fitted(estimator: object, attribute: str) -> None:
+    """Raise `slim.errors.NotFittedError` unless `estimator` has `attribute` (set by `fit`)."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(
+            f"this {type(estimator).__name__} is not fitted yet; call fit(X, y) before predicting"
+        )
+
+
+def _require_frame(frame: object, required: tuple[str, ...], where: str) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError(f"{where}: X must be a pandas DataFrame with columns {', '.join(required)}")
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{where}: X lacks column(s) {', '.join(missing)}")

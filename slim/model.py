@@ -1,0 +1,292 @@
+"""SLIM's semi-analytical model of vLLM serving latency and throughput (paper Eq. 5-12).
+
+Every function is a pure, vectorised numpy function: ``il``, ``ol`` and ``batch``
+broadcast against each other, and the architecture may be a single
+`Architecture` or an `ArchitectureArrays` (one row of constants per
+configuration), so predictions for many models at once stay vectorised.
+Symbols follow the digest (section 2): ``L`` layers, hidden size ``D``, KV width
+``D_kv`` (GQA), FFN ratio ``r_ff``, ``F_max`` peak FLOP/s, ``BW_max`` HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Mapping, NamedTuple, Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.architecture import Architecture, ArchitectureCatalog
+from slim.errors import ConfigError
+from slim.hardware import Hardware
+
+KV_BYTES_PER_ELEMENT = 2
+"""``b_kv``: fp16/bf16 KV cache (digest section 1)."""
+
+GAMMA_REFERENCE_HIDDEN_DIM = 1024
+"""The ``1024`` in Eq. 10's ``(D / 1024)^2``."""
+
+
+@dataclass(frozen=True)
+class SlimParams:
+    """SLIM's calibrated constants (digest section 2), in SI units.
+
+    ============================  ==========  =============================================
+    field                         paper       meaning
+    ============================  ==========  =============================================
+    ``eta_compute``               ``eta_c``   prefill compute efficiency, in (0, 1] (Eq. 7)
+    ``eta_memory``                ``eta_m``   KV-scan bandwidth efficiency, in (0, 1] (Eq. 9)
+    ``batch_offset``              ``B0``      small-batch offset of the KV scan, >= 0 (Eq. 9)
+    ``alpha_s_per_token``         ``alpha``   dense-decode seconds per output token (Eq. 10)
+    ``gamma_s_per_token``         ``gamma``   dense-decode seconds per output token per layer
+                                              per ``(D / 1024)^2`` (Eq. 10)
+    ``t_fixed_s``                 ``t_fixed`` fixed per-request overhead in seconds (Eq. 5)
+    ============================  ==========  =============================================
+    """
+
+    eta_compute: float
+    eta_memory: float
+    batch_offset: float
+    alpha_s_per_token: float
+    gamma_s_per_token: float
+    t_fixed_s: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {name: float(value) for name, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, float]) -> "SlimParams":
+        missing = [name for name in PARAM_NAMES if name not in values]
+        if missing:
+            raise ConfigError(f"SLIM parameters lack key(s) {', '.join(missing)}")
+        return cls(**{name: float(values[name]) for name in PARAM_NAMES})
+
+
+PARAM_NAMES: tuple[str, ...] = (
+    "eta_compute", "eta_memory", "batch_offset", "alpha_s_per_token", "gamma_s_per_token", "t_fixed_s",
+)
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Which decode terms of Eq. 9 are kept (paper Table IV).
+
+    ``use_kv_scan=False`` drops ``(B + B0) M_dec / (eta_m BW_max)`` ("w/o KV scan");
+    ``use_dense_decode=False`` drops ``T_d`` ("w/o dense decode").
+    """
+
+    use_kv_scan: bool = True
+    use_dense_decode: bool = True
+
+    @property
+    def name(self) -> str:
+        if self.use_kv_scan and self.use_dense_decode:
+            return "full"
+        dropped = [label for label, kept in (("kv_scan", self.use_kv_scan), ("dense_decode", self.use_dense_decode))
+                   if not kept]
+        return "no_" + "_no_".join(dropped)
+
+    def to_dict(self) -> dict[str, bool]:
+        return {"use_kv_scan": self.use_kv_scan, "use_dense_decode": self.use_dense_decode}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, bool]) -> "Ablation":
+        return cls(use_kv_scan=bool(values["use_kv_scan"]), use_dense_decode=bool(values["use_dense_decode"]))
+
+
+FULL = Ablation()
+NO_KV_SCAN = Ablation(use_kv_scan=False)
+NO_DENSE_DECODE = Ablation(use_dense_decode=False)
+ABLATIONS: dict[str, Ablation] = {ablation.name: ablation for ablation in (FULL, NO_KV_SCAN, NO_DENSE_DECODE)}
+"""Ablations by name: ``full``, ``no_kv_scan``, ``no_dense_decode``."""
+
+
+ArchitectureLookup = ArchitectureCatalog | Mapping[str, Architecture]
+"""A catalog (names and aliases) or a plain ``{model name: Architecture}`` mapping."""
+
+
+class ArchitectureLike(Protocol):
+    """What the model reads from an architecture: scalars or per-configuration arrays."""
+
+    @property
+    def n_layers(self): ...
+    @property
+    def hidden_dim(self): ...
+    @property
+    def kv_dim(self): ...
+    @property
+    def ffn_ratio(self): ...
+
+
+@dataclass(frozen=True)
+class ArchitectureArrays:
+    """Architecture constants stacked into arrays, one entry per configuration."""
+
+    n_layers: np.ndarray
+    hidden_dim: np.ndarray
+    kv_dim: np.ndarray
+    ffn_ratio: np.ndarray
+
+    @classmethod
+    def stack(cls, architectures: Sequence[Architecture]) -> "ArchitectureArrays":
+        return cls(
+            n_layers=np.array([arch.n_layers for arch in architectures], dtype=float),
+            hidden_dim=np.array([arch.hidden_dim for arch in architectures], dtype=float),
+            kv_dim=np.array([arch.kv_dim for arch in architectures], dtype=float),
+            ffn_ratio=np.array([arch.ffn_ratio for arch in architectures], dtype=float),
+        )
+
+
+def _as_float(values) -> np.ndarray:
+    return np.asarray(values, dtype=float)
+
+
+def prefill_flops(arch: ArchitectureLike, il, batch) -> np.ndarray:
+    """Prefill FLOPs of a batch (Eq. 8).
+
+    ``F_pre = L [ B IL (4 D^2 + 4 D D_kv + 4 r_ff D^2) + 4 B IL^2 D ]``
+    (QKV/output projections, FFN, and attention scores/values).
+    """
+    n_layers, d, d_kv, r_ff = (_as_float(v) for v in (arch.n_layers, arch.hidden_dim, arch.kv_dim, arch.ffn_ratio))
+    il, batch = _as_float(il), _as_float(batch)
+    dense_per_token = 4.0 * d**2 + 4.0 * d * d_kv + 4.0 * r_ff * d**2
+    return n_layers * (batch * il * dense_per_token + 4.0 * batch * il**2 * d)
+
+
+def kv_context_tokens(il, ol) -> np.ndarray:
+    """Context tokens attended over a request's decode (Eq. 12).
+
+    ``C(IL, OL) = sum_{j=1..OL} (IL + j) = OL (IL + 1) + OL (OL - 1) / 2``
+    """
+    il, ol = _as_float(il), _as_float(ol)
+    return ol * (il + 1.0) + ol * (ol - 1.0) / 2.0
+
+
+def kv_bytes_read_per_request(arch: ArchitectureLike, il, ol) -> np.ndarray:
+    """KV-cache bytes one request reads over its decode (Eq. 11).
+
+    ``M_dec = 2 L D_kv b_kv C(IL, OL)`` (K and V, ``b_kv = 2`` bytes).
+    """
+    n_layers, d_kv = _as_float(arch.n_layers), _as_float(arch.kv_dim)
+    return 2.0 * n_layers * d_kv * KV_BYTES_PER_ELEMENT * kv_context_tokens(il, ol)
+
+
+class E2EComponents(NamedTuple):
+    """The additive terms of Eq. 5, in seconds (dropped terms are zero)."""
+
+    prefill_s: np.ndarray       # T_pre (Eq. 7)
+    dense_decode_s: np.ndarray  # T_d (Eq. 10)
+    kv_scan_s: np.ndarray       # (B + B0) M_dec / (eta_m BW_max) (Eq. 9)
+    fixed_s: np.ndarray         # t_fixed
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.prefill_s + self.dense_decode_s + self.kv_scan_s + self.fixed_s
+
+
+def prefill_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, batch) -> np.ndarray:
+    """``T_pre = F_pre / (eta_c F_max)`` (Eq. 7)."""
+    return prefill_flops(arch, il, batch) / (params.eta_compute * hw.peak_flops_per_s)
+
+
+def dense_decode_time_s(arch: ArchitectureLike, params: SlimParams, ol) -> np.ndarray:
+    """``T_d = alpha OL + gamma L (D / 1024)^2 OL`` (Eq. 10)."""
+    n_layers, d, ol = _as_float(arch.n_layers), _as_float(arch.hidden_dim), _as_float(ol)
+    width_factor = n_layers * (d / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
+    return params.alpha_s_per_token * ol + params.gamma_s_per_token * width_factor * ol
+
+
+def kv_scan_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch) -> np.ndarray:
+    """``(B + B0) M_dec / (eta_m BW_max)``, the KV-scan part of Eq. 9."""
+    bytes_read = (_as_float(batch) + params.batch_offset) * kv_bytes_read_per_request(arch, il, ol)
+    return bytes_read / (params.eta_memory * hw.hbm_bandwidth_bytes_per_s)
+
+
+def decode_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
+                  ablation: Ablation = FULL) -> np.ndarray:
+    """``T_dec = T_d + (B + B0) M_dec / (eta_m BW_max)`` (Eq. 9), less the ablated term."""
+    components = e2e_components_s(arch, hw, params, il, ol, batch, ablation)
+    return components.dense_decode_s + components.kv_scan_s
+
+
+def e2e_components_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
+                     ablation: Ablation = FULL) -> E2EComponents:
+    """The terms of Eq. 5, broadcast to a common shape; an ablated term is zero."""
+    il, ol, batch = np.broadcast_arrays(_as_float(il), _as_float(ol), _as_float(batch))
+    prefill = prefill_time_s(arch, hw, params, il, batch)
+    zeros = np.zeros(np.broadcast(prefill, il).shape)
+    dense = dense_decode_time_s(arch, params, ol) if ablation.use_dense_decode else zeros
+    kv_scan = kv_scan_time_s(arch, hw, params, il, ol, batch) if ablation.use_kv_scan else zeros
+    fixed = zeros + params.t_fixed_s
+    return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, fixed)
+
+
+def predict_e2e_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
+                  ablation: Ablation = FULL) -> np.ndarray:
+    """End-to-end latency of a request in the running batch (Eq. 5).
+
+    ``E2E(IL, OL, B) = T_pre + T_dec + t_fixed``
+    """
+    return e2e_components_s(arch, hw, params, il, ol, batch, ablation).total_s
+
+
+def throughput_from_e2e(il, ol, batch, e2e_s) -> np.ndarray:
+    """``T = B (IL + OL) / E2E`` (Eq. 6), total tokens per second."""
+    return _as_float(batch) * (_as_float(il) + _as_float(ol)) / _as_float(e2e_s)
+
+
+def predict_throughput_tokens_per_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
+                                    ablation: Ablation = FULL) -> np.ndarray:
+    """Total-token throughput ``T(IL, OL, B) = B (IL + OL) / E2E(IL, OL, B)`` (Eq. 6)."""
+    return throughput_from_e2e(il, ol, batch, predict_e2e_s(arch, hw, params, il, ol, batch, ablation))
+
+
+def architectures_for_frame(architectures: ArchitectureLookup, frame: pd.DataFrame) -> ArchitectureArrays:
+    """Per-row architecture constants for a table with a `columns.MODEL` column.
+
+    `architectures` is an `ArchitectureCatalog` (names and aliases) or a plain
+    ``{name: Architecture}`` mapping; an unknown model raises its lookup error
+    (`UnknownModelError` for a catalog, `ConfigError` for a mapping).
+    """
+    if col.MODEL not in frame.columns:
+        raise ConfigError(f"configuration table lacks the '{col.MODEL}' column")
+    codes, models = pd.factorize(frame[col.MODEL], sort=False)
+    if (codes < 0).any():
+        raise ConfigError(f"configuration table has missing values in '{col.MODEL}'")
+    try:
+        per_model = ArchitectureArrays.stack([architectures[str(model)] for model in models])
+    except KeyError as error:
+        raise ConfigError(f"unknown model {error}; add it to config/models.yaml") from error
+    return ArchitectureArrays(
+        n_layers=per_model.n_layers[codes],
+        hidden_dim=per_model.hidden_dim[codes],
+        kv_dim=per_model.kv_dim[codes],
+        ffn_ratio=per_model.ffn_ratio[codes],
+    )
+
+
+FRAME_INPUT_COLUMNS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MEAN_BATCH_SIZE)
+
+
+def frame_workload(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(IL, OL, B)`` arrays of a configuration table; B is the measured mean batch size."""
+    missing = [name for name in FRAME_INPUT_COLUMNS if name not in frame.columns]
+    if missing:
+        raise ConfigError(f"configuration table lacks column(s) {', '.join(missing)}")
+    return (frame[col.INPUT_LEN_MEAN].to_numpy(dtype=float),
+            frame[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float),
+            frame[col.MEAN_BATCH_SIZE].to_numpy(dtype=float))
+
+
+def predict_frame(architectures: ArchitectureLookup, hw: Hardware, params: SlimParams,
+                  frame: pd.DataFrame, ablation: Ablation = FULL) -> tuple[np.ndarray, np.ndarray]:
+    """``(E2E seconds, total-token throughput)`` for every row of a configuration table.
+
+    Reads `columns.MODEL`, `INPUT_LEN_MEAN`, `OUTPUT_LEN_MEAN` and `MEAN_BATCH_SIZE`
+    (the measured mean running batch, the paper's x-axis, not ``max_num_seqs``).
+    """
+    il, ol, batch = frame_workload(frame)
+    arch = architectures_for_frame(architectures, frame)
+    e2e_s = predict_e2e_s(arch, hw, params, il, ol, batch, ablation)
+    return e2e_s, throughput_from_e2e(il, ol, batch, e2e_s)

@@ -1,0 +1,72 @@
+localrules:
+    tables,
+    check_headlines,
+    default_artefact,
+    readme_results,
+
+
+rule tables:
+    input:
+        predictions=evaluation_files,
+        settings=settings_file,
+        reference="config/paper_reference.yaml",
+    output:
+        mapes="results/{dataset}/table3.csv",
+        table3=report("figures/{dataset}/table3.tex", caption="../report/table3.rst", category="Held-out accuracy"),
+        table3_paper="figures/{dataset}/table3_paper.tex",
+        table4=report("figures/{dataset}/table4.tex", caption="../report/table4.rst", category="Held-out accuracy"),
+        summary="results/{dataset}/table3.md",
+    params:
+        dataset_label=dataset_label,
+        ablation_transfers=["model", "output_length"],
+    log:
+        "logs/{dataset}/tables.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/tables.py"
+
+
+rule check_headlines:
+    input:
+        mapes="results/{dataset}/table3.csv",
+        expected="config/headlines.yaml",
+    output:
+        check="results/{dataset}/headline_check.txt",
+        measured="results/{dataset}/headlines_measured.yaml",
+    params:
+        dataset="{dataset}",
+    log:
+        "logs/{dataset}/check_headlines.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/check_headlines.py"
+
+
+rule default_artefact:
+    input:
+        default_artefact_source,
+    output:
+        "figures/{artefact}",
+    log:
+        "logs/default_artefact/{artefact}.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "cp {input} {output} 2> {log}"
+
+
+rule readme_results:
+    input:
+        summary=f"results/{DEFAULT_DATASET}/table3.md",
+    output:
+        "results/readme_results.md",
+    params:
+        readme="README.md",
+    log:
+        "logs/readme_results.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/readme_results.py"

@@ -1,0 +1,24 @@
+"""Snakemake adapter: fit SLIM (+ ablations) and the baselines on one held-out setting."""
+import json
+
+import pandas as pd
+
+from slim.architecture import load_architectures
+from slim.evaluate import evaluate_setting
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_parquet
+from slim.splits import load_settings
+
+log = open_log(snakemake.log[0])
+settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
+setting = settings[snakemake.params.setting]
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+evaluation = evaluate_setting(pd.read_parquet(snakemake.input.clean), setting,
+                              load_architectures(snakemake.params.models_file), hardware)
+for name, fit in evaluation.slim_fits.items():
+    log.info("SLIM %s fit on %d points: train MAPE %.2f%%, %s", name, fit.n_train_points,
+             fit.train_mape_throughput_pct, fit.params)
+write_parquet(evaluation.predictions, snakemake.output.predictions)
+with open(snakemake.output.fits, "w") as handle:
+    json.dump(evaluation.fits_as_dict(), handle, indent=2, sort_keys=True)
+    handle.write("\n")
