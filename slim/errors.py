@@ -27,3 +27,8 @@ class FitError(SlimError):
 
 class NotFittedError(SlimError, ValueError, AttributeError):
     """An estimator was used before `fit` (mirrors scikit-learn's contract)."""
+
+
+class AdvisorError(SlimError, ValueError):
+    """Invalid input to the batching or memory advisor (empty, NaN, mismatched lengths,
+    epsilon outside (0, 1), non-positive SLO)."""

@@ -1,0 +1,204 @@
+"""KV-cache memory arithmetic for a batch cap: what vLLM reserves by default, what a
+cap needs, what is saved, and the server flags that reserve only what is needed
+(paper Section VII-B3, Fig. 13).
+
+vLLM (PagedAttention) stores KV in blocks of `block_size` tokens (16 by default); a
+sequence of ``IL + OL`` tokens holds ``ceil((IL + OL) / block_size)`` blocks:
+
+    kv_bytes_needed    = B_cap x ceil((IL + OL) / bs) x bs x kv_bytes_per_token
+    kv_bytes_per_token = 2 (K, V) x L x D_kv x b_kv
+    weight_bytes       = n_params x 2                                    (fp16/bf16)
+    default reservation = gpu_memory_utilization x GPU memory - weights - overhead
+                        = num_gpu_blocks x bs x kv_bytes_per_token   (when the trace
+                                                                       reports num_gpu_blocks)
+    memory saved       = reservation - kv_bytes_needed
+
+Pass ``block_size=1`` for the unrounded ``B_cap (IL + OL) kv_bytes_per_token``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from slim.architecture import BYTES_PER_FP16, Architecture
+from slim.errors import AdvisorError
+from slim.hardware import Hardware
+
+GIB = 2**30
+VLLM_BLOCK_SIZE_TOKENS = 16
+
+DEFAULT_ACTIVATION_OVERHEAD_BYTES = 1 * GIB
+"""Memory vLLM keeps outside weights and KV: the activation peak of its profiling
+forward pass plus non-torch allocations (CUDA context, NCCL). On the public H100
+traces (vLLM V0, early 2025) the server log reports, for OPT-1.3B, peak_torch_memory
+3.40 GiB with 2.45 GiB of weights and 0.10 GiB non-torch at max_num_seqs = 512
+(1.05 GiB overhead) but only 2.51 GiB peak at max_num_seqs = 1 (0.16 GiB): the
+overhead grows with max_num_seqs (sampler buffers) and with the vocabulary. 1 GiB is
+a round, conservative value for small and mid models at large caps; pass the
+measured figure where known. It excludes CUDA graphs, which vLLM V0 captures after
+sizing the cache and are covered by the (1 - gpu_memory_utilization) slack."""
+
+
+@dataclass(frozen=True)
+class KvMemoryPlan:
+    """KV memory of one batch cap against vLLM's default reservation (bytes)."""
+
+    model: str
+    batch_cap: int
+    input_len: float
+    output_len: float
+    block_size: int
+    kv_bytes_needed: float
+    kv_reservation_bytes: float
+    memory_saved_bytes: float
+    weight_bytes: float
+    activation_overhead_bytes: float
+    gpu_memory_utilization_needed: float   # value for --gpu-memory-utilization
+    num_gpu_blocks_override: int           # value for --num-gpu-blocks-override
+
+
+def _check_positive(name: str, value: ArrayLike) -> np.ndarray:
+    array = np.asarray(value, dtype=float)
+    if array.size == 0 or not np.all(np.isfinite(array)) or np.any(array <= 0):
+        raise AdvisorError(f"{name} must be finite and > 0, got {value!r}")
+    return array
+
+
+def _check_block_size(block_size: int) -> int:
+    if int(block_size) != block_size or block_size < 1:
+        raise AdvisorError(f"block_size must be a positive integer, got {block_size}")
+    return int(block_size)
+
+
+def blocks_per_sequence(input_len: ArrayLike, output_len: ArrayLike,
+                        block_size: int = VLLM_BLOCK_SIZE_TOKENS) -> np.ndarray:
+    """KV blocks one sequence occupies at its end: ``ceil((IL + OL) / block_size)``."""
+    block_size = _check_block_size(block_size)
+    tokens = _check_positive("input_len + output_len",
+                             np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
+    return np.ceil(tokens / block_size)
+
+
+def kv_bytes_needed(arch: Architecture, batch_cap: ArrayLike, input_len: ArrayLike,
+                    output_len: ArrayLike, block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                    bytes_per_element: int = BYTES_PER_FP16) -> np.ndarray:
+    """KV bytes for ``B_cap`` concurrent sequences of ``IL + OL`` tokens, block-rounded:
+    ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token``.
+
+    A cap is a count of sequences, so a fractional (mean) batch is rounded up.
+    """
+    sequences = np.ceil(_check_positive("batch_cap", batch_cap))
+    blocks = blocks_per_sequence(input_len, output_len, block_size)
+    return sequences * blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+
+
+def weight_bytes(arch: Architecture, bytes_per_param: int = BYTES_PER_FP16) -> float:
+    """``n_params x bytes_per_param``."""
+    return float(arch.weight_bytes(bytes_per_param))
+
+
+def _budget_bytes(hw: Hardware, gpu_memory_utilization: float | None,
+                  total_memory_bytes: float | None) -> float:
+    utilization = hw.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
+    if not 0 < utilization <= 1:
+        raise AdvisorError(f"gpu_memory_utilization must lie in (0, 1], got {utilization}")
+    total = hw.memory_bytes if total_memory_bytes is None else total_memory_bytes
+    return float(utilization * float(_check_positive("total_memory_bytes", total)))
+
+
+def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
+                                 activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
+                                 gpu_memory_utilization: float | None = None,
+                                 total_memory_bytes: float | None = None) -> float:
+    """vLLM's default KV reservation:
+    ``gpu_memory_utilization x total - weights - activation overhead``.
+
+    `total_memory_bytes` defaults to ``hw.memory_bytes``; vLLM itself uses the total
+    the driver reports, which can be lower (63.43 GiB on the traces' "64 GB" H100).
+    """
+    if activation_overhead_bytes < 0:
+        raise AdvisorError(f"activation_overhead_bytes must be >= 0, got {activation_overhead_bytes}")
+    return (_budget_bytes(hw, gpu_memory_utilization, total_memory_bytes)
+            - weight_bytes(arch) - float(activation_overhead_bytes))
+
+
+def kv_reservation_from_blocks(arch: Architecture, num_gpu_blocks: ArrayLike,
+                               block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                               bytes_per_element: int = BYTES_PER_FP16) -> np.ndarray:
+    """Reservation reported by a trace: ``num_gpu_blocks x bs x kv_bytes_per_token``."""
+    block_size = _check_block_size(block_size)
+    blocks = _check_positive("num_gpu_blocks", num_gpu_blocks)
+    return blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+
+
+def implied_activation_overhead_bytes(arch: Architecture, hw: Hardware, num_gpu_blocks: ArrayLike,
+                                      block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                                      gpu_memory_utilization: float | None = None,
+                                      total_memory_bytes: float | None = None) -> np.ndarray:
+    """Overhead that makes the default-reservation formula give `num_gpu_blocks`:
+    ``gpu_memory_utilization x total - weights - num_gpu_blocks x bs x kv_bytes_per_token``."""
+    return (_budget_bytes(hw, gpu_memory_utilization, total_memory_bytes) - weight_bytes(arch)
+            - kv_reservation_from_blocks(arch, num_gpu_blocks, block_size))
+
+
+def gpu_memory_utilization_for(arch: Architecture, hw: Hardware, kv_bytes: float,
+                               activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
+                               total_memory_bytes: float | None = None) -> float:
+    """``--gpu-memory-utilization`` that leaves exactly `kv_bytes` of KV cache:
+    ``(kv_bytes + weights + overhead) / total``. Above 1 means it cannot fit."""
+    total = float(hw.memory_bytes if total_memory_bytes is None else total_memory_bytes)
+    return (float(kv_bytes) + weight_bytes(arch) + float(activation_overhead_bytes)) / total
+
+
+def num_gpu_blocks_override_for(batch_cap: float, input_len: float, output_len: float,
+                                block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                                max_model_len: int | None = None) -> int:
+    """``--num-gpu-blocks-override``: ``ceil(B_cap) x ceil((IL + OL) / bs)`` blocks.
+
+    vLLM refuses to start when the cache cannot hold one sequence of `max_model_len`
+    tokens, so, given `max_model_len`, at least ``ceil(max_model_len / bs)`` blocks.
+    """
+    sequences = float(np.ceil(_check_positive("batch_cap", batch_cap)))
+    blocks = int(sequences * float(blocks_per_sequence(input_len, output_len, block_size)))
+    if max_model_len is not None:
+        blocks = max(blocks, int(np.ceil(_check_positive("max_model_len", max_model_len) / block_size)))
+    return blocks
+
+
+def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len: float,
+                   output_len: float, *, num_gpu_blocks: int | None = None,
+                   activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
+                   block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                   total_memory_bytes: float | None = None,
+                   max_model_len: int | None = None) -> KvMemoryPlan:
+    """Needed vs reserved KV memory for one cap, and the flags that reserve only the need.
+
+    The reservation is ``num_gpu_blocks x bs x kv_bytes_per_token`` when the trace
+    reports `num_gpu_blocks`, else `default_kv_reservation_bytes`. Memory saved can be
+    negative: the cap needs more KV than the default reservation holds.
+    """
+    needed = float(kv_bytes_needed(arch, batch_cap, input_len, output_len, block_size))
+    if num_gpu_blocks is None:
+        reservation = default_kv_reservation_bytes(arch, hw, activation_overhead_bytes,
+                                                   total_memory_bytes=total_memory_bytes)
+    else:
+        reservation = float(kv_reservation_from_blocks(arch, num_gpu_blocks, block_size))
+    return KvMemoryPlan(
+        model=arch.name,
+        batch_cap=int(np.ceil(batch_cap)),
+        input_len=float(input_len),
+        output_len=float(output_len),
+        block_size=int(block_size),
+        kv_bytes_needed=needed,
+        kv_reservation_bytes=reservation,
+        memory_saved_bytes=reservation - needed,
+        weight_bytes=weight_bytes(arch),
+        activation_overhead_bytes=float(activation_overhead_bytes),
+        gpu_memory_utilization_needed=gpu_memory_utilization_for(
+            arch, hw, needed, activation_overhead_bytes, total_memory_bytes),
+        num_gpu_blocks_override=num_gpu_blocks_override_for(
+            batch_cap, input_len, output_len, block_size, max_model_len),
+    )
