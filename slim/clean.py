@@ -25,10 +25,14 @@ class CleaningPolicy:
     keep_preempted: bool = False
 
 
-def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mark every usable run after the first (by run_id) of the same configuration as ``duplicate``."""
+def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok", "preempted")) -> pd.DataFrame:
+    """Mark every usable run after the first (by run_id) of the same configuration as ``duplicate``.
+
+    Only runs with a status in `usable_statuses` compete, so a run the policy drops
+    (a preempted one, by default) never displaces a kept measurement of its configuration.
+    """
     runs = runs.copy()
-    usable = runs[runs[col.STATUS].isin(["ok", "preempted"])].sort_values(col.RUN_ID, kind="stable")
+    usable = runs[runs[col.STATUS].isin(list(usable_statuses))].sort_values(col.RUN_ID, kind="stable")
     first_of_key: dict[tuple, str] = {}
     for index, run in usable.iterrows():
         key = tuple(run[k] for k in DUPLICATE_KEY)
@@ -42,8 +46,8 @@ def mark_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
 
 def clean_runs(runs: pd.DataFrame, policy: CleaningPolicy = CleaningPolicy()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return (usable runs, cleaning report). The report has one row per ingested run."""
-    report = mark_duplicates(runs)
-    kept_statuses = {"ok", "preempted"} if policy.keep_preempted else {"ok"}
+    kept_statuses = ("ok", "preempted") if policy.keep_preempted else ("ok",)
+    report = mark_duplicates(runs, kept_statuses)
     usable = report[report[col.STATUS].isin(kept_statuses)].reset_index(drop=True)
     report_columns = [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL,
                       col.STATUS, col.REASON_DETAIL]

@@ -111,22 +111,35 @@ def _nominal_lengths(client_args: dict[str, Any], input_mean: float, output_mean
     """Sweep labels: the client's requested lengths where it fixed them, else the rounded means."""
     dataset_name = client_args.get("dataset_name")
     input_nominal, output_nominal = round(input_mean), round(output_mean)
+    # `vllm bench serve --input-len/--output-len` overwrite the random_*/sharegpt_* lengths
+    # only after the Namespace line is printed, so the general options win where set.
     if dataset_name == "random":
-        input_nominal = client_args.get("random_input_len") or input_nominal
-        output_nominal = client_args.get("random_output_len") or output_nominal
-    elif dataset_name == "sharegpt" and client_args.get("sharegpt_output_len"):
-        output_nominal = client_args["sharegpt_output_len"]
+        input_nominal = client_args.get("input_len") or client_args.get("random_input_len") or input_nominal
+        output_nominal = client_args.get("output_len") or client_args.get("random_output_len") or output_nominal
+    elif dataset_name == "sharegpt" and (client_args.get("output_len") or client_args.get("sharegpt_output_len")):
+        output_nominal = client_args.get("output_len") or client_args["sharegpt_output_len"]
     return float(input_nominal), float(output_nominal)
+
+
+def _positive_int(value: Any) -> int | None:
+    """An integer flag value (``8``, ``"8"``), or None for text such as ``"auto"`` or ``"$N"``."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
 
 
 def _max_num_seqs(run_dir: Path, content: dict[str, Any], client_args: dict[str, Any],
                   logs: dict[str, str]) -> int | None:
     """--max-num-seqs from (in order) JSON metadata, client args, server log, directory name."""
-    if content.get("max_num_seqs") is not None:
-        return int(content["max_num_seqs"])
+    from_metadata = _positive_int(content.get("max_num_seqs"))
+    if from_metadata is not None:
+        return from_metadata
     flags = parse_server_flags(str(client_args.get("server_args", "")))
-    if flags.get("max-num-seqs"):
-        return int(flags["max-num-seqs"])
+    from_flags = _positive_int(flags.get("max-num-seqs"))
+    if from_flags is not None:
+        return from_flags
     for name in sorted(logs):
         if name.startswith("server_out"):
             found = find_max_num_seqs_in_log(logs[name])
@@ -244,6 +257,7 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
         _float(content, "total_input_tokens") / completed, _float(content, "total_output_tokens") / completed)
     row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN] = lengths
     required = {
+        "completed": completed,  # NaN (null or text in the JSON) would make the lengths NaN
         "duration": row[col.DURATION_S], "total_input_tokens": _float(content, "total_input_tokens"),
         "total_output_tokens": _float(content, "total_output_tokens"),
         "request_throughput": row[col.REQUEST_THROUGHPUT], "total_token_throughput": row[col.TOTAL_TOKEN_THROUGHPUT],

@@ -215,7 +215,8 @@ def parse_namespace_line(text: str) -> dict[str, Any]:
     return {}
 
 
-_FLAG = re.compile(r"--([\w-]+)(?:[= ]([^\s]+))?")
+# A value never starts with "--": in "--enable-chunked-prefill --max-num-seqs=8" the first flag is bare.
+_FLAG = re.compile(r"--([\w-]+)(?:[= ](?!--)([^\s]+))?")
 
 
 def parse_server_flags(server_args: str) -> dict[str, str]:

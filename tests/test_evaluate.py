@@ -1,0 +1,74 @@
+"""Held-out evaluation on the real public traces: quality bars, headline checks, tables."""
+
+import pandas as pd
+import pytest
+import yaml
+
+from slim import columns as col
+from slim.architecture import load_architectures
+from slim.clean import clean_runs
+from slim.evaluate import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
+from slim.hardware import load_hardware
+from slim.headlines import check_headlines, load_expected
+from slim.ingest import ingest_traces
+from slim.splits import load_settings
+from slim.tables import table3, to_booktabs
+
+
+@pytest.fixture(scope="module")
+def public_mapes(shared_traces_dir) -> pd.DataFrame:
+    catalog = load_architectures()
+    runs = ingest_traces(shared_traces_dir / "output_length", "h100-public", catalog)
+    clean, _ = clean_runs(runs)
+    hardware = load_hardware()["h100-64gb"]
+    settings = load_settings("config/settings/h100-public.yaml")
+    predictions = [evaluate_setting(clean, s, catalog, hardware).predictions for s in settings if s.applicable]
+    return mape_table(pd.concat(predictions, ignore_index=True))
+
+
+def _mape(mapes: pd.DataFrame, setting: str, predictor: str, metric: str = "mape_throughput_pct") -> float:
+    return float(mapes[(mapes["setting"] == setting) & (mapes["predictor"] == predictor)][metric].iloc[0])
+
+
+def test_slim_meets_the_quality_bars_on_the_public_traces(public_mapes):
+    assert _mape(public_mapes, "output_length", SLIM) <= 5.0
+    assert _mape(public_mapes, "model", SLIM) <= 15.0
+    assert _mape(public_mapes, "same_curve", SLIM) <= 12.0
+
+
+def test_recorded_headlines_still_hold(public_mapes):
+    problems = check_headlines(public_mapes, load_expected("config/headlines.yaml", "h100-public"))
+    assert problems == []
+
+
+def test_headline_check_fails_on_drift_and_on_a_lost_win(public_mapes):
+    expected = load_expected("config/headlines.yaml", "h100-public")
+    drifted = yaml.safe_load(yaml.safe_dump(expected))
+    drifted["mape_pct"]["model"][SLIM]["throughput"] += 5.0
+    assert any("drifted" in problem for problem in check_headlines(public_mapes, drifted))
+    demanding = dict(expected, slim_must_beat={"model": [IMAI]})
+    assert any("does not beat IMAI" in problem for problem in check_headlines(public_mapes, demanding))
+
+
+def test_slim_beats_llmvisor_on_the_model_transfers(public_mapes):
+    for setting in ("model", "model_output_length"):
+        assert _mape(public_mapes, setting, SLIM) < _mape(public_mapes, setting, LLMVISOR)
+
+
+def test_table3_has_one_row_per_setting_and_marks_missing_settings(public_mapes):
+    settings = load_settings("config/settings/h100-public.yaml")
+    table = table3(public_mapes, settings)
+    assert list(table.index) == [s.label for s in settings]
+    latex = to_booktabs(table, "caption", "tab:x")
+    assert "\\toprule" in latex and "n/a: no input-length sweep in this dataset" in latex
+
+
+def test_average_reduction_is_computed_from_the_table(public_mapes):
+    settings = ["model", "output_length"]
+    reduction = average_mape_reduction_pct(public_mapes, settings)
+    by_hand = []
+    for metric in ("mape_throughput_pct", "mape_e2e_pct"):
+        slim_mean = sum(_mape(public_mapes, s, SLIM, metric) for s in settings) / 2
+        for baseline in (LLMVISOR, IMAI):
+            by_hand.append(1 - slim_mean / (sum(_mape(public_mapes, s, baseline, metric) for s in settings) / 2))
+    assert reduction == pytest.approx(100 * sum(by_hand) / 4)
