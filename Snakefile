@@ -15,7 +15,7 @@ include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
-#include: "workflow/rules/figures.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:

@@ -11,7 +11,7 @@ SETTINGS = {
 }
 EVALUATED_DATASETS = list(SETTINGS)
 # Artefacts copied from figures/<default dataset>/ to the top of figures/.
-DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex"]
+DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png"]
 
 
 wildcard_constraints:

@@ -1,0 +1,148 @@
+"""Figures 9 and 10: layout, printed MAPEs, input errors, byte-identical saves, and the adapters."""
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from slim.evaluate import IMAI, LLMVISOR, PREDICTION_COLUMNS, SLIM, mape_table
+from slim.plots import PlotInputError, plot_heldout_settings, plot_unseen_model, save_figure
+from slim.splits import HeldOutSetting
+
+REPO = Path(__file__).resolve().parents[1]
+LABEL = "synthetic test data (simulated)"
+BATCH_SIZES = np.array([1, 2, 4, 8, 16, 32, 64, 128], dtype=float)
+SETTINGS = [
+    HeldOutSetting("same_curve", "Same curve", {"max_num_seqs": [1, 4, 8]}, {"max_num_seqs": [2, 16]}),
+    HeldOutSetting("input_length", "Input length", not_applicable="n/a: no input-length sweep here"),
+    HeldOutSetting("model", "Model (big, OL 390)", {"model": ["small"]}, {"model": ["big"]}),
+]
+
+
+def _curve(setting: str, predictor: str, model: str, output_len: int, role: str, batch: np.ndarray,
+           error: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Rows of one curve whose predictions are off by about `error` (relative)."""
+    input_len = 250.0
+    e2e_s = 0.01 * output_len * (1 + batch / 64)
+    throughput = batch * (input_len + output_len) / e2e_s
+    factor = 1 + error * rng.choice([-1.0, 1.0], size=batch.size)
+    return pd.DataFrame({
+        "setting": setting, "predictor": predictor, "run_id": [f"{model}/{output_len}/{b:g}" for b in batch],
+        "model": model, "max_num_seqs": batch, "input_len_mean": input_len, "output_len_mean": float(output_len),
+        "output_len_nominal": float(output_len), "mean_batch_size": batch * 0.98,
+        "measured_throughput": throughput, "predicted_throughput": throughput * factor,
+        "measured_e2e_s": e2e_s, "predicted_e2e_s": e2e_s / factor, "role": role,
+    })[list(PREDICTION_COLUMNS)]
+
+
+def synthetic_predictions() -> pd.DataFrame:
+    """Two settings: the same-curve one with two validation curves, the model one with all predictors."""
+    rng = np.random.default_rng(7)
+    train_b, validate_b = BATCH_SIZES[[0, 2, 3]], BATCH_SIZES[[1, 4, 5, 6, 7]]
+    frames = []
+    for model, output_len in (("small", 130), ("big", 260)):
+        frames.append(_curve("same_curve", SLIM, model, output_len, "train", train_b, 0.02, rng))
+        frames.append(_curve("same_curve", SLIM, model, output_len, "validate", validate_b, 0.10, rng))
+    frames.append(_curve("model", SLIM, "small", 390, "train", BATCH_SIZES, 0.02, rng))
+    for predictor, error in ((SLIM, 0.12), (LLMVISOR, 0.5), (IMAI, 0.3)):
+        frames.append(_curve("model", predictor, "big", 390, "validate", BATCH_SIZES, error, rng))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def predictions() -> pd.DataFrame:
+    return synthetic_predictions()
+
+
+def _all_texts(figure) -> list[str]:
+    return [text.get_text() for text in figure.findobj(lambda artist: hasattr(artist, "get_text"))]
+
+
+def test_fig9_has_two_rows_per_applicable_setting_and_prints_slim_mape(predictions):
+    mapes = mape_table(predictions)
+    figure = plot_heldout_settings(predictions, mapes, SETTINGS, LABEL)
+    assert len(figure.axes) == 2 * 2  # two applicable settings, throughput and E2E rows
+    texts = _all_texts(figure)
+    for setting in ("same_curve", "model"):
+        row = mapes[(mapes["setting"] == setting) & (mapes["predictor"] == SLIM)].iloc[0]
+        for metric in ("mape_throughput_pct", "mape_e2e_pct"):
+            assert any(f"SLIM MAPE {row[metric]:.1f} %" in text for text in texts)
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["Same curve", "Model (big, OL 390)"]
+    assert LABEL in figure.get_suptitle()
+    assert any("Input length" in text and "n/a" in text for text in texts)  # the skipped setting is named
+    assert all(ax.get_xscale() == "log" for ax in figure.axes)
+
+
+def test_fig9_draws_one_colour_per_validation_curve(predictions):
+    figure = plot_heldout_settings(predictions, mape_table(predictions), SETTINGS, LABEL)
+    legend_labels = [text.get_text() for text in figure.axes[2].get_legend().get_texts()]
+    assert legend_labels == ["big, OL 260", "small, OL 130"]
+
+
+def test_fig9_names_an_applicable_setting_without_predictions(predictions):
+    without_model = predictions[predictions["setting"] != "model"]
+    with pytest.raises(PlotInputError, match="'model'"):
+        plot_heldout_settings(without_model, mape_table(without_model), SETTINGS, LABEL)
+
+
+def test_fig10_puts_each_predictors_mape_in_the_legend(predictions):
+    mapes = mape_table(predictions)
+    figure = plot_unseen_model(predictions, mapes, "model", LABEL, setting_label="Model (big, OL 390)")
+    assert len(figure.axes) == 2
+    for ax, metric in zip(figure.axes, ("mape_throughput_pct", "mape_e2e_pct")):
+        labels = [text.get_text() for text in ax.get_legend().get_texts()]
+        assert labels[0] == "Measured"
+        for predictor in (SLIM, LLMVISOR, IMAI):
+            value = mapes.loc[(mapes["setting"] == "model") & (mapes["predictor"] == predictor), metric].item()
+            assert f"{predictor} (MAPE {value:.1f} %)" in labels
+    assert LABEL in figure.get_suptitle()
+
+
+def test_fig10_names_a_missing_baseline(predictions):
+    without_imai = predictions[predictions["predictor"] != IMAI]
+    with pytest.raises(PlotInputError, match=IMAI):
+        plot_unseen_model(without_imai, mape_table(without_imai), "model", LABEL)
+
+
+def test_a_missing_column_is_named(predictions):
+    with pytest.raises(PlotInputError, match="predicted_e2e_s"):
+        plot_unseen_model(predictions.drop(columns="predicted_e2e_s"), mape_table(predictions), "model", LABEL)
+
+
+def test_save_figure_writes_byte_identical_files_twice(predictions, tmp_path):
+    figure = plot_unseen_model(predictions, mape_table(predictions), "model", LABEL)
+    save_figure(figure, tmp_path / "a" / "fig.pdf", tmp_path / "a" / "fig.png")
+    save_figure(figure, tmp_path / "b" / "fig.pdf", tmp_path / "b" / "fig.png")
+    for name in ("fig.pdf", "fig.png"):
+        first, second = (tmp_path / "a" / name).read_bytes(), (tmp_path / "b" / name).read_bytes()
+        assert first == second and len(first) > 1000
+    assert b"CreationDate" not in (tmp_path / "a" / "fig.pdf").read_bytes()
+    assert b"Software" not in (tmp_path / "a" / "fig.png").read_bytes()
+
+
+@pytest.mark.parametrize("script, params", [("plot_fig9.py", {}), ("plot_fig10.py", {"setting": "model"})])
+def test_adapters_write_pdf_png_and_log(predictions, tmp_path, script, params):
+    paths = []
+    for setting, rows in predictions.groupby("setting"):
+        paths.append(str(tmp_path / f"{setting}.parquet"))
+        rows.to_parquet(paths[-1], index=False)
+    settings_file = tmp_path / "settings.yaml"
+    settings_file.write_text(yaml.safe_dump({"settings": [
+        {"name": "same_curve", "label": "Same curve", "train": {"max_num_seqs": [1, 4, 8]},
+         "validate": {"max_num_seqs": [2, 16]}},
+        {"name": "input_length", "label": "Input length", "not_applicable": "n/a: no input-length sweep here"},
+        {"name": "model", "label": "Model (big, OL 390)", "train": {"model": ["small"]},
+         "validate": {"model": ["big"]}},
+    ]}))
+    out = SimpleNamespace(pdf=str(tmp_path / "fig.pdf"), png=str(tmp_path / "fig.png"))
+    snakemake = SimpleNamespace(input=SimpleNamespace(predictions=paths, settings=str(settings_file)),
+                                output=out, params=SimpleNamespace(dataset_label=LABEL, **params),
+                                log=[str(tmp_path / "logs" / "fig.log")])
+    runpy.run_path(str(REPO / "workflow" / "scripts" / script), init_globals={"snakemake": snakemake})
+    assert Path(out.pdf).read_bytes().startswith(b"%PDF")
+    assert Path(out.png).read_bytes().startswith(b"\x89PNG")
+    assert LABEL in (tmp_path / "logs" / "fig.log").read_text()

@@ -1,0 +1,68 @@
+# Characterisation artefacts (paper Section V): Fig. 1, Fig. 2 and Table I.
+# Input function dataset_label lives in common.smk.
+
+
+localrules:
+    fig1,
+    fig2,
+    table1,
+
+
+# figures/table1.tex would also match default_artefact's figures/{artefact}.
+ruleorder: table1 > default_artefact
+
+
+rule fig1:
+    input:
+        runs="results/{dataset}/runs.parquet",
+    output:
+        pdf=report(
+            "figures/{dataset}/fig1.pdf",
+            caption="../report/fig1.rst",
+            category="Characterisation",
+        ),
+        png="figures/{dataset}/fig1.png",
+    params:
+        dataset_label=dataset_label,
+    log:
+        "logs/{dataset}/fig1.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/plot_fig1.py"
+
+
+rule fig2:
+    input:
+        clean="results/{dataset}/clean.parquet",
+    output:
+        pdf=report(
+            "figures/{dataset}/fig2.pdf",
+            caption="../report/fig2.rst",
+            category="Characterisation",
+        ),
+        png="figures/{dataset}/fig2.png",
+    params:
+        dataset_label=dataset_label,
+    log:
+        "logs/{dataset}/fig2.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/plot_fig2.py"
+
+
+rule table1:
+    input:
+        paper="config/paper_table1.yaml",
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+    output:
+        tex=report("figures/table1.tex", caption="../report/table1.rst", category="Characterisation"),
+        csv="results/table1.csv",
+    log:
+        "logs/table1.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/table1.py"

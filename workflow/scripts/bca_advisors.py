@@ -1,0 +1,32 @@
+"""Snakemake adapter: knee advisor vs full-profile BCA vs SLIM-BCA on every measured curve."""
+from pathlib import Path
+
+import pandas as pd
+
+from slim.architecture import load_architectures
+from slim.bca import advisor_comparison, advisors_display, latex_escaped_columns, load_bca_config
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+from slim.tables import to_booktabs
+
+log = open_log(snakemake.log[0])
+label = snakemake.params.dataset_label
+clean = pd.read_parquet(snakemake.input.clean)
+study = load_bca_config(snakemake.input.bca_config)
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+comparison = advisor_comparison(clean, load_architectures(snakemake.params.models_file), hardware,
+                                study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)
+write_csv(comparison, snakemake.output.csv)
+log.info("advisors:\n%s", comparison.to_string())
+shown = advisors_display(comparison)
+Path(snakemake.output.table).write_text(to_booktabs(
+    latex_escaped_columns(shown), f"Knee advisor, full-profile BCA and SLIM-BCA (leave-one-curve-out) on every measured curve, "
+    f"{label}: cap, measured throughput retained (\\% of the curve's peak), measured E2E (s) at the cap and "
+    f"KV memory of the cap (GiB); epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x.",
+    "tab:advisors"))
+lines = ["| curve | " + " | ".join(" ".join(c) for c in shown.columns) + " |",
+         "|---|" + "---|" * len(shown.columns)]
+lines += [f"| {curve} | " + " | ".join(v if isinstance(v, str) else ("--" if pd.isna(v) else f"{v:.1f}")
+                                     for v in row) + " |" for curve, row in zip(shown.index, shown.values)]
+Path(snakemake.output.md).write_text(f"Advisors on every measured curve of **{label}** data:\n\n"
+                                     + "\n".join(lines) + "\n")

@@ -1,0 +1,20 @@
+"""Snakemake adapter: Fig. 13, GPU memory per model with full-profile BCA's cap."""
+import pandas as pd
+
+from slim.architecture import load_architectures
+from slim.bca import load_bca_config, memory_breakdown
+from slim.bca_plots import plot_memory_breakdown
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+from slim.plots import save_figure
+
+log = open_log(snakemake.log[0])
+clean = pd.read_parquet(snakemake.input.clean)
+study = load_bca_config(snakemake.input.bca_config)
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+memory = memory_breakdown(clean, study.fig13_curves, load_architectures(snakemake.params.models_file), hardware,
+                          study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)
+write_csv(memory, snakemake.output.memory)
+log.info("memory breakdown:\n%s", memory.to_string())
+save_figure(plot_memory_breakdown(memory, snakemake.params.dataset_label, study.epsilon, study.strict_slo_multiplier),
+            snakemake.output.pdf, snakemake.output.png)

@@ -1,0 +1,23 @@
+"""Snakemake adapter: Fig. 12, SLIM-BCA's sensitivity to epsilon and the SLO per transfer."""
+import pandas as pd
+
+from slim.architecture import load_architectures
+from slim.bca import load_bca_config, sensitivity_grid
+from slim.bca_plots import plot_sensitivity
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+from slim.plots import save_figure
+from slim.splits import load_settings
+
+log = open_log(snakemake.log[0])
+clean = pd.read_parquet(snakemake.input.clean)
+study = load_bca_config(snakemake.input.bca_config)
+settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
+catalog = load_architectures(snakemake.params.models_file)
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+grid = pd.concat([sensitivity_grid(clean, settings[name], catalog, hardware, study.sensitivity_epsilons,
+                                   study.sensitivity_slo_multipliers, study.slo_reference_max_num_seqs)
+                  for name in study.fig12_transfers], ignore_index=True)
+write_csv(grid, snakemake.output.grid)
+log.info("sensitivity grid:\n%s", grid.to_string())
+save_figure(plot_sensitivity(grid, snakemake.params.dataset_label), snakemake.output.pdf, snakemake.output.png)

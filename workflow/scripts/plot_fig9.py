@@ -1,0 +1,16 @@
+"""Snakemake adapter: Fig. 9, measured vs SLIM on every held-out setting of one dataset."""
+import pandas as pd
+
+from slim.evaluate import mape_table
+from slim.pipeline_io import open_log
+from slim.plots import plot_heldout_settings, save_figure
+from slim.splits import load_settings
+
+log = open_log(snakemake.log[0])
+predictions = pd.concat([pd.read_parquet(path) for path in snakemake.input.predictions], ignore_index=True)
+settings = load_settings(snakemake.input.settings)
+figure = plot_heldout_settings(predictions, mape_table(predictions), settings, snakemake.params.dataset_label)
+save_figure(figure, snakemake.output.pdf, snakemake.output.png)
+log.info("Fig. 9 of %s: %d applicable setting(s) from %d prediction file(s)",
+         snakemake.params.dataset_label, sum(setting.applicable for setting in settings),
+         len(snakemake.input.predictions))

@@ -1,0 +1,19 @@
+"""Snakemake adapter: Table I, analytical decode-attention roofline of the paper's configurations beside its measurements."""
+from pathlib import Path
+
+from slim.architecture import load_architectures
+from slim.characterise import intensity_agreement, load_paper_table1, table1_frame, table1_latex
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+
+log = open_log(snakemake.log[0])
+paper = load_paper_table1(snakemake.input.paper)
+arch = load_architectures(snakemake.input.models)[paper.model]
+hardware = load_hardware(snakemake.input.hardware)[paper.hardware]
+frame = table1_frame(arch, hardware, paper.rows)
+write_csv(frame, snakemake.output.csv)
+Path(snakemake.output.tex).write_text(table1_latex(frame, arch, hardware, paper.source))
+gap_to_mean, worst_gap = intensity_agreement(frame)
+log.info("Table I (%s on %s): roofline AI %.2f FLOP/B, ceiling %.2f TFLOP/s; AI gap to mean measured %.1f%%, "
+         "worst row %.1f%%", arch.name, hardware.name, frame["intensity_model_flop_per_byte"].iloc[0],
+         frame["attainable_tflop_per_s"].iloc[0], 100 * gap_to_mean, 100 * worst_gap)
