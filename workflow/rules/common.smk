@@ -53,7 +53,10 @@ def default_artefact_source(wildcards):
 def dataset_targets(dataset):
     """Every artefact one dataset produces."""
     targets = [f"results/{dataset}/clean.parquet", f"results/{dataset}/cleaning_report.md"]
+    if dataset not in SETTINGS:  # a single-workload dataset (ShareGPT): batch-scaling figure
+        targets += [f"figures/{dataset}/fig1.pdf", f"figures/{dataset}/fig1.png"]
     if dataset in SETTINGS:
+        targets += [f"figures/{dataset}/fig2.pdf", f"figures/{dataset}/fig2.png"]
         targets += [f"figures/{dataset}/{artefact}" for artefact in DEFAULT_ARTEFACTS]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
     return targets
@@ -61,6 +64,7 @@ def dataset_targets(dataset):
 
 def all_targets():
     targets = [target for dataset in DATASETS for target in dataset_targets(dataset)]
+    targets += ["figures/table1.tex"]
     if DEFAULT_DATASET in SETTINGS:
         targets += [f"figures/{artefact}" for artefact in DEFAULT_ARTEFACTS]
         targets += ["results/readme_results.md"]

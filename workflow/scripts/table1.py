@@ -1,4 +1,4 @@
-"""Snakemake adapter: Table I, analytical decode-attention roofline of the paper's configurations beside its measurements."""
+"""Snakemake adapter: Table I, the analytical decode-attention roofline beside the paper's measurements."""
 from pathlib import Path
 
 from slim.architecture import load_architectures
