@@ -11,6 +11,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/simulate.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/evaluate.smk"

@@ -36,7 +36,8 @@ class DatasetConfig:
     @property
     def label(self) -> str:
         """Name as shown in tables and figures: simulated data is always marked."""
-        return f"{self.name} (simulated)" if self.is_simulated else f"{self.name} (real)"
+        kind = "simulated" if self.is_simulated else "real"
+        return self.name if kind in self.name else f"{self.name} ({kind})"
 
 
 def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str, DatasetConfig]:

@@ -25,6 +25,11 @@ def trace_dir(wildcards):
     return str(DATASETS[wildcards.dataset].trace_dir)
 
 
+def simulator_calibration_hardware(wildcards):
+    """The accelerator of the real dataset the simulator is calibrated on."""
+    return DATASETS[config["simulator"]["calibration_dataset"]].hardware.name
+
+
 def settings_file(wildcards):
     return str(DATASETS[wildcards.dataset].settings_file)
 
@@ -65,6 +70,8 @@ def dataset_targets(dataset):
 def all_targets():
     targets = [target for dataset in DATASETS for target in dataset_targets(dataset)]
     targets += ["figures/table1.tex"]
+    if "simulator" in config:
+        targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:
         targets += [f"figures/{artefact}" for artefact in DEFAULT_ARTEFACTS]
         targets += ["results/readme_results.md"]

@@ -1,4 +1,4 @@
-"""Time the simulator on the default grid: `python workflow/scripts/bench_sim.py [out_dir] [workers]`.
+"""Time the simulator on the default grid: `python workflow/bench/bench_sim.py [out_dir] [workers]`.
 
 Writes every run directory of config/sim_grid.yaml under out_dir (default: a temporary
 folder, removed afterwards) and prints the wall time; the target is under 60 s on 2 cores.

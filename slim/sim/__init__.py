@@ -1,0 +1,17 @@
+"""A calibrated step-level simulator of a vLLM V0 server under the benchmark client.
+
+It is the project's richer ground truth (scheduler + kernel roofline), not SLIM's
+closed form: `simulate_run` for one run, `simulate_grid` / `simulate_grid_to_dir` for a
+configured grid, `write_run_dir` for the public-trace file layout, `calibrate` to fit
+its few constants on real traces, `step_cost_breakdown` for per-component step costs.
+"""
+
+from slim.sim.constants import FITTED_CONSTANTS, SimConstants, load_sim_constants
+from slim.sim.cost import StepCostModel, step_cost_breakdown
+from slim.sim.engine import SimResult, simulate_run
+from slim.sim.memory import KvCachePlan, kv_cache_plan
+
+__all__ = [
+    "FITTED_CONSTANTS", "KvCachePlan", "SimConstants", "SimResult", "StepCostModel", "kv_cache_plan",
+    "load_sim_constants", "simulate_run", "step_cost_breakdown",
+]

@@ -1,0 +1,111 @@
+"""Constants of the vLLM serving simulator: calibrated kernel efficiencies and
+overheads, plus the fixed scheduler and memory settings of vLLM V0.
+
+The memory constants come from the public traces' own server logs
+(``Memory profiling results: total_gpu_memory=63.43GiB ... non_torch_memory=0.10GiB``
+and the growth of ``peak_torch_memory`` with ``--max-num-seqs``); the scheduler
+constants are vLLM V0 defaults (``max_num_batched_tokens=512`` is what the server
+log prints: "Chunked prefill is enabled with max_num_batched_tokens=512").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from slim.errors import ConfigError
+
+GIB = 1024**3
+
+FITTED_CONSTANTS = (
+    "gemm_compute_efficiency",
+    "gemm_memory_efficiency",
+    "attention_memory_efficiency",
+    "kernel_latency_s",
+    "step_overhead_base_s",
+    "step_overhead_per_seq_s",
+)
+"""The constants `calibrate` fits; everything else is fixed from logs or vLLM defaults."""
+
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_compute_efficiency": (0.05, 1.0),
+    "gemm_memory_efficiency": (0.05, 1.0),
+    "attention_memory_efficiency": (0.05, 1.0),
+    "kernel_latency_s": (0.0, 50e-6),
+    "step_overhead_base_s": (0.0, 20e-3),
+    "step_overhead_per_seq_s": (0.0, 500e-6),
+}
+"""Physical bounds of the fitted constants (efficiencies in (0, 1])."""
+
+
+@dataclass(frozen=True)
+class SimConstants:
+    """Everything the simulator needs beyond architecture and hardware.
+
+    Step cost (per engine step, see `slim.sim.cost`): each GEMM costs
+    ``max(FLOPs / (gemm_compute_efficiency F_max), bytes / (gemm_memory_efficiency BW_max))
+    + kernel_latency_s``; decode attention streams the KV cache at
+    ``attention_memory_efficiency BW_max``; the CPU side adds
+    ``step_overhead_base_s + step_overhead_per_seq_s x scheduled sequences``.
+    """
+
+    # Fitted (see FITTED_CONSTANTS); the defaults are plausible H100 starting points.
+    gemm_compute_efficiency: float = 0.6
+    gemm_memory_efficiency: float = 0.8
+    attention_memory_efficiency: float = 0.6
+    kernel_latency_s: float = 5e-6
+    step_overhead_base_s: float = 1e-3
+    step_overhead_per_seq_s: float = 40e-6
+    # Fixed: per-step multiplicative jitter (std of the relative noise, clipped at 3 sigma).
+    jitter_rel_sigma: float = 0.02
+    # Fixed: tensor parallelism (not in the public traces, so not calibrated).
+    nvlink_bandwidth_bytes_per_s: float = 450e9
+    allreduce_latency_s: float = 8e-6
+    # Fixed: vLLM V0 scheduler defaults with --enable-chunked-prefill.
+    max_num_batched_tokens: int = 512
+    block_size: int = 16
+    watermark_fraction: float = 0.01
+    # Fixed: memory profile, from the public traces' server logs.
+    device_reserved_bytes: float = 0.57 * GIB          # 64 GiB card reports 63.43 GiB
+    non_torch_memory_bytes: float = 0.10 * GIB
+    logits_bytes_per_vocab_entry_per_seq: float = 36.0  # profile-run sampler buffers
+    activation_bytes_per_token_per_hidden: float = 45.0  # profile-run hidden activations
+    default_max_model_len: int = 2048
+
+    def with_fitted(self, values: Mapping[str, float]) -> "SimConstants":
+        """A copy with some fitted constants replaced."""
+        unknown = set(values) - set(FITTED_CONSTANTS)
+        if unknown:
+            raise ConfigError(f"not fitted sim constants: {sorted(unknown)}; fitted are {FITTED_CONSTANTS}")
+        return replace(self, **{key: float(value) for key, value in values.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str = "sim constants") -> "SimConstants":
+        known = {field.name: field.type for field in fields(cls)}
+        unknown = set(values) - set(known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown sim constant(s) {sorted(unknown)}")
+        defaults = cls()
+        converted = {key: type(getattr(defaults, key))(value) for key, value in values.items()}
+        return cls(**converted)
+
+
+def load_sim_constants(path: str | Path) -> SimConstants:
+    """Read `SimConstants` from a YAML file (key ``constants:``, or a flat mapping)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError as error:
+        raise ConfigError(f"sim constants file not found: {path}") from error
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping")
+    values = raw.get("constants", raw)
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: key 'constants' must be a mapping")
+    return SimConstants.from_dict(values, str(path))

@@ -1,0 +1,216 @@
+"""Kernel-level roofline cost of one vLLM engine step (the simulator's clock).
+
+One step runs every scheduled token through the model once. Per layer and per
+tensor-parallel rank (``t`` ranks, weights and KV heads sharded ``1/t``):
+
+    GEMM g (in k, out n, T tokens):  FLOPs = 2 T k n,  bytes = 2 k n (weights) + 2 T (k + n)
+        time_g = max(FLOPs / (eta_c F_max), bytes / (eta_m BW_max)) + kernel_latency
+        GEMMs: QKV (n = D + 2 D_kv), output projection (D -> D), FFN up (gate+up, 2 D_ff,
+        for SwiGLU) and down.
+    decode attention, context c tokens summed over decoding sequences:
+        bytes = c x 2 D_kv b_kv (K and V),  FLOPs = 4 D c    (AI ~ H_q / H_kv FLOP/B)
+        time  = max(FLOPs / (eta_c F_max), bytes / (eta_attn BW_max)) + kernel_latency
+    prefill attention over p causal (query, key) pairs: FLOPs = 4 D p, compute-bound
+    elementwise (2 norms, activation, residuals): memory-bound, 2 T (4 D + D_ff') bytes
+    all-reduce (t > 1): 2 per layer, ring: latency + 2 (t-1)/t x 2 T D / NVLink BW
+LM head once per step for the sampled sequences, and a CPU-side overhead
+``base + per_seq x sequences`` (scheduling, input preparation, sampling, detokenising).
+
+This is the simulator's ground truth, deliberately richer than SLIM's closed form
+(`slim/model.py`, Eqs. 5-12): nothing here evaluates or is tuned to SLIM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from slim.architecture import BYTES_PER_FP16, Architecture
+from slim.errors import ConfigError
+from slim.hardware import Hardware
+from slim.sim.constants import SimConstants
+
+KERNELS_PER_LAYER = 5      # QKV, attention, output projection, FFN up, FFN down
+ELEMENTWISE_KERNELS_PER_LAYER = 3
+
+
+@dataclass(frozen=True)
+class _Gemm:
+    in_features: int
+    out_features: int
+
+
+def _layer_gemms(arch: Architecture, tensor_parallel: int) -> tuple[_Gemm, ...]:
+    """The four GEMMs of one decoder layer on one tensor-parallel rank."""
+    d, t = arch.hidden_dim, tensor_parallel
+    up_out = 2 * arch.ffn_dim if arch.ffn_kind == "swiglu" else arch.ffn_dim
+    return (
+        _Gemm(d, (d + 2 * arch.kv_dim) // t),
+        _Gemm(d // t, d),
+        _Gemm(d, up_out // t),
+        _Gemm(arch.ffn_dim // t, d),
+    )
+
+
+def kv_dim_per_rank(arch: Architecture, tensor_parallel: int) -> int:
+    """KV width held by one rank: ``D_kv / t``, but at least one head (heads are replicated)."""
+    return max(arch.n_kv_heads // tensor_parallel, 1) * arch.head_dim
+
+
+def kv_bytes_per_token_per_rank(arch: Architecture, tensor_parallel: int) -> int:
+    """``2 (K, V) x L x D_kv,rank x b_kv``."""
+    return 2 * arch.n_layers * kv_dim_per_rank(arch, tensor_parallel) * BYTES_PER_FP16
+
+
+class StepCostModel:
+    """Per-run precomputed coefficients of the step cost (see module docstring).
+
+    The simulator evaluates ``gpu_fixed_s(tokens, sampled) + attention_s_per_context_token x c
+    + prefill_s_per_pair x p`` and ``overhead_s(seqs)``; `breakdown` gives the same
+    numbers split by component with FLOPs and bytes.
+    """
+
+    def __init__(self, arch: Architecture, hw: Hardware, consts: SimConstants, tensor_parallel: int = 1):
+        if tensor_parallel < 1 or arch.hidden_dim % tensor_parallel or arch.ffn_dim % tensor_parallel:
+            raise ConfigError(f"tensor_parallel={tensor_parallel} does not divide {arch.name}'s hidden/FFN dims")
+        if arch.n_q_heads % tensor_parallel:
+            raise ConfigError(f"tensor_parallel={tensor_parallel} does not divide {arch.name}'s {arch.n_q_heads} heads")
+        self.arch, self.hw, self.consts, self.tp = arch, hw, consts, tensor_parallel
+        self.compute_rate = consts.gemm_compute_efficiency * hw.peak_flops_per_s
+        self.memory_rate = consts.gemm_memory_efficiency * hw.hbm_bandwidth_bytes_per_s
+        self.attention_rate = consts.attention_memory_efficiency * hw.hbm_bandwidth_bytes_per_s
+        self.gemms = _layer_gemms(arch, tensor_parallel)
+        lm_in = arch.embed_proj_dim or arch.hidden_dim
+        self.lm_head = _Gemm(lm_in, -(-arch.vocab_size // tensor_parallel))
+        layers = arch.n_layers
+        d_rank = arch.hidden_dim // tensor_parallel
+        # Decode attention per context token, all layers: FLOPs and KV bytes.
+        self.attention_flops_per_token = layers * 4.0 * d_rank
+        self.attention_bytes_per_token = float(kv_bytes_per_token_per_rank(arch, tensor_parallel))
+        self.attention_s_per_context_token = max(self.attention_flops_per_token / self.compute_rate,
+                                                 self.attention_bytes_per_token / self.attention_rate)
+        self.prefill_flops_per_pair = layers * 4.0 * d_rank
+        self.prefill_s_per_pair = self.prefill_flops_per_pair / self.compute_rate
+        up_width = (2 if arch.ffn_kind == "swiglu" else 1) * arch.ffn_dim // tensor_parallel
+        self.elementwise_bytes_per_token = layers * BYTES_PER_FP16 * (4.0 * arch.hidden_dim + 2.0 * up_width)
+
+    # -- components, vectorised over arrays -------------------------------------------------
+    def _gemm_time(self, gemm: _Gemm, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        flops = 2.0 * tokens * gemm.in_features * gemm.out_features
+        bytes_moved = BYTES_PER_FP16 * (gemm.in_features * gemm.out_features
+                                        + tokens * (gemm.in_features + gemm.out_features))
+        time = np.maximum(flops / self.compute_rate, bytes_moved / self.memory_rate)
+        return time, flops, bytes_moved
+
+    def gemm_components(self, tokens: ArrayLike) -> dict[str, np.ndarray]:
+        """Layer GEMMs + elementwise kernels for ``tokens`` scheduled tokens (all layers)."""
+        tokens = np.asarray(tokens, dtype=float)
+        active = (tokens > 0).astype(float)
+        time = np.zeros_like(tokens)
+        flops = np.zeros_like(tokens)
+        bytes_moved = np.zeros_like(tokens)
+        for gemm in self.gemms:
+            g_time, g_flops, g_bytes = self._gemm_time(gemm, tokens)
+            time = time + g_time * active
+            flops = flops + g_flops
+            bytes_moved = bytes_moved + g_bytes * active
+        layers = self.arch.n_layers
+        elementwise_bytes = self.elementwise_bytes_per_token * tokens
+        latency = self.consts.kernel_latency_s * layers * (KERNELS_PER_LAYER - 1 + ELEMENTWISE_KERNELS_PER_LAYER)
+        gemm_s = layers * time + (elementwise_bytes / self.memory_rate + latency) * active
+        return {"gemm_s": gemm_s, "gemm_flops": layers * flops,
+                "gemm_bytes": layers * bytes_moved + elementwise_bytes}
+
+    def lm_head_components(self, sampled_seqs: ArrayLike) -> dict[str, np.ndarray]:
+        sampled = np.asarray(sampled_seqs, dtype=float)
+        time, flops, bytes_moved = self._gemm_time(self.lm_head, sampled)
+        active = (sampled > 0).astype(float)
+        return {"lm_head_s": (time + self.consts.kernel_latency_s) * active,
+                "lm_head_flops": flops, "lm_head_bytes": bytes_moved * active}
+
+    def allreduce_s(self, tokens: ArrayLike) -> np.ndarray:
+        tokens = np.asarray(tokens, dtype=float)
+        if self.tp == 1:
+            return np.zeros_like(tokens)
+        payload = BYTES_PER_FP16 * tokens * self.arch.hidden_dim
+        ring = 2.0 * (self.tp - 1) / self.tp * payload / self.consts.nvlink_bandwidth_bytes_per_s
+        return 2.0 * self.arch.n_layers * (self.consts.allreduce_latency_s + ring) * (tokens > 0)
+
+    def attention_latency_s(self, tokens: ArrayLike) -> np.ndarray:
+        return self.consts.kernel_latency_s * self.arch.n_layers * (np.asarray(tokens, dtype=float) > 0)
+
+    def overhead_s(self, seqs: ArrayLike) -> np.ndarray:
+        """CPU-side step overhead: ``base + per_seq x seqs`` (zero for an empty step)."""
+        seqs = np.asarray(seqs, dtype=float)
+        return (self.consts.step_overhead_base_s + self.consts.step_overhead_per_seq_s * seqs) * (seqs > 0)
+
+    # -- what the engine calls -----------------------------------------------------------------
+    def gpu_fixed_table(self, max_tokens: int, max_sampled: int) -> tuple[list[float], list[float]]:
+        """Lookup tables: GPU seconds by scheduled tokens (GEMM + elementwise + all-reduce +
+        attention launch) and by sampled sequences (LM head). Python floats, for the step loop."""
+        tokens = np.arange(max_tokens + 1, dtype=float)
+        by_tokens = self.gemm_components(tokens)["gemm_s"] + self.allreduce_s(tokens) + self.attention_latency_s(tokens)
+        by_sampled = self.lm_head_components(np.arange(max_sampled + 1, dtype=float))["lm_head_s"]
+        return by_tokens.tolist(), by_sampled.tolist()
+
+    def breakdown(self, n_decode_seqs: ArrayLike, decode_context_tokens: ArrayLike, n_prefill_tokens: ArrayLike,
+                  prefill_attention_pairs: ArrayLike | None = None, n_prefill_seqs: ArrayLike | None = None,
+                  n_sampled_seqs: ArrayLike | None = None) -> dict[str, np.ndarray]:
+        """Seconds, FLOPs and bytes per component of one step (see `step_cost_breakdown`)."""
+        n_decode = np.asarray(n_decode_seqs, dtype=float)
+        context = np.asarray(decode_context_tokens, dtype=float)
+        prefill = np.asarray(n_prefill_tokens, dtype=float)
+        if prefill_attention_pairs is None:   # one chunk from position 0: causal triangle
+            prefill_attention_pairs = prefill * (prefill + 1.0) / 2.0
+        pairs = np.asarray(prefill_attention_pairs, dtype=float)
+        if n_prefill_seqs is None:
+            n_prefill_seqs = (prefill > 0).astype(float)
+        n_prefill_seqs = np.asarray(n_prefill_seqs, dtype=float)
+        if n_sampled_seqs is None:
+            n_sampled_seqs = n_decode + n_prefill_seqs
+        tokens = n_decode + prefill
+        gemm = self.gemm_components(tokens)
+        lm_head = self.lm_head_components(n_sampled_seqs)
+        decode_flops = self.attention_flops_per_token * context
+        decode_bytes = self.attention_bytes_per_token * context
+        attention_decode = context * self.attention_s_per_context_token
+        attention_prefill = pairs * self.prefill_s_per_pair
+        attention = attention_decode + attention_prefill + self.attention_latency_s(tokens)
+        allreduce = self.allreduce_s(tokens)
+        overhead = self.overhead_s(n_decode + n_prefill_seqs)
+        gpu = gemm["gemm_s"] + lm_head["lm_head_s"] + attention + allreduce
+        return {
+            "attention_s": attention, "attention_decode_s": attention_decode,
+            "attention_prefill_s": attention_prefill, "gemm_s": gemm["gemm_s"],
+            "lm_head_s": lm_head["lm_head_s"], "allreduce_s": allreduce, "overhead_s": overhead,
+            "gpu_s": gpu, "total_s": gpu + overhead,
+            "attention_decode_flops": decode_flops, "attention_decode_bytes": decode_bytes,
+            "attention_prefill_flops": self.prefill_flops_per_pair * pairs,
+            "gemm_flops": gemm["gemm_flops"], "gemm_bytes": gemm["gemm_bytes"],
+            "lm_head_flops": lm_head["lm_head_flops"], "lm_head_bytes": lm_head["lm_head_bytes"],
+            "dram_bytes": decode_bytes + gemm["gemm_bytes"] + lm_head["lm_head_bytes"],
+        }
+
+
+def step_cost_breakdown(arch: Architecture, hw: Hardware, consts: SimConstants, n_decode_seqs: ArrayLike,
+                        decode_context_tokens: ArrayLike, n_prefill_tokens: ArrayLike,
+                        prefill_attention_pairs: ArrayLike | None = None, n_prefill_seqs: ArrayLike | None = None,
+                        tensor_parallel: int = 1) -> dict[str, np.ndarray]:
+    """Modelled cost of one engine step, split by component (per tensor-parallel rank).
+
+    Keys ending ``_s`` are seconds (``attention_s``, ``attention_decode_s``, ``attention_prefill_s``,
+    ``gemm_s``, ``lm_head_s``, ``allreduce_s``, ``overhead_s``, ``gpu_s``, ``total_s``); ``_flops``
+    and ``_bytes`` keys give the work of each component, e.g. the decode-attention arithmetic
+    intensity is ``attention_decode_flops / attention_decode_bytes`` (~ H_q / H_kv) and the
+    step's DRAM-bandwidth utilisation is ``dram_bytes / (gpu_s x BW_max)``. These are modelled
+    values (label them so in figures), vectorised over numpy arrays.
+
+    ``decode_context_tokens`` is the sum over decoding sequences of the tokens each attends
+    to; ``prefill_attention_pairs`` defaults to one chunk from position 0,
+    ``n (n + 1) / 2``.
+    """
+    model = StepCostModel(arch, hw, consts, tensor_parallel)
+    return model.breakdown(n_decode_seqs, decode_context_tokens, n_prefill_tokens,
+                           prefill_attention_pairs, n_prefill_seqs)

@@ -1,0 +1,56 @@
+"""How close the simulator is to the real traces: a per-curve table and a figure."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from slim import columns as col
+from slim.tables import to_booktabs
+
+THROUGHPUT_BAR_MEDIAN_PCT = 8.0
+THROUGHPUT_BAR_WORST_PCT = 15.0
+
+
+def validation_frame(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per real curve: throughput and mean-batch MAPE (%), and the KV-saturation agreement."""
+    frame = pd.DataFrame({
+        "model": curves[col.MODEL],
+        "IL": curves[col.INPUT_LEN_MEAN].astype(int),
+        "OL": curves[col.OUTPUT_LEN_MEAN].astype(int),
+        "runs": curves["runs"].astype(int),
+        "Thr. MAPE %": curves["throughput_mape"],
+        "Batch MAPE %": curves["batch_mape"],
+        "preempted runs (real/sim)": [f"{int(m)}/{int(s)}" for m, s in
+                                      zip(curves["measured_preempted_runs"], curves["simulated_preempted_runs"])],
+        "KV saturation reproduced": ["yes" if a == 1.0 else f"{100 * a:.0f}% of runs" for a in
+                                     curves["kv_saturation_agreement"]],
+    })
+    return frame.sort_values(["model", "OL"]).reset_index(drop=True)
+
+
+def validation_latex(curves: pd.DataFrame) -> str:
+    median, worst = curves["throughput_mape"].median(), curves["throughput_mape"].max()
+    caption = (f"SIMULATED vs real: per public H100 curve, MAPE of the simulator's throughput and mean batch size. "
+               f"Median curve throughput MAPE {median:.1f}\\% (bar {THROUGHPUT_BAR_MEDIAN_PCT:.0f}\\%), worst "
+               f"{worst:.1f}\\% (bar {THROUGHPUT_BAR_WORST_PCT:.0f}\\%). In-sample: the constants were fitted on "
+               f"these runs.")
+    return to_booktabs(validation_frame(curves).set_index("model"), caption, "tab:sim-validation")
+
+
+def plot_validation(curves: pd.DataFrame) -> Figure:
+    """Bars of per-curve throughput and mean-batch MAPE, with the throughput bars as lines."""
+    frame = validation_frame(curves)
+    labels = [f"{m}\nOL {ol}" for m, ol in zip(frame["model"], frame["OL"])]
+    figure = Figure(figsize=(9, 3.6))
+    axes = figure.subplots()
+    positions = range(len(frame))
+    axes.bar([p - 0.2 for p in positions], frame["Thr. MAPE %"], width=0.4, label="throughput")
+    axes.bar([p + 0.2 for p in positions], frame["Batch MAPE %"], width=0.4, label="mean batch size")
+    axes.axhline(THROUGHPUT_BAR_MEDIAN_PCT, color="grey", linestyle="--", linewidth=1, label="median bar (8%)")
+    axes.set_xticks(list(positions), labels, fontsize=7)
+    axes.set_ylabel("MAPE (%)")
+    axes.set_title("Simulator vs real public H100 traces (simulated, calibrated in-sample)")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure

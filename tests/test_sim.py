@@ -1,0 +1,142 @@
+"""slim.sim engine and cost model: conservation, KV limits, preemption, jump == step,
+emergent batch size, and the cost model's hand-checkable values."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from slim.architecture import load_architectures
+from slim.errors import ConfigError
+from slim.hardware import load_hardware
+from slim.sim import SimConstants, StepCostModel, kv_cache_plan, simulate_run, step_cost_breakdown
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_architectures("config/models.yaml")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_hardware("config/hardware.yaml")["h100-64gb"]
+
+
+def tiny_kv_constants(arch, hw, consts, blocks, max_num_seqs):
+    """Constants whose KV cache holds about ``blocks`` blocks (more reserved device memory)."""
+    plan = kv_cache_plan(arch, hw, consts, max_num_seqs)
+    block_bytes = plan.kv_cache_bytes / plan.num_gpu_blocks
+    extra = (plan.kv_cache_bytes - (blocks + 0.5) * block_bytes) / hw.gpu_memory_utilization
+    return replace(consts, device_reserved_bytes=consts.device_reserved_bytes + extra)
+
+
+def test_conservation_every_request_completes_once(catalog, h100):
+    il, ol, n = 100, 37, 60
+    result = simulate_run(catalog["opt-125m"], h100, SimConstants(), il, ol, 8, n, seed=1)
+    assert result.status == "ok" and result.completed == n
+    assert len(result.e2e_s) == n and np.all(result.e2e_s > result.ttft_s) and np.all(result.ttft_s > 0)
+    last = result.samples.iloc[-1]
+    assert last["request_success_total"] == n + 1          # + the client's test prompt
+    assert last["generation_tokens_total"] == (n + 1) * ol
+    assert last["prompt_tokens_total"] == (n + 1) * il
+    assert last["num_requests_running"] == 0 and last["num_requests_waiting"] == 0
+    assert len(result.itl_s) == n * (ol - 1)
+    summary = result.benchmark_summary()
+    assert summary["total_input_tokens"] == n * il and summary["total_output_tokens"] == n * ol
+
+
+def test_tiny_kv_cache_forces_preemption_but_never_overflows(catalog, h100):
+    arch = catalog["opt-125m"]
+    consts = tiny_kv_constants(arch, h100, SimConstants(), blocks=140, max_num_seqs=16)
+    result = simulate_run(arch, h100, consts, 100, 200, 16, 40, seed=2, max_model_len=512)
+    assert result.plan.num_gpu_blocks == 140
+    assert result.num_preemptions > 0
+    assert result.completed == 40
+    assert result.samples["gpu_cache_usage_perc"].max() <= 1.0
+    # The KV cache, not the flag, caps the batch: far fewer than 16 sequences fit on average.
+    assert result.mean_batch_size < 12
+    # Recomputed prompts are counted as prompt tokens, so more than (N + 1) x IL were prefilled.
+    assert result.samples["prompt_tokens_total"].iloc[-1] > 41 * 100
+
+
+def test_no_preemption_when_the_kv_cache_is_ample(catalog, h100):
+    result = simulate_run(catalog["opt-125m"], h100, SimConstants(), 100, 200, 16, 40, seed=2)
+    assert result.num_preemptions == 0
+
+
+@pytest.mark.parametrize("model, il, ol, batch, n, tiny", [
+    ("opt-1.3b", 242, 130, 4, 40, False),
+    ("opt-125m", 100, 40, 512, 300, False),
+    ("opt-125m", 100, 200, 16, 40, True),
+])
+def test_jump_equals_step_by_step(catalog, h100, model, il, ol, batch, n, tiny):
+    arch = catalog[model]
+    consts = tiny_kv_constants(arch, h100, SimConstants(), 140, batch) if tiny else SimConstants()
+    jumped, stepped = (simulate_run(arch, h100, consts, il, ol, batch, n, seed=5, jump=jump, max_model_len=512)
+                       for jump in (True, False))
+    assert jumped.benchmark_summary() == stepped.benchmark_summary()
+    assert jumped.samples.equals(stepped.samples)
+    assert np.array_equal(jumped.itl_s, stepped.itl_s)
+    assert (jumped.prefill_time_s, jumped.decode_time_s, jumped.num_preemptions) == (
+        stepped.prefill_time_s, stepped.decode_time_s, stepped.num_preemptions)
+
+
+def test_batch_emerges_from_the_token_budget(catalog, h100):
+    """With budget 512 tokens and max_num_seqs 512, decodes R and prefill admissions balance at
+    R / (OL - 1) = (512 - R) / IL completions per step: about 178 for IL 242, OL 130 (the real
+    trace saturates at about 180 with the prefilling sequences)."""
+    il, ol = 242, 130
+    result = simulate_run(catalog["opt-1.3b"], h100, SimConstants(), il, ol, 512, 1500, seed=0)
+    balance = 512 * (ol - 1) / (il + ol - 1)
+    running = result.samples["num_requests_running"]
+    assert abs(running[running > 0].median() - balance) < 0.05 * balance
+    assert result.samples["gpu_cache_usage_perc"].max() < 0.25
+
+
+def test_stats_give_the_exact_duration(catalog, h100):
+    arch = catalog["opt-350m"]
+    consts = SimConstants()
+    result = simulate_run(arch, h100, consts, 128, 50, 32, 200, seed=3, record_stats=True)
+    other = consts.with_fitted({"gemm_compute_efficiency": 0.3, "step_overhead_per_seq_s": 60e-6})
+    replay = simulate_run(arch, h100, other, 128, 50, 32, 200, seed=3)
+    assert result.stats.duration_s(StepCostModel(arch, h100, consts)) == pytest.approx(result.duration_s, rel=1e-9)
+    assert result.stats.duration_s(StepCostModel(arch, h100, other)) == pytest.approx(replay.duration_s, rel=1e-9)
+
+
+def test_kv_plan_matches_the_real_server_logs(catalog, h100):
+    """The public traces' logs: OPT-1.3B 18293 blocks at max_num_seqs 512, 18597 at 1;
+    Llama-2-7B 5608 at 512, 5677 at 1 (our memory model is within 0.2 %)."""
+    consts = SimConstants()
+    for model, batch, blocks in (("opt-1.3b", 512, 18293), ("opt-1.3b", 1, 18597),
+                                 ("llama-2-7b", 512, 5608), ("llama-2-7b", 1, 5677)):
+        plan = kv_cache_plan(catalog[model], h100, consts, batch)
+        assert plan.failure is None
+        assert plan.num_gpu_blocks == pytest.approx(blocks, rel=2e-3)
+
+
+def test_cost_breakdown_roofline_facts(catalog, h100):
+    consts = SimConstants()
+    mistral = catalog["mistral-7b"]
+    parts = step_cost_breakdown(mistral, h100, consts, n_decode_seqs=4, decode_context_tokens=2048,
+                                n_prefill_tokens=0)
+    # Decode attention: 4 D FLOPs per 2 D_kv b_kv bytes per layer -> H_q / H_kv = 4 FLOP/B.
+    assert parts["attention_decode_flops"] / parts["attention_decode_bytes"] == pytest.approx(4.0)
+    assert parts["attention_decode_bytes"] == pytest.approx(2048 * mistral.kv_bytes_per_token())
+    # Small-batch decode is weight-bound: GEMM + LM head bytes ~ all weights.
+    weight_bytes = parts["gemm_bytes"] + parts["lm_head_bytes"]
+    assert weight_bytes == pytest.approx(mistral.weight_bytes(), rel=0.05)
+    assert parts["total_s"] == pytest.approx(parts["gpu_s"] + parts["overhead_s"])
+    tp2 = step_cost_breakdown(mistral, h100, consts, 4, 2048, 0, tensor_parallel=2)
+    assert tp2["attention_decode_bytes"] == pytest.approx(parts["attention_decode_bytes"] / 2)
+    assert tp2["allreduce_s"] > 0 and parts["allreduce_s"] == 0
+    # Vectorised over arrays; prefill attention grows with chunk x context.
+    prefill = step_cost_breakdown(mistral, h100, consts, 0, 0, np.array([128, 512]))
+    assert prefill["attention_prefill_flops"][1] > 10 * prefill["attention_prefill_flops"][0]
+
+
+def test_configurations_vllm_refuses(catalog, h100):
+    with pytest.raises(ConfigError):
+        simulate_run(catalog["opt-125m"], h100, SimConstants(), 10, 10, 1024, 5)
+    oom = simulate_run(catalog["qwen2-72b"], h100, SimConstants(), 256, 128, 8, 10)
+    assert oom.status == "cuda_oom" and oom.completed == 0
+    assert simulate_run(catalog["qwen2-72b"], h100, SimConstants(), 256, 32, 8, 20, tensor_parallel=4).status == "ok"

@@ -1,0 +1,23 @@
+"""Snakemake adapter: fit the simulator's constants on the real traces and validate per curve."""
+import pandas as pd
+
+from slim import columns as col
+from slim.architecture import load_architectures
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
+from slim.sim.constants import load_sim_constants
+
+log = open_log(snakemake.log[0])
+runs = pd.read_parquet(snakemake.input.runs)
+architectures = load_architectures(snakemake.params.models_file)
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+fit_rows = runs[runs[col.STATUS] == "ok"]
+validation_rows = runs[runs[col.STATUS].isin(["ok", "preempted"])]
+constants, residuals = calibrate(fit_rows, architectures, hardware, initial=load_sim_constants(snakemake.params.constants))
+_, curves = validate(validation_rows, architectures, hardware, constants)
+write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,
+                       source=f"{snakemake.input.runs} (ok runs; validation includes preempted runs)")
+write_csv(curves, snakemake.output.validation)
+log.info("calibrated on %d runs; median curve throughput MAPE %.2f%%, worst %.2f%%", len(fit_rows),
+         curves["throughput_mape"].median(), curves["throughput_mape"].max())
