@@ -16,6 +16,7 @@ include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/bca.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
 

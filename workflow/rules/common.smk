@@ -1,4 +1,6 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
+from pathlib import Path
+
 from slim.config import check_config
 from slim.splits import load_settings
 
@@ -11,7 +13,13 @@ SETTINGS = {
 }
 EVALUATED_DATASETS = list(SETTINGS)
 # Artefacts copied from figures/<default dataset>/ to the top of figures/.
-DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png"]
+DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png",
+                     "fig2.pdf", "fig2.png", "table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf",
+                     "fig13.png", "table_advisors.tex"]
+
+
+BCA_DATASETS = [name for name in SETTINGS if Path(f"config/bca/{name}.yaml").is_file()]
+BCA_ARTEFACTS = ["table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf", "fig13.png", "table_advisors.tex"]
 
 
 wildcard_constraints:
@@ -51,6 +59,11 @@ def evaluation_files(wildcards):
     return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
 
 
+def bca_config_file(wildcards):
+    """The dataset's advisor configuration (config/bca/<dataset>.yaml)."""
+    return f"config/bca/{wildcards.dataset}.yaml"
+
+
 def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 
@@ -64,6 +77,9 @@ def dataset_targets(dataset):
         targets += [f"figures/{dataset}/fig2.pdf", f"figures/{dataset}/fig2.png"]
         targets += [f"figures/{dataset}/{artefact}" for artefact in DEFAULT_ARTEFACTS]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
+    if dataset in BCA_DATASETS:
+        targets += [f"figures/{dataset}/{artefact}" for artefact in BCA_ARTEFACTS]
+        targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]
     return targets
 
 

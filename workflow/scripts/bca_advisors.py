@@ -4,7 +4,8 @@ from pathlib import Path
 import pandas as pd
 
 from slim.architecture import load_architectures
-from slim.bca import advisor_comparison, advisors_display, latex_escaped_columns, load_bca_config
+from slim.bca import advisor_comparison, advisors_display, latex_escaped_columns
+from slim.bca_config import load_bca_config
 from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
 from slim.tables import to_booktabs
@@ -20,7 +21,8 @@ write_csv(comparison, snakemake.output.csv)
 log.info("advisors:\n%s", comparison.to_string())
 shown = advisors_display(comparison)
 Path(snakemake.output.table).write_text(to_booktabs(
-    latex_escaped_columns(shown), f"Knee advisor, full-profile BCA and SLIM-BCA (leave-one-curve-out) on every measured curve, "
+    latex_escaped_columns(shown),
+    f"Knee advisor, full-profile BCA and SLIM-BCA (leave-one-curve-out) on every measured curve, "
     f"{label}: cap, measured throughput retained (\\% of the curve's peak), measured E2E (s) at the cap and "
     f"KV memory of the cap (GiB); epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x.",
     "tab:advisors"))

@@ -2,7 +2,8 @@
 import pandas as pd
 
 from slim.architecture import load_architectures
-from slim.bca import load_bca_config, sensitivity_grid
+from slim.bca import sensitivity_grid
+from slim.bca_config import load_bca_config
 from slim.bca_plots import plot_sensitivity
 from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv

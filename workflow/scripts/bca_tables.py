@@ -4,7 +4,8 @@ from pathlib import Path
 import pandas as pd
 
 from slim.architecture import load_architectures
-from slim.bca import as_display, latex_escaped_columns, load_bca_config, table5, table6
+from slim.bca import as_display, latex_escaped_columns, table5, table6
+from slim.bca_config import load_bca_config
 from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
 from slim.splits import load_settings
@@ -22,7 +23,8 @@ write_csv(decisions, snakemake.output.table5_csv)
 log.info("Table V:\n%s", decisions.to_string())
 shown = as_display(decisions, ("N points", "B full", "B SLIM")).set_index("target")
 Path(snakemake.output.table5).write_text(to_booktabs(
-    latex_escaped_columns(shown), f"SLIM-BCA vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
+    latex_escaped_columns(shown),
+    f"SLIM-BCA vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
     f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "
     f"data, {label}.", "tab:table5", precision=1))
 
@@ -31,7 +33,8 @@ write_csv(cost, snakemake.output.table6_csv)
 log.info("Table VI:\n%s", cost.to_string())
 cost_shown = as_display(cost, ("Prof.", "Pred.")).set_index("setting")
 Path(snakemake.output.table6).write_text(to_booktabs(
-    latex_escaped_columns(cost_shown), f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}.",
+    latex_escaped_columns(cost_shown),
+    f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}.",
     "tab:table6"))
 lines = ["| setting | Prof. | Pred. | Pt. save (%) | Time save (%) |", "|---|---|---|---|---|"]
 lines += [f"| {setting} | {row['Prof.']} | {row['Pred.']} | {row['Pt. save (%)']:.1f} | {row['Time save (%)']:.1f} |"

@@ -1,0 +1,388 @@
+"""Evaluating the batching configuration advisor on measured curves: the paper's
+Table V (SLIM-BCA vs full-profile BCA), Table VI (profiling cost), the Fig. 12
+sensitivity grid, the Fig. 13 memory breakdown, and a side-by-side of the knee
+advisor, full-profile BCA and SLIM-BCA on every measured curve.
+
+The decision rule (Eq. 13) lives in `slim.advisor`; this module only decides what
+each flavour sees:
+
+* full-profile BCA: the target's measured curve at its profiled ``--max-num-seqs``;
+* SLIM-BCA: SLIM fitted on some *other* curves, predicting the target at the same
+  candidate ``--max-num-seqs`` values (`slim_curve_predictor`).
+
+Both are judged on the measured target curve (throughput and E2E interpolated in
+``log B`` at the chosen cap), against one SLO computed once from the measured target
+curve: ``SLO = multiplier x E2E_meas(reference)`` (reference default: the smallest
+profiled point).
+
+Approximation. SLIM is a function of the *running* batch; the advisor chooses a
+*cap*. We predict at ``B = min(cap, KV capacity in sequences)`` with the capacity
+``kv_capacity_tokens / (IL + OL)`` reported by the server: vLLM cannot run more
+sequences than its KV cache holds. On the public traces the measured mean batch
+also falls below large caps for a second reason (the client's finite request
+stream), which this approximation does not model; SLIM's predictions at the largest
+caps are the least reliable, and Table V's throughput variation shows the net effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor import (
+    BcaResult,
+    CurvePredictor,
+    bca_from_measured,
+    bca_from_predictor,
+    interpolate_log_batch,
+    slo_from_curve,
+    slo_violation_pct,
+    throughput_retained_pct,
+    throughput_variation_pct,
+)
+from slim.architecture import Architecture
+from slim.bca_config import CurveSelection, Table5Experiment
+from slim.errors import SplitError
+from slim.fit import fit_slim
+from slim.hardware import Hardware
+from slim.memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
+from slim.model import ArchitectureLookup, SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.roofline import recommend_knee
+from slim.splits import HeldOutSetting, select_rows
+
+CURVE_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
+                 col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S,
+                 col.MEAN_BATCH_SIZE, col.DURATION_S, col.KV_CAPACITY_TOKENS, col.NUM_GPU_BLOCKS,
+                 col.BLOCK_SIZE)
+
+
+# --- measured curves -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MeasuredCurve:
+    """One measured curve (runs sharing `columns.WORKLOAD_KEYS`), sorted by ``max_num_seqs``."""
+
+    model: str
+    input_len_nominal: float
+    output_len_nominal: float
+    input_len_mean: float
+    output_len_mean: float
+    max_num_seqs: np.ndarray
+    throughput_per_s: np.ndarray
+    e2e_latency_s: np.ndarray
+    kv_capacity_tokens: float      # largest over the curve's server starts
+    num_gpu_blocks: np.ndarray     # per run: vLLM's KV reservation in blocks
+    block_size: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} IL {self.input_len_nominal:g} OL {self.output_len_nominal:g}"
+
+    def slo_s(self, multiplier: float, reference_max_num_seqs: float | None = None) -> float:
+        """``multiplier x E2E_meas(reference)``; reference default: smallest profiled point."""
+        return slo_from_curve(self.max_num_seqs, self.e2e_latency_s, multiplier, reference_max_num_seqs)
+
+    def reservation_blocks_at(self, batch_cap: float) -> float:
+        """vLLM's KV reservation (blocks) of the profiled run nearest to `batch_cap` in ``log B``."""
+        nearest = int(np.argmin(np.abs(np.log(self.max_num_seqs) - np.log(batch_cap))))
+        return float(self.num_gpu_blocks[nearest])
+
+
+def _curve_from_rows(rows: pd.DataFrame) -> MeasuredCurve:
+    missing = [name for name in CURVE_COLUMNS if name not in rows.columns]
+    if missing:
+        raise SplitError(f"cleaned table lacks column(s) {', '.join(missing)} needed for BCA curves")
+    rows = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
+    first = rows.iloc[0]
+    return MeasuredCurve(
+        model=str(first[col.MODEL]),
+        input_len_nominal=float(first[col.INPUT_LEN_NOMINAL]),
+        output_len_nominal=float(first[col.OUTPUT_LEN_NOMINAL]),
+        input_len_mean=float(rows[col.INPUT_LEN_MEAN].mean()),
+        output_len_mean=float(rows[col.OUTPUT_LEN_MEAN].mean()),
+        max_num_seqs=rows[col.MAX_NUM_SEQS].to_numpy(dtype=float),
+        throughput_per_s=rows[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
+        e2e_latency_s=rows[col.E2E_LATENCY_S].to_numpy(dtype=float),
+        kv_capacity_tokens=float(rows[col.KV_CAPACITY_TOKENS].max()),
+        num_gpu_blocks=rows[col.NUM_GPU_BLOCKS].to_numpy(dtype=float),
+        block_size=int(first[col.BLOCK_SIZE]),
+    )
+
+
+def measured_curves(frame: pd.DataFrame) -> list[MeasuredCurve]:
+    """Every measured curve of a cleaned table, in (model, IL, OL) order."""
+    if frame.empty:
+        raise SplitError("the cleaned table has no rows, so no measured curve")
+    return [_curve_from_rows(rows) for _, rows in frame.groupby(list(col.WORKLOAD_KEYS), sort=True)]
+
+
+def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurve:
+    """The one measured curve a selection picks; `SplitError` if it picks none or several."""
+    rows = select_rows(frame, selection.select)
+    curves = rows.groupby(list(col.WORKLOAD_KEYS)).ngroups if not rows.empty else 0
+    if curves != 1:
+        raise SplitError(f"selection '{selection.label}' ({selection.select}) matches {curves} measured "
+                         "curves; it must pick exactly one (model, input length, output length)")
+    return _curve_from_rows(rows)
+
+
+# --- the two flavours ------------------------------------------------------------------
+
+def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
+    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
+    return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
+
+
+def slim_curve_predictor(arch: Architecture, hw: Hardware, params: SlimParams, input_len: float,
+                         output_len: float, max_concurrent_sequences: float | None = None) -> CurvePredictor:
+    """``cap -> (T, E2E)`` from SLIM (Eq. 5, 6) at the running batch ``B = min(cap, B_kv)``.
+
+    ``B_kv`` (`max_concurrent_sequences`) is the KV capacity in sequences; None: no cap.
+    """
+    limit = np.inf if max_concurrent_sequences is None else float(max_concurrent_sequences)
+
+    def predict(caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        batch = np.minimum(np.asarray(caps, dtype=float), limit)
+        e2e = predict_e2e_s(arch, hw, params, input_len, output_len, batch)
+        return throughput_from_e2e(input_len, output_len, batch, e2e), e2e
+
+    return predict
+
+
+def full_profile_bca(curve: MeasuredCurve, slo_s: float, epsilon: float) -> BcaResult:
+    """Eq. 13 on the measured curve, candidates = its profiled ``--max-num-seqs``."""
+    return bca_from_measured(curve.max_num_seqs, curve.throughput_per_s, curve.e2e_latency_s,
+                             epsilon=epsilon, slo_s=slo_s)
+
+
+def slim_bca(curve: MeasuredCurve, params: SlimParams, arch: Architecture, hw: Hardware,
+             slo_s: float, epsilon: float) -> BcaResult:
+    """Eq. 13 on SLIM's prediction of the target, at the target's profiled caps (so the
+    choice can be judged on measured data) with the server's KV capacity as running-batch cap."""
+    predict = slim_curve_predictor(
+        arch, hw, params, curve.input_len_mean, curve.output_len_mean,
+        kv_capacity_sequences(curve.kv_capacity_tokens, curve.input_len_mean, curve.output_len_mean))
+    return bca_from_predictor(predict, candidate_batch_sizes=curve.max_num_seqs, epsilon=epsilon, slo_s=slo_s)
+
+
+def _measured(curve: MeasuredCurve, values: np.ndarray, batch_cap: float) -> float:
+    if np.isnan(batch_cap) or not curve.max_num_seqs[0] <= batch_cap <= curve.max_num_seqs[-1]:
+        return float("nan")
+    return float(interpolate_log_batch(curve.max_num_seqs, values, batch_cap)[0])
+
+
+def kv_gib(arch: Architecture, batch_cap: float, curve: MeasuredCurve) -> float:
+    """KV memory (GiB) of `batch_cap` sequences at the curve's mean lengths, block-rounded."""
+    if np.isnan(batch_cap):
+        return float("nan")
+    return float(kv_bytes_needed(arch, batch_cap, curve.input_len_mean, curve.output_len_mean,
+                                 curve.block_size)) / GIB
+
+
+# --- Table V: decision variation as profiling curves are added --------------------------
+
+def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], architectures: ArchitectureLookup,
+           hw: Hardware, epsilon: float, slo_multiplier: float,
+           slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
+    """One row per (target, training set): the SLIM-BCA choice vs the full-profile choice.
+
+    ``Thr. var`` = signed ``100 (T_meas(B_slim) - T_meas(B_full)) / T_meas(B_full)``;
+    ``SLO viol.`` = ``100 max(0, E2E_meas(B_slim) - SLO) / SLO``. The SLO is computed
+    once from the measured target curve and shared by both flavours.
+    """
+    rows = []
+    for experiment in experiments:
+        curve = single_curve(frame, experiment.target)
+        arch = architectures[curve.model]
+        slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
+        full = full_profile_bca(curve, slo_s, epsilon)
+        for training in experiment.training:
+            train = select_rows(frame, training.select)
+            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}")
+            slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
+            rows.append({
+                "target": experiment.target.label,
+                "training set": training.label,
+                "N points": len(train),
+                "SLO (s)": slo_s,
+                "B full": full.batch_cap,
+                "B SLIM": slim.batch_cap,
+                "Thr. var (%)": throughput_variation_pct(slim.batch_cap, full.batch_cap, curve.max_num_seqs,
+                                                         curve.throughput_per_s),
+                "SLO viol. (%)": (float("nan") if np.isnan(slim.batch_cap) else
+                                  slo_violation_pct(slim.batch_cap, curve.max_num_seqs, curve.e2e_latency_s, slo_s)),
+            })
+    return pd.DataFrame(rows)
+
+
+# --- Table VI: profiling cost --------------------------------------------------------
+
+def table6(frame: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
+    """Per applicable held-out setting: Prof. (training runs), Pred. (validation runs),
+    point saving ``Pred / (Prof + Pred)`` and time saving
+    ``sum duration(Pred) / (sum duration(Prof) + sum duration(Pred))``, in %; a last
+    row holds the mean of both savings."""
+    rows = []
+    for setting in settings:
+        if not setting.applicable:
+            continue
+        train, predicted = select_rows(frame, setting.train), select_rows(frame, setting.validate)
+        if train.empty or predicted.empty:
+            raise SplitError(f"setting '{setting.name}' selects no training or no validation runs")
+        profiled_s, predicted_s = train[col.DURATION_S].sum(), predicted[col.DURATION_S].sum()
+        rows.append({
+            "setting": setting.label,
+            "Prof.": len(train),
+            "Pred.": len(predicted),
+            "Pt. save (%)": 100.0 * len(predicted) / (len(train) + len(predicted)),
+            "Time save (%)": 100.0 * predicted_s / (profiled_s + predicted_s),
+        })
+    if not rows:
+        raise SplitError("no applicable held-out setting for Table VI")
+    table = pd.DataFrame(rows)
+    mean = {"setting": "Mean", "Prof.": np.nan, "Pred.": np.nan,
+            "Pt. save (%)": table["Pt. save (%)"].mean(), "Time save (%)": table["Time save (%)"].mean()}
+    return pd.concat([table, pd.DataFrame([mean])], ignore_index=True)
+
+
+# --- Fig. 12: sensitivity to epsilon and the SLO ---------------------------------------
+
+def kv_saved_gib(arch: Architecture, curve: MeasuredCurve, batch_cap: float) -> float:
+    """KV memory (GiB) a cap saves against the largest profiled cap of the curve:
+    ``min(KV(B_max), reservation(B_max)) - KV(B_cap)``; the reservation bounds what
+    vLLM could have held at ``B_max``."""
+    if np.isnan(batch_cap):
+        return float("nan")
+    largest = float(curve.max_num_seqs[-1])
+    reservation = float(kv_reservation_from_blocks(arch, curve.reservation_blocks_at(largest), curve.block_size))
+    return min(kv_gib(arch, largest, curve), reservation / GIB) - kv_gib(arch, batch_cap, curve)
+
+
+def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures: ArchitectureLookup,
+                     hw: Hardware, epsilons: tuple[float, ...], slo_multipliers: tuple[float, ...],
+                     slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
+    """SLIM-BCA fitted on a setting's training runs, for its (single-curve) validation
+    target, over ``epsilon x SLO multiplier``: chosen cap, measured throughput retained
+    (% of the profiled peak) and KV memory saved (GiB, `kv_saved_gib`)."""
+    curve = single_curve(frame, CurveSelection(setting.label, setting.validate))
+    arch = architectures[curve.model]
+    fit = fit_slim(select_rows(frame, setting.train), architectures, hw, split_name=setting.name)
+    rows = []
+    for multiplier in slo_multipliers:
+        slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
+        for epsilon in epsilons:
+            cap = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon).batch_cap
+            rows.append({
+                "transfer": setting.name, "label": setting.label, "epsilon": epsilon,
+                "slo_multiplier": multiplier, "slo_s": slo_s, "batch_cap": cap,
+                "throughput_retained_pct": throughput_retained_pct(cap, curve.max_num_seqs, curve.throughput_per_s),
+                "kv_saved_gib": kv_saved_gib(arch, curve, cap),
+            })
+    return pd.DataFrame(rows)
+
+
+# --- Fig. 13: GPU memory per model ---------------------------------------------------
+
+def memory_breakdown(frame: pd.DataFrame, selections: tuple[CurveSelection, ...],
+                     architectures: ArchitectureLookup, hw: Hardware, epsilon: float, slo_multiplier: float,
+                     slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
+    """GPU memory (GiB) per selected curve with full-profile BCA's cap:
+    weights, KV allocation the cap needs, KV saved (vLLM's reservation at that cap,
+    ``num_gpu_blocks x bs x kv_bytes_per_token``, minus the need) and the rest of
+    ``hw.memory_bytes`` (activations, CUDA graphs, the ``1 - gpu_memory_utilization`` slack)."""
+    rows = []
+    for selection in selections:
+        curve = single_curve(frame, selection)
+        arch = architectures[curve.model]
+        result = full_profile_bca(curve, curve.slo_s(slo_multiplier, slo_reference_max_num_seqs), epsilon)
+        if not result.feasible:
+            raise SplitError(f"Fig. 13: no feasible cap for '{selection.label}': {result.reason}")
+        reservation = float(kv_reservation_from_blocks(
+            arch, curve.reservation_blocks_at(result.batch_cap), curve.block_size)) / GIB
+        weights, needed = weight_bytes(arch) / GIB, kv_gib(arch, result.batch_cap, curve)
+        rows.append({
+            "label": selection.label, "model": curve.model, "batch_cap": result.batch_cap,
+            "weights_gib": weights, "kv_allocation_gib": needed, "kv_saved_gib": reservation - needed,
+            "other_gib": hw.memory_bytes / GIB - weights - reservation, "total_gib": hw.memory_bytes / GIB,
+        })
+    return pd.DataFrame(rows)
+
+
+# --- every curve: knee advisor vs full-profile BCA vs SLIM-BCA -----------------------
+
+def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
+                       epsilon: float, slo_multiplier: float,
+                       slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
+    """Each measured curve with the three advisors' caps, measured throughput retained
+    (% of the curve's peak), measured E2E at the cap and KV memory of the cap (GiB).
+
+    Knee: `recommend_knee` with ``ctx = IL + OL``, its suggested ``max_num_seqs``
+    (measured columns NaN when outside the profiled range). SLIM-BCA is
+    leave-one-curve-out: SLIM is fitted on every other curve of the table.
+    """
+    rows = []
+    for curve in measured_curves(frame):
+        arch = architectures[curve.model]
+        slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
+        knee = recommend_knee(arch, hw, curve.input_len_mean + curve.output_len_mean)
+        full = full_profile_bca(curve, slo_s, epsilon)
+        others = frame[~((frame[col.MODEL] == curve.model)
+                         & (frame[col.INPUT_LEN_NOMINAL] == curve.input_len_nominal)
+                         & (frame[col.OUTPUT_LEN_NOMINAL] == curve.output_len_nominal))]
+        fit = fit_slim(others, architectures, hw, split_name=f"all curves but {curve.label}")
+        slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
+        row: dict[str, Any] = {"model": curve.model, "input_len": curve.input_len_nominal,
+                               "output_len": curve.output_len_nominal, "slo_s": slo_s,
+                               "knee_b_knee": knee.b_knee}
+        for name, cap in (("knee", float(knee.suggested_max_num_seqs)), ("full", full.batch_cap),
+                          ("slim", slim.batch_cap)):
+            row[f"{name}_cap"] = cap
+            peak = curve.throughput_per_s.max()
+            row[f"{name}_retained_pct"] = 100.0 * _measured(curve, curve.throughput_per_s, cap) / peak
+            row[f"{name}_e2e_s"] = _measured(curve, curve.e2e_latency_s, cap)
+            row[f"{name}_kv_gib"] = kv_gib(arch, cap, curve)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.DataFrame:
+    """Counts and caps as integer text (NaN as '--'), for tables printed at fixed precision."""
+    shown = frame.copy()
+    for name in integer_columns:
+        shown[name] = [("--" if pd.isna(value) else f"{int(round(value))}") for value in shown[name]]
+    return shown
+
+
+ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"))
+ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))
+
+
+def advisors_display(comparison: pd.DataFrame) -> pd.DataFrame:
+    """`advisor_comparison` as a presentation table: one row per curve, columns
+    (advisor, metric), caps as integer text."""
+    index = [f"{model} IL {il:g} OL {ol:g}" for model, il, ol in
+             zip(comparison["model"], comparison["input_len"], comparison["output_len"])]
+    data = {}
+    for key, advisor in ADVISOR_LABELS:
+        for metric, shown in ADVISOR_METRICS:
+            values = comparison[f"{key}_{metric}"]
+            data[(advisor, shown)] = (["--" if pd.isna(v) else f"{int(v)}" for v in values]
+                                      if metric == "cap" else values.to_numpy(dtype=float))
+    return pd.DataFrame(data, index=pd.Index(index, name="curve"))
+
+
+def latex_escaped_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose column labels have ``%`` escaped for LaTeX (it starts a comment there)."""
+    def escape(label: Any) -> Any:
+        if isinstance(label, tuple):
+            return tuple(escape(part) for part in label)
+        return label.replace("%", "\\%") if isinstance(label, str) else label
+
+    escaped = frame.copy()
+    escaped.columns = (pd.MultiIndex.from_tuples([escape(c) for c in frame.columns])
+                       if isinstance(frame.columns, pd.MultiIndex) else [escape(c) for c in frame.columns])
+    return escaped

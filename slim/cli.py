@@ -1,0 +1,231 @@
+"""The `slim` command: fit SLIM on a folder of vLLM traces and advise a batch cap.
+
+    python -m slim advise --traces DIR --model opt-1.3b --input-len 242 --output-len 520 \
+        --slo-ms 8000 --epsilon 0.1
+
+Every failure the user can cause (bad arguments, missing or unusable traces, an
+unknown model, constraints no batch cap meets) ends with one line on stderr naming
+the problem and a non-zero exit status (2 for argument errors, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
+from slim.architecture import Architecture, load_architectures
+from slim.bca import kv_capacity_sequences, slim_curve_predictor
+from slim.clean import clean_runs
+from slim.errors import AdvisorError, SlimError, TraceFormatError
+from slim.fit import SlimFit, fit_slim
+from slim.hardware import Hardware, load_hardware
+from slim.ingest import ingest_traces
+from slim.memory import GIB, KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
+from slim.roofline import KneeRecommendation, recommend_knee
+
+DEFAULT_HARDWARE = "h100-64gb"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What `advise` found: the SLIM fit, the BCA decision, its memory plan and the knee's range."""
+
+    model: str
+    input_len: float
+    output_len: float
+    n_runs: int
+    fit: SlimFit
+    decision: BcaResult
+    kv_capacity_sequences: float
+    kv_capacity_source: str
+    memory: KvMemoryPlan
+    max_model_len: int
+    knee: KneeRecommendation
+
+
+def _usable_runs(traces: Path, catalog) -> pd.DataFrame:
+    if not traces.is_dir():
+        raise TraceFormatError(f"trace directory '{traces}' does not exist")
+    runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
+    if runs.empty:
+        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")
+    usable, report = clean_runs(runs)
+    usable = usable[usable[col.MODEL].map(lambda name: name in catalog)]
+    if usable.empty:
+        statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
+        raise TraceFormatError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})")
+    return usable.reset_index(drop=True)
+
+
+def _kv_capacity_tokens(runs: pd.DataFrame, arch: Architecture, hw: Hardware) -> tuple[float, str]:
+    """KV capacity from the traces' server logs when they hold this model, else vLLM's default formula."""
+    of_model = runs[(runs[col.MODEL] == arch.name) & runs[col.KV_CAPACITY_TOKENS].notna()]
+    if not of_model.empty:
+        return float(of_model[col.KV_CAPACITY_TOKENS].max()), "traces"
+    return default_kv_reservation_bytes(arch, hw) / arch.kv_bytes_per_token(), "default reservation"
+
+
+def advise(traces: str | Path, model: str, input_len: float, output_len: float, slo_s: float,
+           epsilon: float = DEFAULT_EPSILON, hardware: str = DEFAULT_HARDWARE,
+           models_file: str | Path = "config/models.yaml", hardware_file: str | Path = "config/hardware.yaml",
+           candidates: Sequence[float] = DEFAULT_CANDIDATE_BATCH_SIZES,
+           max_model_len: int | None = None) -> Advice:
+    """Fit SLIM on every usable run under `traces` and run SLIM-BCA (Eq. 13) for one workload.
+
+    SLIM is evaluated at the running batch ``min(cap, KV capacity in sequences)``
+    (see `slim.bca`). Raises a `SlimError` subclass on any unusable input and
+    `AdvisorError` when no candidate cap meets the SLO and the efficiency floor.
+    """
+    catalog = load_architectures(models_file)
+    hardware_catalog = load_hardware(hardware_file)
+    if hardware not in hardware_catalog:
+        raise AdvisorError(f"unknown hardware '{hardware}' in {hardware_file}; known: {', '.join(hardware_catalog)}")
+    hw = hardware_catalog[hardware]
+    arch = catalog[model]
+    runs = _usable_runs(Path(traces), catalog)
+    fit = fit_slim(runs, catalog, hw, split_name=f"all usable runs under {traces}")
+    capacity_tokens, capacity_source = _kv_capacity_tokens(runs, arch, hw)
+    capacity = kv_capacity_sequences(capacity_tokens, input_len, output_len)
+    if capacity < 1:
+        raise AdvisorError(f"one sequence of {input_len:g} + {output_len:g} tokens does not fit the KV cache "
+                           f"({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
+    predict = slim_curve_predictor(arch, hw, fit.params, input_len, output_len, capacity)
+    decision = bca_from_predictor(predict, candidate_batch_sizes=candidates, epsilon=epsilon, slo_s=slo_s)
+    if not decision.feasible:
+        raise AdvisorError(f"no batch cap meets the constraints: {decision.reason}")
+    of_model = runs[(runs[col.MODEL] == arch.name) & runs[col.NUM_GPU_BLOCKS].notna()]
+    max_model_len = int(np.ceil(input_len + output_len)) if max_model_len is None else int(max_model_len)
+    memory = plan_kv_memory(
+        arch, hw, decision.batch_cap, input_len, output_len,
+        num_gpu_blocks=int(of_model[col.NUM_GPU_BLOCKS].max()) if not of_model.empty else None,
+        max_model_len=max_model_len)
+    return Advice(model=arch.name, input_len=float(input_len), output_len=float(output_len), n_runs=len(runs),
+                  fit=fit, decision=decision, kv_capacity_sequences=capacity,
+                  kv_capacity_source=capacity_source, memory=memory, max_model_len=max_model_len,
+                  knee=recommend_knee(arch, hw, input_len + output_len))
+
+
+def format_advice(advice: Advice) -> str:
+    """The human-readable report `slim advise` prints."""
+    d, m, k = advice.decision, advice.memory, advice.knee
+    constraint = ("the throughput peak is admissible" if not d.binding
+                  else "limited by " + " and ".join({"slo": "the SLO", "efficiency": "the efficiency floor"}[b]
+                                                    for b in d.binding))
+    lines = [
+        f"SLIM fitted on {advice.fit.n_train_points} runs ({advice.n_runs} usable): "
+        f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)",
+        f"Workload: {advice.model}, IL {advice.input_len:g}, OL {advice.output_len:g}; "
+        f"SLO {d.slo_s * 1e3:.0f} ms E2E, epsilon {d.epsilon:g}",
+        "",
+        f"Recommended --max-num-seqs {int(d.batch_cap)} ({constraint})",
+        f"  predicted throughput   {d.throughput_per_s:,.0f} tokens/s",
+        f"  predicted E2E latency  {d.e2e_latency_s * 1e3:,.0f} ms",
+        f"  batching efficiency    {d.batching_efficiency:.2f} (T(B) / (B T(1)))",
+        f"  KV capacity            {advice.kv_capacity_sequences:,.0f} sequences ({advice.kv_capacity_source})",
+        "",
+        f"KV memory for {m.batch_cap} sequences: {m.kv_bytes_needed / GIB:.2f} GiB "
+        f"of vLLM's default {m.kv_reservation_bytes / GIB:.2f} GiB reservation "
+        f"({m.memory_saved_bytes / GIB:.2f} GiB freed)",
+        f"  --gpu-memory-utilization {m.gpu_memory_utilization_needed:.3f}"
+        f"   (weights {m.weight_bytes / GIB:.2f} GiB + KV + {m.activation_overhead_bytes / GIB:.2f} GiB overhead)",
+        f"  --num-gpu-blocks-override {m.num_gpu_blocks_override}   (with --max-model-len {advice.max_model_len})",
+        "",
+        f"Knee advisor (roofline, ctx {k.ctx_len:g}): B_knee {k.b_knee:.1f}, "
+        f"--max-num-seqs in [{k.low:.0f}, {k.high:.0f}], suggests {k.suggested_max_num_seqs}",
+    ]
+    if m.memory_saved_bytes < 0:
+        lines.append("Warning: the cap needs more KV than the default reservation holds; vLLM will queue requests.")
+    return "\n".join(lines)
+
+
+# --- argument parsing ------------------------------------------------------------------
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (np.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
+    return value
+
+
+def _candidates(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(sorted({_positive_int(part.strip()) for part in text.split(",") if part.strip()}))
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"candidate list: {error}") from None
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but an argument error is one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineErrorParser(prog="slim", description="SLIM: performance model and batching advisor for vLLM.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    advise_parser = commands.add_parser(
+        "advise", help="fit SLIM on traces and recommend --max-num-seqs for a workload",
+        description="Fit SLIM on every usable run of a trace folder, then choose the batch cap with the "
+                    "highest predicted throughput that meets the E2E SLO and the batching-efficiency floor "
+                    "(BCA, Eq. 13), and the vLLM memory flags that reserve only the KV cache it needs.")
+    advise_parser.add_argument("--traces", required=True, type=Path, help="folder of vLLM benchmark runs")
+    advise_parser.add_argument("--model", required=True, help="model name or alias from the models file")
+    advise_parser.add_argument("--input-len", required=True, type=_positive_int, help="prompt tokens per request")
+    advise_parser.add_argument("--output-len", required=True, type=_positive_int, help="generated tokens per request")
+    advise_parser.add_argument("--slo-ms", required=True, type=_positive_float, help="E2E latency SLO in milliseconds")
+    advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
+                               help=f"batching-efficiency floor, in (0, 1) (default {DEFAULT_EPSILON})")
+    advise_parser.add_argument("--hardware", default=DEFAULT_HARDWARE,
+                               help=f"GPU name from the hardware file (default {DEFAULT_HARDWARE})")
+    advise_parser.add_argument("--models-file", type=Path, default=Path("config/models.yaml"))
+    advise_parser.add_argument("--hardware-file", type=Path, default=Path("config/hardware.yaml"))
+    advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
+                               help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
+    advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
+                               help="vLLM --max-model-len the server will use (default IL + OL)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m slim`` and the ``slim`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        advice = advise(args.traces, args.model, args.input_len, args.output_len, args.slo_ms / 1e3,
+                        epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
+                        hardware_file=args.hardware_file, candidates=args.candidates,
+                        max_model_len=args.max_model_len)
+    except SlimError as error:
+        message = " ".join(str(error).split())  # one line, whatever the message holds
+        print(f"slim advise: error: {message}", file=sys.stderr)
+        return 1
+    print(format_advice(advice))
+    return 0

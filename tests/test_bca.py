@@ -1,0 +1,265 @@
+"""BCA evaluation (Tables V, VI, Figs. 12, 13, advisors) on hand-made frames with known answers."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slim import columns as col
+from slim.architecture import load_architectures
+from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
+from slim.bca import (
+    advisor_comparison,
+    advisors_display,
+    as_display,
+    kv_saved_gib,
+    latex_escaped_columns,
+    measured_curves,
+    memory_breakdown,
+    sensitivity_grid,
+    single_curve,
+    slim_curve_predictor,
+    table5,
+    table6,
+)
+from slim.bca_plots import plot_memory_breakdown, plot_sensitivity
+from slim.errors import ConfigError, SplitError
+from slim.hardware import load_hardware
+from slim.memory import GIB
+from slim.model import SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.plots import save_figure
+from slim.roofline import recommend_knee
+from slim.splits import HeldOutSetting
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = load_architectures(REPO / "config" / "models.yaml")
+HW = load_hardware(REPO / "config" / "hardware.yaml")["h100-64gb"]
+TRUTH = SlimParams(eta_compute=0.5, eta_memory=0.6, batch_offset=10.0, alpha_s_per_token=8e-4,
+                   gamma_s_per_token=1e-5, t_fixed_s=0.2)
+CAPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+KV_CAPACITY_TOKENS = 10**7   # large: the KV cache never limits the running batch here
+NUM_GPU_BLOCKS = 18000
+
+
+def synthetic_frame(curves: list[tuple[str, int]], il: int = 242) -> pd.DataFrame:
+    """Runs whose throughput and E2E are SLIM's own prediction under TRUTH (mean batch = cap)."""
+    rows = []
+    for model, ol in curves:
+        arch = CATALOG[model]
+        for cap in CAPS:
+            e2e = float(predict_e2e_s(arch, HW, TRUTH, il, ol, cap))
+            rows.append({
+                col.RUN_ID: f"{model}/{ol}/{cap}", col.MODEL: model, col.MAX_NUM_SEQS: cap,
+                col.INPUT_LEN_NOMINAL: float(il), col.OUTPUT_LEN_NOMINAL: float(ol),
+                col.INPUT_LEN_MEAN: float(il), col.OUTPUT_LEN_MEAN: float(ol), col.MEAN_BATCH_SIZE: float(cap),
+                col.E2E_LATENCY_S: e2e,
+                col.TOTAL_TOKEN_THROUGHPUT: float(throughput_from_e2e(il, ol, cap, e2e)),
+                col.DURATION_S: 1000.0 / cap, col.KV_CAPACITY_TOKENS: float(KV_CAPACITY_TOKENS),
+                col.NUM_GPU_BLOCKS: float(NUM_GPU_BLOCKS), col.BLOCK_SIZE: 16,
+            })
+    return pd.DataFrame(rows)
+
+
+OPT_CURVES = [("opt-1.3b", ol) for ol in (130, 260, 390, 520)] + [("opt-2.7b", ol) for ol in (130, 390)]
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return synthetic_frame(OPT_CURVES)
+
+
+def selection(label: str, **select) -> CurveSelection:
+    return CurveSelection(label, {key: list(value) for key, value in select.items()})
+
+
+# --- Table VI ---------------------------------------------------------------------------
+
+def test_table6_counts_and_savings_on_hand_made_runs():
+    runs = pd.DataFrame({
+        col.MODEL: ["a"] * 5 + ["b"] * 3,
+        col.MAX_NUM_SEQS: [1, 2, 4, 8, 16, 1, 2, 4],
+        col.DURATION_S: [100.0, 50.0, 25.0, 10.0, 5.0, 60.0, 30.0, 10.0],
+    })
+    settings = [
+        HeldOutSetting("same", "Same", train={col.MAX_NUM_SEQS: [1, 2]}, validate={col.MAX_NUM_SEQS: [4, 8, 16]}),
+        HeldOutSetting("skip", "Skipped", not_applicable="n/a"),
+        HeldOutSetting("model", "Model", train={col.MODEL: ["a"]}, validate={col.MODEL: ["b"]}),
+    ]
+    table = table6(runs, settings)
+    assert list(table["setting"]) == ["Same", "Model", "Mean"]
+    same, model, mean = table.iloc[0], table.iloc[1], table.iloc[2]
+    assert (same["Prof."], same["Pred."]) == (4, 4)
+    assert same["Pt. save (%)"] == pytest.approx(50.0)
+    assert same["Time save (%)"] == pytest.approx(100 * (25 + 10 + 5 + 10) / 290)
+    assert (model["Prof."], model["Pred."]) == (5, 3)
+    assert model["Pt. save (%)"] == pytest.approx(100 * 3 / 8)
+    assert model["Time save (%)"] == pytest.approx(100 * 100 / 290)
+    assert mean["Time save (%)"] == pytest.approx((same["Time save (%)"] + model["Time save (%)"]) / 2)
+    assert np.isnan(mean["Prof."])
+
+
+def test_table6_refuses_an_empty_selector():
+    runs = pd.DataFrame({col.MODEL: ["a"], col.DURATION_S: [1.0]})
+    with pytest.raises(SplitError, match="'x'"):
+        table6(runs, [HeldOutSetting("x", "X", train={col.MODEL: ["a"]}, validate={col.MODEL: ["zzz"]})])
+
+
+# --- Table V --------------------------------------------------------------------------
+
+def test_table5_exact_model_reproduces_the_full_profile_choice(frame):
+    experiments = (
+        Table5Experiment(selection("OL 520", model=["opt-1.3b"], output_len_nominal=[520]), (
+            selection("OL 130+260+390", model=["opt-1.3b"], output_len_nominal=[130, 260, 390]),)),
+        Table5Experiment(selection("OPT-2.7B OL 390", model=["opt-2.7b"], output_len_nominal=[390]), (
+            selection("OPT-1.3B", model=["opt-1.3b"]),)),
+    )
+    table = table5(frame, experiments, CATALOG, HW, epsilon=0.1, slo_multiplier=2.0)
+    assert list(table["N points"]) == [27, 36]
+    # SLIM fitted on data SLIM generated predicts the target exactly, so both flavours agree.
+    assert (table["B SLIM"] == table["B full"]).all()
+    assert table["Thr. var (%)"].abs().max() < 1e-9
+    assert (table["SLO viol. (%)"] == 0).all()
+    # The SLO is 2x the measured E2E at the smallest profiled cap; the choice meets it.
+    target = single_curve(frame, experiments[0].target)
+    assert table["SLO (s)"].iloc[0] == pytest.approx(2 * target.e2e_latency_s[0])
+    chosen = int(np.flatnonzero(target.max_num_seqs == table["B full"].iloc[0])[0])
+    assert target.e2e_latency_s[chosen] <= table["SLO (s)"].iloc[0]
+    assert target.e2e_latency_s[chosen + 1] > table["SLO (s)"].iloc[0]   # the SLO binds
+
+
+def test_table5_signed_variation_when_the_choices_differ(frame):
+    """A measured target 1.5x slower than the training curves' truth: the SLO (from the
+    measured target) is looser than SLIM's prediction suggests, so the two choices differ
+    and Thr. var is the signed measured-throughput change between them."""
+    target = frame[(frame[col.MODEL] == "opt-1.3b") & (frame[col.OUTPUT_LEN_NOMINAL] == 520)].copy()
+    target[col.E2E_LATENCY_S] *= 1.5          # measured target 1.5x slower than SLIM's truth
+    target[col.TOTAL_TOKEN_THROUGHPUT] /= 1.5
+    others = frame[~frame.index.isin(target.index)]
+    skewed = pd.concat([others, target])
+    experiment = Table5Experiment(selection("OL 520", model=["opt-1.3b"], output_len_nominal=[520]), (
+        selection("OL 130", model=["opt-1.3b"], output_len_nominal=[130]),))
+    row = table5(skewed, (experiment,), CATALOG, HW, 0.1, 2.0).iloc[0]
+    curve = single_curve(skewed, experiment.target)
+    t_full = np.interp(np.log(row["B full"]), np.log(curve.max_num_seqs), curve.throughput_per_s)
+    t_slim = np.interp(np.log(row["B SLIM"]), np.log(curve.max_num_seqs), curve.throughput_per_s)
+    assert row["B SLIM"] > row["B full"]       # SLIM underestimates E2E, so it picks a larger cap
+    assert row["Thr. var (%)"] == pytest.approx(100 * (t_slim - t_full) / t_full)
+    assert row["Thr. var (%)"] > 0
+    e2e_slim = np.interp(np.log(row["B SLIM"]), np.log(curve.max_num_seqs), curve.e2e_latency_s)
+    assert row["SLO viol. (%)"] == pytest.approx(100 * (e2e_slim - row["SLO (s)"]) / row["SLO (s)"])
+    assert row["SLO viol. (%)"] > 0
+
+
+def test_single_curve_must_pick_exactly_one(frame):
+    with pytest.raises(SplitError, match="matches 4 measured curves"):
+        single_curve(frame, selection("all OPT-1.3B", model=["opt-1.3b"]))
+    with pytest.raises(SplitError, match="matches 0"):
+        single_curve(frame, selection("none", model=["llama-2-7b"]))
+
+
+def test_predictor_caps_the_running_batch_at_the_kv_capacity():
+    arch = CATALOG["opt-1.3b"]
+    predict = slim_curve_predictor(arch, HW, TRUTH, 242.0, 520.0, max_concurrent_sequences=50.0)
+    tput, e2e = predict(np.array([32.0, 50.0, 64.0, 512.0]))
+    assert tput[0] < tput[1] == pytest.approx(tput[2]) == pytest.approx(tput[3])
+    assert e2e[2] == pytest.approx(float(predict_e2e_s(arch, HW, TRUTH, 242.0, 520.0, 50.0)))
+
+
+# --- memory numbers (Fig. 12, Fig. 13) ------------------------------------------------------
+
+def test_memory_breakdown_hand_computed_for_opt_1_3b(frame):
+    memory = memory_breakdown(frame, (selection("OPT-1.3B", model=["opt-1.3b"], output_len_nominal=[520]),),
+                              CATALOG, HW, epsilon=0.1, slo_multiplier=2.0).iloc[0]
+    cap = memory["batch_cap"]
+    kv_per_token = 2 * 24 * 2048 * 2                      # K and V, L = 24, D_kv = 2048, fp16
+    assert kv_per_token == 196_608
+    tokens_per_seq = 768                                  # 242 + 520 = 762, rounded up to 16-token blocks
+    assert memory["kv_allocation_gib"] == pytest.approx(cap * tokens_per_seq * kv_per_token / GIB)
+    reservation = NUM_GPU_BLOCKS * 16 * kv_per_token / GIB
+    assert memory["kv_saved_gib"] == pytest.approx(reservation - memory["kv_allocation_gib"])
+    assert memory["weights_gib"] == pytest.approx(CATALOG["opt-1.3b"].weight_bytes() / GIB)
+    parts = memory[["weights_gib", "kv_allocation_gib", "kv_saved_gib", "other_gib"]].sum()
+    assert parts == pytest.approx(64.0)
+
+
+def test_kv_saved_is_bounded_by_the_reservation(frame):
+    curve = single_curve(frame, selection("t", model=["opt-1.3b"], output_len_nominal=[520]))
+    arch = CATALOG["opt-1.3b"]
+    reservation_gib = NUM_GPU_BLOCKS * 16 * arch.kv_bytes_per_token() / GIB
+    # 256 sequences x 768 tokens need 36 GiB < the 52.7 GiB reservation: baseline is the need at 256.
+    assert kv_saved_gib(arch, curve, 256.0) == pytest.approx(0.0)
+    assert kv_saved_gib(arch, curve, 32.0) == pytest.approx((256 - 32) * 768 * arch.kv_bytes_per_token() / GIB)
+    assert kv_saved_gib(arch, curve, 32.0) < reservation_gib
+    assert np.isnan(kv_saved_gib(arch, curve, float("nan")))
+
+
+def test_sensitivity_grid_shape_and_monotone_slo(frame):
+    setting = HeldOutSetting("output_length", "Output length",
+                             train={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [130, 260, 390]},
+                             validate={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [520]})
+    grid = sensitivity_grid(frame, setting, CATALOG, HW, (0.05, 0.1, 0.2, 0.3), (1.0, 1.25, 1.5, 2.0, 3.0))
+    assert len(grid) == 20
+    assert grid["throughput_retained_pct"].max() <= 100.0 + 1e-9
+    at_eps = grid[grid["epsilon"] == 0.05].sort_values("slo_multiplier")
+    caps = at_eps["batch_cap"].to_numpy()
+    # A looser SLO never lowers the cap; a larger cap never saves more memory.
+    assert np.all(np.diff(caps) >= 0)
+    assert np.all(np.diff(at_eps["kv_saved_gib"].to_numpy()) <= 1e-9)
+    figure = plot_sensitivity(grid, "synthetic")
+    assert len(figure.axes) == 2 + 2   # one transfer: two heatmaps and their colour bars
+
+
+def test_advisor_comparison_on_an_exact_model(frame):
+    table = advisor_comparison(frame, CATALOG, HW, epsilon=0.1, slo_multiplier=2.0)
+    assert len(table) == len(measured_curves(frame)) == len(OPT_CURVES)
+    # Leave-one-curve-out SLIM on SLIM-generated data picks the full-profile cap.
+    assert (table["slim_cap"] == table["full_cap"]).all()
+    first = table.iloc[0]
+    knee = recommend_knee(CATALOG[first["model"]], HW, first["input_len"] + first["output_len"])
+    assert first["knee_cap"] == knee.suggested_max_num_seqs
+    shown = advisors_display(table)
+    assert shown.shape == (len(OPT_CURVES), 12)
+    assert ("SLIM-BCA", "cap") in shown.columns
+
+
+# --- configuration, presentation, figures ----------------------------------------------
+
+@pytest.mark.parametrize("name", ["h100-public", "paper"])
+def test_shipped_bca_configs_load(name):
+    study = load_bca_config(REPO / "config" / "bca" / f"{name}.yaml")
+    assert study.epsilon == 0.1
+    assert (study.strict_slo_multiplier, study.loose_slo_multiplier) == (2.0, 4.0)
+    assert study.sensitivity_epsilons == (0.05, 0.1, 0.2, 0.3)
+    assert study.sensitivity_slo_multipliers == (1.0, 1.25, 1.5, 2.0, 3.0)
+    assert len(study.table5) == 2 and study.fig12_transfers == ("output_length", "model")
+
+
+def test_bad_bca_config_names_the_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("epsilon: 1.5\n")
+    with pytest.raises(ConfigError, match="bad.yaml: epsilon"):
+        load_bca_config(path)
+    path.write_text("table5:\n  - target: {label: t, select: {model: x}}\n")
+    with pytest.raises(ConfigError, match=r"table5\[0\]: `training`"):
+        load_bca_config(path)
+    with pytest.raises(ConfigError, match="not found"):
+        load_bca_config(tmp_path / "missing.yaml")
+
+
+def test_display_helpers():
+    frame = pd.DataFrame({"N": [3.0, np.nan], "T ret. %": [1.0, 2.0]})
+    assert list(as_display(frame, ("N",))["N"]) == ["3", "--"]
+    assert list(latex_escaped_columns(frame).columns) == ["N", "T ret. \\%"]
+
+
+def test_memory_figure_is_byte_stable(frame, tmp_path):
+    memory = memory_breakdown(frame, (selection("OPT-1.3B", model=["opt-1.3b"], output_len_nominal=[130]),
+                                      selection("OPT-2.7B", model=["opt-2.7b"], output_len_nominal=[130])),
+                              CATALOG, HW, 0.1, 2.0)
+    paths = []
+    for attempt in range(2):
+        pdf, png = tmp_path / f"f{attempt}.pdf", tmp_path / f"f{attempt}.png"
+        save_figure(plot_memory_breakdown(memory, "synthetic", 0.1, 2.0), pdf, png)
+        paths.append((pdf.read_bytes(), png.read_bytes()))
+    assert paths[0] == paths[1]
