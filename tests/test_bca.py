@@ -225,7 +225,7 @@ def test_advisor_comparison_on_an_exact_model(frame):
 
 # --- configuration, presentation, figures ----------------------------------------------
 
-@pytest.mark.parametrize("name", ["h100-public", "paper"])
+@pytest.mark.parametrize("name", ["h100-public", "simulated"])
 def test_shipped_bca_configs_load(name):
     study = load_bca_config(REPO / "config" / "bca" / f"{name}.yaml")
     assert study.epsilon == 0.1
