@@ -68,6 +68,17 @@ def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 
 
+def readme_summaries(wildcards):
+    """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
+    then Table VI and the advisor comparison of every real one."""
+    ordered = [DEFAULT_DATASET] + [name for name in EVALUATED_DATASETS if name != DEFAULT_DATASET]
+    summaries = [f"results/{name}/table3.md" for name in ordered if name in SETTINGS]
+    for name in ordered:
+        if name in BCA_DATASETS and not DATASETS[name].is_simulated:
+            summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
+    return summaries
+
+
 def dataset_targets(dataset):
     """Every artefact one dataset produces."""
     targets = [f"results/{dataset}/clean.parquet", f"results/{dataset}/cleaning_report.md"]

@@ -59,7 +59,7 @@ rule default_artefact:
 
 rule readme_results:
     input:
-        summary=f"results/{DEFAULT_DATASET}/table3.md",
+        summaries=readme_summaries,
     output:
         "results/readme_results.md",
     params:

@@ -1,11 +1,11 @@
-"""Snakemake adapter: print the default dataset's Table III into the README's results section."""
+"""Snakemake adapter: print the generated result tables into the README's results section."""
 from pathlib import Path
 
 from slim.pipeline_io import open_log
 from slim.readme import replace_section
 
 log = open_log(snakemake.log[0])
-summary = Path(snakemake.input.summary).read_text()
+summary = "\n".join(Path(path).read_text() for path in snakemake.input.summaries)
 readme = Path(snakemake.params.readme)
 readme.write_text(replace_section(readme.read_text(), "results", summary))
 Path(snakemake.output[0]).write_text(summary)
