@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
 
 from slim.errors import ConfigError, UnknownModelError
+from slim.yaml_files import read_yaml_mapping
 
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2
@@ -113,12 +113,7 @@ class ArchitectureCatalog:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ArchitectureCatalog":
         path = Path(path)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except FileNotFoundError as error:
-            raise ConfigError(f"models file not found: {path}") from error
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping of model name -> architecture")
+        raw = read_yaml_mapping(path, f"models file not found: {path}", "a mapping of model name -> architecture")
         return cls({name: _architecture_from_entry(name, entry, path) for name, entry in raw.items()}, path)
 
     @property

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from slim.advisor import DEFAULT_EPSILON
 from slim.errors import ConfigError
+from slim.yaml_files import read_yaml_mapping
 from slim.splits import Selector
 
 
@@ -65,12 +65,7 @@ def _numbers(raw: dict, key: str, where: Path, default: list[float] | None = Non
 def load_bca_config(path: str | Path) -> BcaStudyConfig:
     """Read `config/bca/<dataset>.yaml`; raise `ConfigError` naming the file and key."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as error:
-        raise ConfigError(f"BCA config not found: {path}; add config/bca/<dataset>.yaml") from error
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping")
+    raw = read_yaml_mapping(path, f"BCA config not found: {path}; add config/bca/<dataset>.yaml")
     slo = raw.get("slo", {})
     epsilon = float(raw.get("epsilon", DEFAULT_EPSILON))
     if not 0 < epsilon < 1:

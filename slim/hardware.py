@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from slim.errors import ConfigError
+from slim.yaml_files import read_yaml_mapping
 
 _REQUIRED_KEYS = ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "memory_bytes", "gpu_memory_utilization")
 
@@ -47,10 +47,5 @@ def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Har
 def load_hardware(path: str | Path = "config/hardware.yaml") -> dict[str, Hardware]:
     """Load every hardware entry of a hardware file."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as error:
-        raise ConfigError(f"hardware file not found: {path}") from error
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of hardware name -> constants")
+    raw = read_yaml_mapping(path, f"hardware file not found: {path}", "a mapping of hardware name -> constants")
     return {name: hardware_from_mapping(name, entry, str(path)) for name, entry in raw.items()}

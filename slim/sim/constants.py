@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from slim.errors import ConfigError
+from slim.yaml_files import read_yaml_mapping
 
 GIB = 1024**3
 
@@ -99,12 +99,7 @@ class SimConstants:
 def load_sim_constants(path: str | Path) -> SimConstants:
     """Read `SimConstants` from a YAML file (key ``constants:``, or a flat mapping)."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as error:
-        raise ConfigError(f"sim constants file not found: {path}") from error
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping")
+    raw = read_yaml_mapping(path, f"sim constants file not found: {path}")
     values = raw.get("constants", raw)
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: key 'constants' must be a mapping")
