@@ -16,6 +16,7 @@ import pandas as pd
 from slim import columns as col
 from slim.architecture import ArchitectureCatalog
 from slim.errors import ConfigError, NotFittedError
+from slim.model import throughput_from_e2e
 
 # Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).
 N_LAYERS = "n_layers"
@@ -112,11 +113,14 @@ def target_array(y: object, n_rows: int, name: str = "y (measured E2E latency, s
     return values
 
 
-def total_token_throughput_per_s(
-    mean_batch_size: np.ndarray, input_len: np.ndarray, output_len: np.ndarray, e2e_latency_s: np.ndarray
-) -> np.ndarray:
-    """Total-token throughput, Eq. 6: ``T = B (IL + OL) / E2E``."""
-    return mean_batch_size * (input_len + output_len) / e2e_latency_s
+class ThroughputFromE2EMixin:
+    """`predict_throughput` for an estimator whose `predict` returns E2E latency (s)."""
+
+    def predict_throughput(self, X) -> np.ndarray:
+        """Total-token throughput (tokens/s), Eq. 6: ``T = B (IL + OL) / E2E``."""
+        workload = workload_arrays(X)
+        return throughput_from_e2e(workload.input_len_tokens, workload.output_len_tokens,
+                                   workload.mean_batch_size, self.predict(X))
 
 
 def check_fitted(estimator: object, attribute: str) -> None:

@@ -16,7 +16,7 @@ from baselines.features import (
     architecture_arrays,
     check_fitted,
     target_array,
-    total_token_throughput_per_s,
+    ThroughputFromE2EMixin,
     workload_arrays,
 )
 from slim.errors import ConfigError, FitError
@@ -60,7 +60,7 @@ def imai_features(workload: Workload, arch: ArchitectureArrays) -> np.ndarray:
     ])
 
 
-class ImaiOodLr(RegressorMixin, BaseEstimator):
+class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     """IMAI OOD-LR baseline (reconstruction after Imai et al.; no public code).
 
     ``E2E = intercept + sum_k coef_k f_k(B, IL, OL, L, D, H_q, H_kv)`` with the
@@ -155,13 +155,6 @@ class ImaiOodLr(RegressorMixin, BaseEstimator):
         check_fitted(self, "coef_")
         design = imai_features(workload_arrays(X), architecture_arrays(X))
         return self.intercept_ + design @ self.coef_
-
-    def predict_throughput(self, X) -> np.ndarray:
-        """Total-token throughput (tokens/s), Eq. 6: ``T = B (IL + OL) / E2E``."""
-        workload = workload_arrays(X)
-        return total_token_throughput_per_s(
-            workload.mean_batch_size, workload.input_len_tokens, workload.output_len_tokens, self.predict(X)
-        )
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "coef_")

@@ -18,7 +18,7 @@ from baselines.features import (
     check_fitted,
     column_array,
     target_array,
-    total_token_throughput_per_s,
+    ThroughputFromE2EMixin,
     workload_arrays,
 )
 from slim import columns as col
@@ -141,7 +141,7 @@ def fit_two_segments(
     return best
 
 
-class LLMVisorAgg(RegressorMixin, BaseEstimator):
+class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     """LLMVisor-Agg baseline (reconstruction after Jin et al., LLMVisor; no public code).
 
     The original LLMVisor predicts the latency of one engine step as
@@ -307,13 +307,6 @@ class LLMVisorAgg(RegressorMixin, BaseEstimator):
         check_fitted(self, "decode_fit_")
         workload = workload_arrays(X)
         return self.predict_ttft_s(X) + self.predict_itl_s(X) * (workload.output_len_tokens - 1.0)
-
-    def predict_throughput(self, X) -> np.ndarray:
-        """Total-token throughput (tokens/s), Eq. 6: ``T = B (IL + OL) / E2E``."""
-        workload = workload_arrays(X)
-        return total_token_throughput_per_s(
-            workload.mean_batch_size, workload.input_len_tokens, workload.output_len_tokens, self.predict(X)
-        )
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "decode_fit_")
