@@ -19,6 +19,8 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/bca.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
+include: "workflow/rules/modelled.smk"
+include: "workflow/rules/generalisation.smk"
 
 
 rule all:

@@ -11,6 +11,7 @@ GPU and the paper's configurations; `table1_latex` renders it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,35 @@ CROSS_STYLE = {"marker": "x", "markersize": 9, "markeredgewidth": 2.0, "linestyl
 
 # --- Fig. 1 -------------------------------------------------------------------------
 
-def plot_batch_scaling(runs: pd.DataFrame, dataset_label: str) -> Figure:
+def batch_scaling_runs(runs: pd.DataFrame, output_len: float | None = None) -> pd.DataFrame:
+    """The runs Fig. 1 shows: status ``ok`` or ``preempted`` with measured metrics.
+
+    A dataset with one workload per model (ShareGPT traces) is shown whole
+    (``output_len=None``). A dataset with length sweeps is shown at one nominal
+    output length: the runs at ``output_len`` and, per model, at the most common
+    nominal input length among them (ties: the smallest), so each model gives one
+    curve. Raises `PlotInputError` if nothing is left.
+    """
+    _check_columns(runs, FIG1_REQUIRED_COLUMNS, "runs")
+    shown = runs[runs[col.STATUS].isin(FIG1_STATUSES)].dropna(
+        subset=[col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S])
+    if output_len is not None:
+        _check_columns(shown, (col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL), "runs")
+        shown = shown[shown[col.OUTPUT_LEN_NOMINAL] == output_len]
+        modal_input = shown.groupby(col.MODEL)[col.INPUT_LEN_NOMINAL].transform(_modal_value)
+        shown = shown[shown[col.INPUT_LEN_NOMINAL] == modal_input]
+    if shown.empty:
+        where = "" if output_len is None else f" at output length {output_len:g}"
+        raise PlotInputError(f"Fig. 1: no run with status in {FIG1_STATUSES} and measured metrics{where}")
+    return shown
+
+
+def plot_batch_scaling(runs: pd.DataFrame, dataset_label: str, output_len: float | None = None) -> Figure:
+    """Fig. 1 for one dataset: see `plot_batch_scaling_rows`."""
+    return plot_batch_scaling_rows([(dataset_label, runs, output_len)])
+
+
+def plot_batch_scaling_rows(rows: Sequence[tuple[str, pd.DataFrame, float | None]]) -> Figure:
     """Fig. 1: total-token throughput (Eq. 6) and E2E latency against the mean batch size.
 
     ``T = B (IL + OL) / E2E`` (Eq. 6) is the benchmark's total-token throughput;
@@ -69,24 +98,35 @@ def plot_batch_scaling(runs: pd.DataFrame, dataset_label: str) -> Figure:
     through its runs in ``max_num_seqs`` order; runs with status ``preempted``
     (vLLM preempted requests: the KV cache capacity was exceeded) carry a red cross.
 
-    Meant for a dataset with one workload per model (the ShareGPT traces); for
-    length sweeps use `plot_length_sweeps`. Uses the runs with status ``ok`` or
-    ``preempted``; other statuses (failed starts, duplicates) are ignored.
+    One figure row per ``(dataset label, runs, output_len)``; the runs shown are
+    `batch_scaling_runs` (the whole dataset, or one nominal output length of a
+    length sweep). A model keeps its colour and marker across rows.
     """
-    _check_columns(runs, FIG1_REQUIRED_COLUMNS, "runs")
-    shown = runs[runs[col.STATUS].isin(FIG1_STATUSES)].dropna(
-        subset=[col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S])
-    if shown.empty:
-        raise PlotInputError(f"plot_batch_scaling: no run with status in {FIG1_STATUSES} and measured metrics")
-    figure = Figure(figsize=(11.0, 4.6), layout="constrained")
+    if not rows:
+        raise PlotInputError("Fig. 1: no dataset to plot")
+    shown_rows = [(label, batch_scaling_runs(runs, output_len), output_len) for label, runs, output_len in rows]
+    models = sorted(set().union(*(shown[col.MODEL].unique() for _, shown, _ in shown_rows)))
+    figure = Figure(figsize=(11.0, 0.6 + 4.2 * len(rows)), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, 2)
-    models = sorted(shown[col.MODEL].unique())
+    axes = figure.subplots(len(rows), 2, squeeze=False)
+    for row_axes, (label, shown, output_len) in zip(axes, shown_rows):
+        _draw_batch_scaling(row_axes, shown, models)
+        workload = "" if output_len is None else f", OL {output_len:g}"
+        row_axes[0].set_title(f"{label}{workload}", loc="left", fontsize="medium")
+    title = "Throughput and E2E latency vs mean batch size"
+    figure.suptitle(title if len(rows) > 1 else f"{title}, {rows[0][0]}")
+    return figure
+
+
+def _draw_batch_scaling(axes: Sequence[Axes], shown: pd.DataFrame, models: list[str]) -> None:
+    """One row of Fig. 1: throughput and E2E panels, a legend of the models present."""
+    present = [model for model in models if model in set(shown[col.MODEL])]
     for ax, metric, label in zip(axes, (col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S),
                                  (THROUGHPUT_LABEL, E2E_LABEL)):
-        for index, model in enumerate(models):
+        for model in present:
+            index = models.index(model)
             curve = shown[shown[col.MODEL] == model].sort_values([col.MAX_NUM_SEQS, col.MEAN_BATCH_SIZE])
-            ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric], color=f"C{index}",
+            ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric], color=f"C{index % 10}",
                     marker=MODEL_MARKERS[index % len(MODEL_MARKERS)], markersize=4.5, linewidth=1.4,
                     label=model, zorder=2)
             preempted = curve[curve[col.STATUS] == PREEMPTED]
@@ -94,15 +134,14 @@ def plot_batch_scaling(runs: pd.DataFrame, dataset_label: str) -> Figure:
                 ax.plot(preempted[col.MEAN_BATCH_SIZE], preempted[metric], zorder=4, **CROSS_STYLE)
         _log_batch_axis(ax, "Mean batch size (running requests)")
         ax.set_ylabel(label)
-    handles = [Line2D([], [], color=f"C{index}", marker=MODEL_MARKERS[index % len(MODEL_MARKERS)],
-                      markersize=4.5, label=model) for index, model in enumerate(models)]
+    handles = [Line2D([], [], color=f"C{models.index(model) % 10}",
+                      marker=MODEL_MARKERS[models.index(model) % len(MODEL_MARKERS)], markersize=4.5, label=model)
+               for model in present]
     n_preempted = int((shown[col.STATUS] == PREEMPTED).sum())
     if n_preempted:
         handles.append(Line2D([], [], label=f"KV cache capacity exceeded (preempted, {n_preempted} run(s))",
                               **CROSS_STYLE))
     axes[0].legend(handles=handles, loc="upper left", fontsize="small")
-    figure.suptitle(f"Throughput and E2E latency vs mean batch size, {dataset_label}")
-    return figure
 
 
 # --- Fig. 2 -------------------------------------------------------------------------

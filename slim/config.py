@@ -51,7 +51,43 @@ def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str
                               f"(known: {', '.join(datasets)})")
     if config["default_dataset"] not in config["run_datasets"]:
         raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
-    return {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir) for name in config["run_datasets"]}
+    resolved = {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir)
+                for name in config["run_datasets"]}
+    _check_figure_sections(config, resolved, catalog, hardware)
+    return resolved
+
+
+def _check_figure_sections(config: dict[str, Any], datasets: dict[str, DatasetConfig],
+                           catalog: ArchitectureCatalog, hardware: dict[str, Hardware]) -> None:
+    """Names in the optional figure sections (batch_scaling, characterisation, generalisation)."""
+    def run_dataset(key: str, name: str) -> DatasetConfig:
+        if name not in datasets:
+            raise ConfigError(f"{key} = '{name}' is not listed in run_datasets ({', '.join(datasets)})")
+        return datasets[name]
+
+    batch_scaling = config.get("batch_scaling")
+    if batch_scaling:
+        for position, name in enumerate(batch_scaling["datasets"]):
+            run_dataset(f"batch_scaling.datasets[{position}]", name)
+        for name in batch_scaling.get("output_len", {}):
+            if name not in batch_scaling["datasets"]:
+                raise ConfigError(f"batch_scaling.output_len.{name}: '{name}' is not in batch_scaling.datasets")
+    characterisation = config.get("characterisation")
+    if characterisation:
+        if characterisation["model"] not in catalog:
+            raise ConfigError(f"characterisation.model = '{characterisation['model']}' is not in the models file "
+                              f"(known: {', '.join(catalog.names)})")
+        if characterisation["hardware"] not in hardware:
+            raise ConfigError(f"characterisation.hardware = '{characterisation['hardware']}' is not in the "
+                              f"hardware file (known: {', '.join(hardware)})")
+    generalisation = config.get("generalisation")
+    if generalisation:
+        dataset = run_dataset("generalisation.dataset", generalisation["dataset"])
+        for key in ("train_models", "target_models"):
+            for position, model in enumerate(generalisation[key]):
+                if model not in catalog or catalog.resolve_name(model) not in dataset.models:
+                    raise ConfigError(f"generalisation.{key}[{position}] = '{model}' is not a model of dataset "
+                                      f"'{dataset.name}' ({', '.join(dataset.models)})")
 
 
 def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalog,

@@ -221,10 +221,12 @@ def _run_adapter(script: str, inputs: dict, outputs: dict, params: dict, log: Pa
 def test_adapters_write_their_artefacts(runs, sweep, tmp_path):
     runs.to_parquet(tmp_path / "runs.parquet")
     sweep.to_parquet(tmp_path / "clean.parquet")
-    for script, inputs in (("plot_fig1.py", {"runs": str(tmp_path / "runs.parquet")}),
-                           ("plot_fig2.py", {"clean": str(tmp_path / "clean.parquet")})):
+    fig1_params = {"dataset_labels": [LABEL, "sweep"], "output_lens": [None, 260]}
+    for script, inputs, params in (
+            ("plot_fig1.py", {"runs": [str(tmp_path / "runs.parquet"), str(tmp_path / "clean.parquet")]}, fig1_params),
+            ("plot_fig2.py", {"clean": str(tmp_path / "clean.parquet")}, {"dataset_label": LABEL})):
         outputs = {"pdf": str(tmp_path / f"{script}.pdf"), "png": str(tmp_path / f"{script}.png")}
-        _run_adapter(script, inputs, outputs, {"dataset_label": LABEL}, tmp_path / f"{script}.log")
+        _run_adapter(script, inputs, outputs, params, tmp_path / f"{script}.log")
         assert Path(outputs["pdf"]).read_bytes().startswith(b"%PDF")
         assert Path(outputs["png"]).read_bytes().startswith(b"\x89PNG")
         assert LABEL in (tmp_path / f"{script}.log").read_text()

@@ -35,6 +35,11 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
         ({"datasets": {"h100-public": {"kind": "imaginary"}}}, "imaginary"),
         ({"clean": {"keep_preempted": "sometimes"}}, "keep_preempted"),
         ({"run_datasets": ["nonexistent"]}, "run_datasets[0]"),
+        ({"batch_scaling": {"datasets": ["h100-public-sharegpt", "nope"]}}, "batch_scaling.datasets[1]"),
+        ({"batch_scaling": {"output_len": {"h100-public": 130}}}, "batch_scaling.output_len.h100-public"),
+        ({"characterisation": {"model": "gpt-9"}}, "characterisation.model"),
+        ({"characterisation": {"sweeps": {"batch_size": [4]}}}, "batch_size"),
+        ({"generalisation": {"target_models": ["llama-2-7b"]}}, "generalisation.target_models[0]"),
     ],
 )
 def test_a_wrong_config_fails_before_any_job_naming_the_key(tmp_path, override, expected_message, shared_traces_dir):

@@ -1,15 +1,12 @@
 # Characterisation artefacts (paper Section V): Fig. 1, Fig. 2 and Table I.
-# Input function dataset_label lives in common.smk.
+# Input functions dataset_label, batch_scaling_* live in common.smk.
 
 
 localrules:
     fig1,
+    fig1_datasets,
     fig2,
     table1,
-
-
-# figures/table1.tex would also match default_artefact's figures/{artefact}.
-ruleorder: table1 > default_artefact
 
 
 rule fig1:
@@ -23,9 +20,27 @@ rule fig1:
         ),
         png="figures/{dataset}/fig1.png",
     params:
-        dataset_label=dataset_label,
+        dataset_labels=lambda wildcards: [dataset_label(wildcards)],
+        output_lens=[None],
     log:
         "logs/{dataset}/fig1.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/plot_fig1.py"
+
+
+rule fig1_datasets:
+    input:
+        runs=batch_scaling_runs_files,
+    output:
+        pdf=report("figures/fig1.pdf", caption="../report/fig1_datasets.rst", category="Characterisation"),
+        png="figures/fig1.png",
+    params:
+        dataset_labels=batch_scaling_labels,
+        output_lens=batch_scaling_output_lens,
+    log:
+        "logs/fig1.log",
     conda:
         "../../environment.yml"
     script:

@@ -1,4 +1,5 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
+import re
 from pathlib import Path
 
 from slim.config import check_config
@@ -16,6 +17,10 @@ EVALUATED_DATASETS = list(SETTINGS)
 DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png",
                      "fig2.pdf", "fig2.png", "table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf",
                      "fig13.png", "table_advisors.tex"]
+
+# Only these names match default_artefact's figures/{artefact}, so rules writing other
+# top-level figures (figures/table1.tex, figures/fig3.pdf) need no ruleorder.
+DEFAULT_ARTEFACT_PATTERN = "|".join(re.escape(name) for name in DEFAULT_ARTEFACTS)
 
 
 BCA_DATASETS = [name for name in SETTINGS if Path(f"config/bca/{name}.yaml").is_file()]
@@ -68,6 +73,23 @@ def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 
 
+BATCH_SCALING = config.get("batch_scaling", {"datasets": []})
+
+
+def batch_scaling_runs_files(wildcards):
+    """Fig. 1's per-run tables, one per figure row."""
+    return [f"results/{name}/runs.parquet" for name in BATCH_SCALING["datasets"]]
+
+
+def batch_scaling_labels(wildcards):
+    return [DATASETS[name].label for name in BATCH_SCALING["datasets"]]
+
+
+def batch_scaling_output_lens(wildcards):
+    """The nominal output length each row is shown at (None: the whole dataset)."""
+    return [BATCH_SCALING.get("output_len", {}).get(name) for name in BATCH_SCALING["datasets"]]
+
+
 def readme_summaries(wildcards):
     """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
     then Table VI and the advisor comparison of every real one."""
@@ -97,6 +119,8 @@ def dataset_targets(dataset):
 def all_targets():
     targets = [target for dataset in DATASETS for target in dataset_targets(dataset)]
     targets += ["figures/table1.tex"]
+    if BATCH_SCALING["datasets"]:
+        targets += ["figures/fig1.pdf", "figures/fig1.png"]
     if "simulator" in config:
         targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:

@@ -49,6 +49,8 @@ rule default_artefact:
         default_artefact_source,
     output:
         "figures/{artefact}",
+    wildcard_constraints:
+        artefact=DEFAULT_ARTEFACT_PATTERN,
     log:
         "logs/default_artefact/{artefact}.log",
     conda:

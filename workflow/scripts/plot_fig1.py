@@ -1,16 +1,20 @@
-"""Snakemake adapter: Fig. 1, throughput and E2E latency vs mean batch size (runs table, preempted runs crossed)."""
+"""Snakemake adapter: Fig. 1, throughput and E2E latency vs mean batch size, one row per runs table
+(preempted runs crossed)."""
 import pandas as pd
 
 from slim import columns as col
-from slim.characterise import FIG1_STATUSES, PREEMPTED, plot_batch_scaling
+from slim.characterise import PREEMPTED, batch_scaling_runs, plot_batch_scaling_rows
 from slim.pipeline_io import open_log
 from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
-runs = pd.read_parquet(snakemake.input.runs)
-figure = plot_batch_scaling(runs, snakemake.params.dataset_label)
-save_figure(figure, snakemake.output.pdf, snakemake.output.png)
-shown = runs[runs[col.STATUS].isin(FIG1_STATUSES)]
-log.info("Fig. 1 of %s: %d run(s) of %d model(s), %d preempted (KV cache capacity exceeded)",
-         snakemake.params.dataset_label, len(shown), shown[col.MODEL].nunique(),
-         int((shown[col.STATUS] == PREEMPTED).sum()))
+paths = [snakemake.input.runs] if isinstance(snakemake.input.runs, str) else list(snakemake.input.runs)
+rows = [(label, pd.read_parquet(path), output_len)
+        for path, label, output_len in zip(paths, snakemake.params.dataset_labels, snakemake.params.output_lens,
+                                           strict=True)]
+save_figure(plot_batch_scaling_rows(rows), snakemake.output.pdf, snakemake.output.png)
+for label, runs, output_len in rows:
+    shown = batch_scaling_runs(runs, output_len)
+    log.info("Fig. 1 row %s%s: %d run(s) of %d model(s), %d preempted (KV cache capacity exceeded)", label,
+             "" if output_len is None else f" at OL {output_len}", len(shown), shown[col.MODEL].nunique(),
+             int((shown[col.STATUS] == PREEMPTED).sum()))
