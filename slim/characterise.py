@@ -28,7 +28,7 @@ from slim import columns as col
 from slim.architecture import Architecture
 from slim.errors import ConfigError
 from slim.hardware import Hardware
-from slim.plots import PlotInputError
+from slim.plots import PlotInputError, check_columns
 from slim.roofline import (
     attainable_flops_per_s,
     decode_attention_intensity,
@@ -69,11 +69,11 @@ def batch_scaling_runs(runs: pd.DataFrame, output_len: float | None = None) -> p
     nominal input length among them (ties: the smallest), so each model gives one
     curve. Raises `PlotInputError` if nothing is left.
     """
-    _check_columns(runs, FIG1_REQUIRED_COLUMNS, "runs")
+    check_columns(runs, FIG1_REQUIRED_COLUMNS, "runs")
     shown = runs[runs[col.STATUS].isin(FIG1_STATUSES)].dropna(
         subset=[col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S])
     if output_len is not None:
-        _check_columns(shown, (col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL), "runs")
+        check_columns(shown, (col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL), "runs")
         shown = shown[shown[col.OUTPUT_LEN_NOMINAL] == output_len]
         modal_input = shown.groupby(col.MODEL)[col.INPUT_LEN_NOMINAL].transform(_modal_value)
         shown = shown[shown[col.INPUT_LEN_NOMINAL] == modal_input]
@@ -171,7 +171,7 @@ def sweep_panels(runs: pd.DataFrame) -> list[SweepPanel]:
     so a full IL x OL grid yields both panels and a one-dimensional sweep yields
     one. A model with no sweep at all gets a single output-length panel (one line).
     """
-    _check_columns(runs, FIG2_REQUIRED_COLUMNS, "runs")
+    check_columns(runs, FIG2_REQUIRED_COLUMNS, "runs")
     panels = []
     for model in sorted(runs[col.MODEL].unique()):
         rows = runs[runs[col.MODEL] == model]
@@ -388,9 +388,3 @@ def _log_batch_axis(ax: Axes, label: str) -> None:
     ax.set_xlabel(label)
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
-
-
-def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], name: str) -> None:
-    missing = [column for column in required if column not in frame.columns]
-    if missing:
-        raise PlotInputError(f"the {name} table lacks column(s) {', '.join(missing)}")

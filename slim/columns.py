@@ -12,6 +12,7 @@ RUN_ID = "run_id"                      # run directory, relative to the trace ro
 TRACE_FORMAT = "trace_format"          # "benchmark_serving" (public layout) or "vllm_bench_serve"
 MODEL = "model"                        # canonical name from config/models.yaml (raw name if unknown)
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
+TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
 NUM_PROMPTS = "num_prompts"
 
 # Workload.

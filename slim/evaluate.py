@@ -47,7 +47,7 @@ class SettingEvaluation:
         return {name: fit.to_dict() for name, fit in self.slim_fits.items()}
 
 
-def _prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
+def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
                      throughput: np.ndarray, e2e_s: np.ndarray) -> pd.DataFrame:
     frame = rows[[col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
                   col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE]].copy()
@@ -77,14 +77,14 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         roles = [("validate", split.validate)] + ([("train", split.train)] if ablation == FULL else [])
         for role, rows in roles:
             e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
-            frames.append(_prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s))
+            frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
     llmvisor_throughput, llmvisor_e2e_s = _llmvisor_predictions(train_x, validate_x)
-    frames.append(_prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
+    frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
                                    llmvisor_throughput, llmvisor_e2e_s))
     imai = ImaiOodLr().fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
-    frames.append(_prediction_rows(setting.name, IMAI, split.validate, "validate",
+    frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
                                    imai.predict_throughput(validate_x), imai.predict(validate_x)))
     return SettingEvaluation(pd.concat(frames, ignore_index=True), fits)
 

@@ -21,6 +21,7 @@ from slim.trace_files import (
     EngineMetrics,
     classify_failure,
     find_max_num_seqs_in_log,
+    find_tensor_parallel_in_log,
     load_benchmark_json,
     parse_cache_config,
     parse_engine_metrics,
@@ -80,7 +81,7 @@ def _read_logs(run_dir: Path) -> dict[str, str]:
 def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
     return {
         col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
-        col.MAX_NUM_SEQS: math.nan, col.NUM_PROMPTS: math.nan,
+        col.MAX_NUM_SEQS: math.nan, col.TENSOR_PARALLEL: 1, col.NUM_PROMPTS: math.nan,
         col.INPUT_LEN_MEAN: math.nan, col.OUTPUT_LEN_MEAN: math.nan,
         col.INPUT_LEN_NOMINAL: math.nan, col.OUTPUT_LEN_NOMINAL: math.nan,
         col.COMPLETED: math.nan, col.FAILED: math.nan, col.DURATION_S: math.nan,
@@ -147,6 +148,20 @@ def _max_num_seqs(run_dir: Path, content: dict[str, Any], client_args: dict[str,
                 return found
     match = _DIR_MAX_NUM_SEQS.match(run_dir.name)
     return int(match.group(1)) if match else None
+
+
+def _tensor_parallel(client_args: dict[str, Any], logs: dict[str, str]) -> int:
+    """--tensor-parallel-size from the client's server args or the server log; 1 (vLLM's default) if unset."""
+    flags = parse_server_flags(str(client_args.get("server_args", "")))
+    from_flags = _positive_int(flags.get("tensor-parallel-size"))
+    if from_flags is not None:
+        return from_flags
+    for name in sorted(logs):
+        if name.startswith("server_out"):
+            found = find_tensor_parallel_in_log(logs[name])
+            if found is not None:
+                return found
+    return 1
 
 
 def _engine_metrics(run_dir: Path, logs: dict[str, str]) -> tuple[EngineMetrics | None, str, str]:
@@ -230,6 +245,7 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
 
     max_num_seqs = _max_num_seqs(run_dir, content, client_args, logs)
     row[col.MAX_NUM_SEQS] = max_num_seqs if max_num_seqs is not None else math.nan
+    row[col.TENSOR_PARALLEL] = _tensor_parallel(client_args, logs)
 
     for path in sorted(run_dir.glob("cache_config*.txt")):
         try:

@@ -67,8 +67,8 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
     metric over the setting's validation runs. Settings that are not applicable
     to the dataset are listed, with their reason, under the panels.
     """
-    _check_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "predictions")
-    _check_columns(mapes, REQUIRED_MAPE_COLUMNS, "mapes")
+    check_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "predictions")
+    check_columns(mapes, REQUIRED_MAPE_COLUMNS, "mapes")
     shown = [setting for setting in settings if setting.applicable]
     if not shown:
         raise PlotInputError("plot_heldout_settings: no applicable setting to plot")
@@ -83,7 +83,7 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
             raise PlotInputError(f"plot_heldout_settings: no SLIM validation rows for setting '{setting.name}'; "
                                  "was its evaluation file passed in?")
         training = rows[rows["role"] == "train"]
-        colors = _curve_colors(validate)
+        colors = curve_colors(validate)
         mape = _mape_row(mapes, setting.name, SLIM, "plot_heldout_settings")
         for row, metric in enumerate((THROUGHPUT, E2E)):
             ax = axes[row, column]
@@ -112,8 +112,8 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     against the mean batch size on a log axis. Each predictor's legend entry
     carries its MAPE of that metric over the setting's validation runs.
     """
-    _check_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "predictions")
-    _check_columns(mapes, REQUIRED_MAPE_COLUMNS, "mapes")
+    check_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "predictions")
+    check_columns(mapes, REQUIRED_MAPE_COLUMNS, "mapes")
     validate = predictions[(predictions["setting"] == setting_name) & (predictions["role"] == "validate")]
     missing = [name for name in UNSEEN_MODEL_PREDICTORS if name not in set(validate["predictor"])]
     if missing:
@@ -126,14 +126,14 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     for ax, metric in zip(axes, (THROUGHPUT, E2E)):
         measured_column, predicted_column, mape_column, axis_label = metric
         handles = [Line2D([], [], linestyle="none", marker="o", markersize=7, color="black", label="Measured")]
-        for _, curve in _curves(measured):
+        for _, curve in curves(measured):
             ax.plot(curve[col.MEAN_BATCH_SIZE], curve[measured_column], linestyle="none", marker="o",
                     markersize=7, color="black", zorder=3)
         for predictor in UNSEEN_MODEL_PREDICTORS:
             mape = _mape_row(mapes, setting_name, predictor, "plot_unseen_model")[mape_column]
             handles.append(Line2D([], [], markersize=5, label=f"{predictor} (MAPE {mape:.1f} %)",
                                   **PREDICTOR_STYLE[predictor]))
-            for _, curve in _curves(validate[validate["predictor"] == predictor]):
+            for _, curve in curves(validate[validate["predictor"] == predictor]):
                 ax.plot(curve[col.MEAN_BATCH_SIZE], curve[predicted_column], markersize=5,
                         **PREDICTOR_STYLE[predictor])
         ax.set_xscale("log")
@@ -142,7 +142,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
         ax.set_ylim(bottom=0)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(handles=handles, loc="upper left", fontsize="small")
-    heading = setting_label or "; ".join(_curve_label(key) for key, _ in _curves(measured))
+    heading = setting_label or "; ".join(_curve_label(key) for key, _ in curves(measured))
     figure.suptitle(f"Unseen model: {heading}, {dataset_label}")
     return figure
 
@@ -171,7 +171,7 @@ def _plot_setting_panel(ax: Axes, training: pd.DataFrame, validate: pd.DataFrame
     measured_column, predicted_column = metric[0], metric[1]
     ax.plot(training[col.MEAN_BATCH_SIZE], training[measured_column], linestyle="none", marker="o",
             markersize=3.5, color=TRAINING_COLOR, zorder=1)
-    for key, curve in _curves(validate):
+    for key, curve in curves(validate):
         ax.plot(curve[col.MEAN_BATCH_SIZE], curve[measured_column], linestyle="none", marker="o",
                 markersize=5, markerfacecolor="none", color=colors[key], zorder=3)
         ax.plot(curve[col.MEAN_BATCH_SIZE], curve[predicted_column], linestyle="--", linewidth=1.4,
@@ -181,7 +181,7 @@ def _plot_setting_panel(ax: Axes, training: pd.DataFrame, validate: pd.DataFrame
     ax.grid(True, which="major", alpha=0.3)
 
 
-def _curves(rows: pd.DataFrame):
+def curves(rows: pd.DataFrame):
     """(curve key, its rows sorted by batch size) for every validation curve, in a fixed order."""
     for key, curve in rows.groupby(list(CURVE_KEYS), sort=True):
         yield key, curve.sort_values(col.MEAN_BATCH_SIZE)
@@ -192,9 +192,9 @@ def _curve_label(key: tuple) -> str:
     return f"{model}, OL {output_len:g}"
 
 
-def _curve_colors(validate: pd.DataFrame) -> dict[tuple, tuple]:
+def curve_colors(validate: pd.DataFrame) -> dict[tuple, tuple]:
     """One colour per curve: a hue per model, darker for longer outputs."""
-    keys = [key for key, _ in _curves(validate)]
+    keys = [key for key, _ in curves(validate)]
     models = sorted({model for model, _ in keys})
     colors = {}
     for model_index, model in enumerate(models):
@@ -234,7 +234,7 @@ def _mape_row(mapes: pd.DataFrame, setting: str, predictor: str, caller: str) ->
     return match.iloc[0]
 
 
-def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], name: str) -> None:
+def check_columns(frame: pd.DataFrame, required: tuple[str, ...], name: str) -> None:
     missing = [column for column in required if column not in frame.columns]
     if missing:
         raise PlotInputError(f"the {name} table lacks column(s) {', '.join(missing)}")

@@ -231,3 +231,13 @@ def find_max_num_seqs_in_log(text: str) -> int | None:
     """``max_num_seqs=512`` (V0 args line) or ``'max_num_seqs': 512`` (V1 non-default args)."""
     match = _MAX_NUM_SEQS_IN_LOG.search(text)
     return int(match.group(1)) if match else None
+
+
+_TENSOR_PARALLEL_IN_LOG = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d+)")
+
+
+def find_tensor_parallel_in_log(text: str) -> int | None:
+    """``tensor_parallel_size=4`` (V0 args line) or ``'tensor_parallel_size': 4`` (V1 non-default
+    args); None where the log does not state it (vLLM's default is 1)."""
+    match = _TENSOR_PARALLEL_IN_LOG.search(text)
+    return int(match.group(1)) if match else None

@@ -4,7 +4,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim import columns as col
 from slim.architecture import load_architectures
 from slim.clean import clean_runs
 from slim.evaluate import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table

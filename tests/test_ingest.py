@@ -164,7 +164,7 @@ def test_public_layout_every_column(catalog):
     row = frame.iloc[0].to_dict()
     expected = {
         col.DATASET: "public", col.RUN_ID: "_8__100", col.TRACE_FORMAT: FORMAT_BENCHMARK_SERVING,
-        col.MODEL: "opt-1.3b", col.MAX_NUM_SEQS: 8, col.NUM_PROMPTS: 100,
+        col.MODEL: "opt-1.3b", col.MAX_NUM_SEQS: 8, col.TENSOR_PARALLEL: 1, col.NUM_PROMPTS: 100,
         col.INPUT_LEN_MEAN: 24200 / 100, col.OUTPUT_LEN_MEAN: 12800 / 100,
         col.INPUT_LEN_NOMINAL: 242,            # rounded mean (sharegpt fixes only the output)
         col.OUTPUT_LEN_NOMINAL: 130,           # the client's sharegpt_output_len, not the mean 128

@@ -15,6 +15,7 @@ from slim.trace_files import (
     FORMAT_VLLM_BENCH_SERVE,
     classify_failure,
     find_max_num_seqs_in_log,
+    find_tensor_parallel_in_log,
     load_benchmark_json,
     mean_running_over_active_window,
     parse_cache_config,
@@ -273,3 +274,9 @@ def test_find_max_num_seqs_in_v0_and_v1_server_logs():
     assert find_max_num_seqs_in_log("args: Namespace(max_num_batched_tokens=None, max_num_seqs=512, x=1)") == 512
     assert find_max_num_seqs_in_log("non-default args: {'model': 'm', 'max_num_seqs': 16}") == 16
     assert find_max_num_seqs_in_log("args: Namespace(max_num_seqs=None)") is None
+
+
+def test_find_tensor_parallel_in_v0_and_v1_server_logs():
+    assert find_tensor_parallel_in_log("args: Namespace(pipeline_parallel_size=1, tensor_parallel_size=4, x=1)") == 4
+    assert find_tensor_parallel_in_log("non-default args: {'model': 'm', 'tensor_parallel_size': 2}") == 2
+    assert find_tensor_parallel_in_log("non-default args: {'model': 'm'}") is None   # unset: vLLM's default, 1

@@ -123,6 +123,32 @@ class StepCostModel:
         return {"gemm_s": gemm_s, "gemm_flops": layers * flops,
                 "gemm_bytes": layers * bytes_moved + elementwise_bytes}
 
+    def gemm_split_components(self, tokens: ArrayLike) -> dict[str, np.ndarray]:
+        """`gemm_components`' seconds split by kernel group (all layers, each with its launches):
+
+        ``attention_projection_gemm_s``: QKV and output projection (2 launches per layer);
+        ``ffn_gemm_s``: FFN up (gate + up for SwiGLU) and down (2 launches per layer);
+        ``elementwise_s``: norms, activation, residuals, ``elementwise bytes / (eta_m BW_max)``
+        (3 launches per layer). The three sum to ``gemm_s`` up to floating-point rounding;
+        `gemm_components` itself is untouched, so the simulator's step times stay bit-identical.
+        """
+        tokens = np.asarray(tokens, dtype=float)
+        active = (tokens > 0).astype(float)
+        layers = self.arch.n_layers
+        launch_s = self.consts.kernel_latency_s * layers
+        # _layer_gemms order: QKV, output projection, FFN up, FFN down.
+        groups = {"attention_projection_gemm_s": self.gemms[:2], "ffn_gemm_s": self.gemms[2:]}
+        split = {}
+        for key, gemms in groups.items():
+            time = np.zeros_like(tokens)
+            for gemm in gemms:
+                time = time + self._gemm_time(gemm, tokens)[0]
+            split[key] = (layers * time + launch_s * len(gemms)) * active
+        elementwise_bytes = self.elementwise_bytes_per_token * tokens
+        split["elementwise_s"] = (elementwise_bytes / self.memory_rate
+                                  + launch_s * ELEMENTWISE_KERNELS_PER_LAYER) * active
+        return split
+
     def lm_head_components(self, sampled_seqs: ArrayLike) -> dict[str, np.ndarray]:
         sampled = np.asarray(sampled_seqs, dtype=float)
         time, flops, bytes_moved = self._gemm_time(self.lm_head, sampled)
@@ -184,6 +210,7 @@ class StepCostModel:
         return {
             "attention_s": attention, "attention_decode_s": attention_decode,
             "attention_prefill_s": attention_prefill, "gemm_s": gemm["gemm_s"],
+            **self.gemm_split_components(tokens),
             "lm_head_s": lm_head["lm_head_s"], "allreduce_s": allreduce, "overhead_s": overhead,
             "gpu_s": gpu, "total_s": gpu + overhead,
             "attention_decode_flops": decode_flops, "attention_decode_bytes": decode_bytes,
@@ -201,7 +228,8 @@ def step_cost_breakdown(arch: Architecture, hw: Hardware, consts: SimConstants, 
     """Modelled cost of one engine step, split by component (per tensor-parallel rank).
 
     Keys ending ``_s`` are seconds (``attention_s``, ``attention_decode_s``, ``attention_prefill_s``,
-    ``gemm_s``, ``lm_head_s``, ``allreduce_s``, ``overhead_s``, ``gpu_s``, ``total_s``); ``_flops``
+    ``gemm_s``, ``lm_head_s``, ``allreduce_s``, ``overhead_s``, ``gpu_s``, ``total_s``; ``gemm_s``
+    split as ``attention_projection_gemm_s + ffn_gemm_s + elementwise_s``); ``_flops``
     and ``_bytes`` keys give the work of each component, e.g. the decode-attention arithmetic
     intensity is ``attention_decode_flops / attention_decode_bytes`` (~ H_q / H_kv) and the
     step's DRAM-bandwidth utilisation is ``dram_bytes / (gpu_s x BW_max)``. These are modelled

@@ -73,21 +73,23 @@ def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 
 
-BATCH_SCALING = config.get("batch_scaling", {"datasets": []})
+BATCH_SCALING = config.get("batch_scaling", {})
+# Fig. 1 rows: the configured datasets this run builds, in the configured order.
+BATCH_SCALING_DATASETS = [name for name in BATCH_SCALING.get("datasets", []) if name in DATASETS]
 
 
 def batch_scaling_runs_files(wildcards):
     """Fig. 1's per-run tables, one per figure row."""
-    return [f"results/{name}/runs.parquet" for name in BATCH_SCALING["datasets"]]
+    return [f"results/{name}/runs.parquet" for name in BATCH_SCALING_DATASETS]
 
 
 def batch_scaling_labels(wildcards):
-    return [DATASETS[name].label for name in BATCH_SCALING["datasets"]]
+    return [DATASETS[name].label for name in BATCH_SCALING_DATASETS]
 
 
 def batch_scaling_output_lens(wildcards):
     """The nominal output length each row is shown at (None: the whole dataset)."""
-    return [BATCH_SCALING.get("output_len", {}).get(name) for name in BATCH_SCALING["datasets"]]
+    return [BATCH_SCALING.get("output_len", {}).get(name) for name in BATCH_SCALING_DATASETS]
 
 
 def readme_summaries(wildcards):
@@ -119,8 +121,14 @@ def dataset_targets(dataset):
 def all_targets():
     targets = [target for dataset in DATASETS for target in dataset_targets(dataset)]
     targets += ["figures/table1.tex"]
-    if BATCH_SCALING["datasets"]:
+    if BATCH_SCALING_DATASETS:
         targets += ["figures/fig1.pdf", "figures/fig1.png"]
+    if "characterisation" in config:
+        targets += ["results/modelled/characterisation.csv"]
+        targets += [f"figures/fig{number}.{ext}" for number in (3, 4, 5, 6) for ext in ("pdf", "png")]
+    if config.get("generalisation", {}).get("dataset") in DATASETS:
+        targets += ["figures/fig11.pdf", "figures/fig11.png", "figures/table_fig11.tex",
+                    "results/generalisation/fig11_predictions.csv"]
     if "simulator" in config:
         targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:

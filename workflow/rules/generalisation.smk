@@ -1,1 +1,59 @@
-# Fig. 11 (SLIM fitted on OPT only, unseen architectures): rules to be written.
+# Fig. 11: SLIM fitted only on the single-GPU runs of config `generalisation.train_models`,
+# predicting unseen models (GQA, tensor parallelism). The config is checked when these
+# targets are planned (slim.generalisation.GeneralisationInputs), naming the key.
+from slim.generalisation import GeneralisationInputs
+
+GENERALISATION = GeneralisationInputs(config, DATASETS)
+
+
+localrules:
+    generalisation,
+    fig11,
+
+
+rule generalisation:
+    input:
+        clean=GENERALISATION.clean_table,
+    output:
+        predictions="results/generalisation/fig11_predictions.csv",
+        fit="results/generalisation/fig11_fit.json",
+        table=report(
+            "figures/table_fig11.tex",
+            caption="../report/table_fig11.rst",
+            category=GENERALISATION.report_category(),
+        ),
+    params:
+        dataset=GENERALISATION.dataset_name,
+        dataset_label=GENERALISATION.dataset_label,
+        train_models=GENERALISATION.train_models,
+        target_models=GENERALISATION.target_models,
+        hardware=GENERALISATION.hardware_name,
+        models_file=config["models_file"],
+        hardware_file=config["hardware_file"],
+    log:
+        "logs/generalisation/generalisation.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/generalisation.py"
+
+
+rule fig11:
+    input:
+        predictions="results/generalisation/fig11_predictions.csv",
+    output:
+        pdf=report(
+            "figures/fig11.pdf",
+            caption="../report/fig11.rst",
+            category=GENERALISATION.report_category(),
+        ),
+        png="figures/fig11.png",
+    params:
+        dataset_label=GENERALISATION.dataset_label,
+        train_models=GENERALISATION.train_models,
+    log:
+        "logs/generalisation/fig11.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/plot_fig11.py"

@@ -1,0 +1,261 @@
+"""The paper's Section V characterisation (Figs. 3-6) rebuilt as MODELLED figures: we have
+no GPU counters, so every number comes from the calibrated simulator (`slim.sim`).
+
+* Fig. 3, prefill vs decode share of execution time: `slim.sim.engine.simulate_run` with
+  ``B`` requests of ``IL`` prompt and ``OL`` output tokens all sent at once (the paper's
+  offline mode, no client test prompt), read from its per-phase accounting.
+* Figs. 4-6, the decode phase: `slim.sim.cost.StepCostModel.breakdown` evaluated for the
+  idealised lock-step decode of those ``B`` sequences, steps ``j = 1..OL`` with every
+  sequence attending to ``IL + j`` tokens (``decode_context_tokens = B (IL + j)``).
+
+`characterisation_table` computes one row per (sweep, value); `slim.modelled_plots` draws
+the figures from that table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from slim.architecture import Architecture, ArchitectureCatalog, load_architectures
+from slim.errors import ConfigError
+from slim.hardware import Hardware, load_hardware
+from slim.sim.constants import SimConstants, load_sim_constants
+from slim.sim.cost import StepCostModel
+from slim.sim.engine import simulate_run
+
+CONFIG_KEY = "characterisation"
+SWEEP_QUANTITIES = ("batch_size", "input_len", "output_len")
+SWEEP_SHORT = {"batch_size": "B", "input_len": "IL", "output_len": "OL"}
+SWEEP_TITLES = {"batch_size": "Batch size", "input_len": "Input length", "output_len": "Output length"}
+SIMULATED_LABEL = "simulated (per-phase accounting of slim.sim)"
+MODELLED_LABEL = "MODELLED (slim.sim cost model, no hardware counters)"
+PAPER_LABEL = "paper (measured, Nsight Compute)"
+SWEEP_MARKERS = {"batch_size": "o", "input_len": "s", "output_len": "^"}
+SWEEP_COLORMAP = "viridis"
+
+TABLE_COLUMNS = (
+    "sweep", "value", "model", "hardware", "batch_size", "input_len", "output_len", "active_context_tokens",
+    "prefill_s", "decode_s", "prefill_share", "decode_share", "simulated_preemptions",
+    "dram_util_mean", "dram_util_peak", "compute_util_mean", "compute_util_peak",
+    "attention_share", "ffn_share", "other_share",
+    "final_attention_intensity_flop_per_byte", "final_attention_tflop_per_s", "final_attention_dram_util",
+    "roofline_tflop_per_s",
+)
+CSV_FLOAT_FORMAT = "%.6f"
+
+
+# --- configuration ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Workload:
+    """One offline run: ``batch_size`` requests of ``input_len`` + ``output_len`` tokens."""
+
+    batch_size: int
+    input_len: int
+    output_len: int
+
+    @property
+    def active_context_tokens(self) -> int:
+        """``B (IL + OL)``: the context attended at the last decode step (the paper's convention)."""
+        return self.batch_size * (self.input_len + self.output_len)
+
+    def with_value(self, quantity: str, value: int) -> Workload:
+        return replace(self, **{quantity: value})
+
+
+@dataclass(frozen=True)
+class CharacterisationConfig:
+    """The `characterisation` section of config/config.yaml: one model on one GPU, each sweep
+    varying one quantity of `base`."""
+
+    model: str
+    hardware: str
+    base: Workload
+    sweeps: tuple[tuple[str, tuple[int, ...]], ...]      # (quantity, values) in config order
+    seed: int = 0
+
+    def points(self) -> list[tuple[str, int, Workload]]:
+        """(sweep, value, workload) for every value of every sweep."""
+        return [(quantity, value, self.base.with_value(quantity, value))
+                for quantity, values in self.sweeps for value in values]
+
+
+def _positive_int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def parse_characterisation_config(section: Any, key: str = CONFIG_KEY) -> CharacterisationConfig:
+    """Build a `CharacterisationConfig` from the config mapping; `ConfigError` names the bad key."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{key} must be a mapping with model, hardware, base and sweeps")
+    allowed = ("model", "hardware", "base", "sweeps", "seed")
+    unknown = sorted(set(section) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{key}: unknown key(s) {', '.join(map(str, unknown))} (allowed: {', '.join(allowed)})")
+    missing = [name for name in allowed[:4] if name not in section]
+    if missing:
+        raise ConfigError(f"{key}: missing key(s) {', '.join(f'{key}.{name}' for name in missing)}")
+    for name in ("model", "hardware"):
+        if not isinstance(section[name], str) or not section[name]:
+            raise ConfigError(f"{key}.{name} must be a non-empty string, got {section[name]!r}")
+    base = section["base"]
+    if not isinstance(base, Mapping) or set(base) != set(SWEEP_QUANTITIES):
+        raise ConfigError(f"{key}.base must map exactly {', '.join(SWEEP_QUANTITIES)} to integers, got {base!r}")
+    base_workload = Workload(**{name: _positive_int(base[name], f"{key}.base.{name}") for name in SWEEP_QUANTITIES})
+    sweeps = section["sweeps"]
+    if not isinstance(sweeps, Mapping) or not sweeps:
+        raise ConfigError(f"{key}.sweeps must be a non-empty mapping of {', '.join(SWEEP_QUANTITIES)} to lists")
+    parsed = []
+    for quantity, values in sweeps.items():
+        where = f"{key}.sweeps.{quantity}"
+        if quantity not in SWEEP_QUANTITIES:
+            raise ConfigError(f"{where}: unknown sweep (allowed: {', '.join(SWEEP_QUANTITIES)})")
+        if not isinstance(values, list) or len(values) < 2:
+            raise ConfigError(f"{where} must be a list of at least two integers, got {values!r}")
+        checked = tuple(_positive_int(value, f"{where}[{index}]") for index, value in enumerate(values))
+        if len(set(checked)) != len(checked):
+            raise ConfigError(f"{where} repeats a value: {list(checked)}")
+        parsed.append((quantity, checked))
+    seed = section.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{key}.seed must be an integer >= 0, got {seed!r}")
+    return CharacterisationConfig(section["model"], section["hardware"], base_workload, tuple(parsed), seed)
+
+
+def resolve_characterisation(config: CharacterisationConfig, catalog: ArchitectureCatalog,
+                             hardware: Mapping[str, Hardware], key: str = CONFIG_KEY
+                             ) -> tuple[Architecture, Hardware]:
+    """The configured architecture and GPU; `ConfigError` names ``characterisation.model`` or ``.hardware``."""
+    if config.model not in catalog:
+        raise ConfigError(f"{key}.model = '{config.model}' is not in the models file "
+                          f"(known: {', '.join(catalog.names)})")
+    if config.hardware not in hardware:
+        raise ConfigError(f"{key}.hardware = '{config.hardware}' is not in the hardware file "
+                          f"(known: {', '.join(hardware)})")
+    return catalog[config.model], hardware[config.hardware]
+
+
+def load_characterisation(section: Any, models_path: str | Path, hardware_path: str | Path,
+                          constants_path: str | Path
+                          ) -> tuple[CharacterisationConfig, Architecture, Hardware, SimConstants]:
+    """Parse the config section and load its architecture, GPU and simulator constants."""
+    config = parse_characterisation_config(section)
+    arch, hw = resolve_characterisation(config, load_architectures(models_path), load_hardware(hardware_path))
+    return config, arch, hw, load_sim_constants(constants_path)
+
+
+# --- the sweep table ------------------------------------------------------------------
+
+def simulated_phase_times(arch: Architecture, hw: Hardware, consts: SimConstants, workload: Workload,
+                          seed: int) -> tuple[float, float, int]:
+    """(prefill seconds, decode seconds, preemptions) of one offline run, from `simulate_run`.
+
+    ``B`` requests sent at once to a server with ``max_num_seqs = B`` and
+    ``max_model_len = IL + OL``, no client test prompt. The engine's accounting: every step
+    lasts ``(GPU + CPU overhead) x jitter``; a mixed step's fixed part (GEMMs, LM head,
+    launches, CPU overhead) is split between the phases in proportion to its prefill and
+    decode tokens, prefill attention goes to prefill, decode attention to decode. So both
+    phases include the CPU-side step overhead. Prompts longer than the token budget
+    (``max_num_batched_tokens``, 512) are chunked (vLLM's chunked prefill): IL 16384 needs
+    no larger budget, its prompt runs as 32 chunks, overlapping earlier requests' decode.
+    """
+    result = simulate_run(arch, hw, consts, workload.input_len, workload.output_len,
+                          max_num_seqs=workload.batch_size, num_prompts=workload.batch_size, seed=seed,
+                          include_test_prompt=False, max_model_len=workload.input_len + workload.output_len)
+    if result.status != "ok":
+        raise ConfigError(f"{CONFIG_KEY}: {arch.name} at (B, IL, OL) = ({workload.batch_size}, {workload.input_len}, "
+                          f"{workload.output_len}) cannot start on {hw.name} ({result.status})")
+    if result.completed != workload.batch_size:
+        raise ConfigError(f"{CONFIG_KEY}: only {result.completed} of {workload.batch_size} requests completed at "
+                          f"(B, IL, OL) = ({workload.batch_size}, {workload.input_len}, {workload.output_len})")
+    return result.prefill_time_s, result.decode_time_s, result.num_preemptions
+
+
+def decode_step_breakdown(cost: StepCostModel, workload: Workload) -> dict[str, np.ndarray]:
+    """`StepCostModel.breakdown` for decode steps ``j = 1..OL`` of ``B`` sequences in lock step,
+    each attending to ``IL + j`` tokens: ``decode_context_tokens = B (IL + j)``, no prefill."""
+    steps = np.arange(1, workload.output_len + 1, dtype=float)
+    batch = np.full_like(steps, float(workload.batch_size))
+    return cost.breakdown(batch, batch * (workload.input_len + steps), np.zeros_like(steps))
+
+
+def decode_phase_metrics(cost: StepCostModel, workload: Workload) -> dict[str, float]:
+    """Modelled decode-phase metrics of one workload (fractions, not percent).
+
+    Over the steps of `decode_step_breakdown`, with ``G_j`` the step's GPU seconds (CPU-side
+    overhead excluded: these are GPU kernel metrics):
+
+    * ``dram_util_mean = sum_j bytes_j / (BW_max sum_j G_j)``, ``dram_util_peak = max_j bytes_j / (BW_max G_j)``;
+    * ``compute_util_mean = sum_j FLOPs_j / (F_max sum_j G_j)`` (attention + GEMMs + LM head), peak likewise;
+    * ``attention_share``, ``ffn_share`` = time-weighted shares of ``sum_j G_j`` in attention
+      (with its launches) and FFN GEMMs (with theirs); ``other_share`` the rest (QKV and output
+      projection GEMMs, elementwise kernels, LM head);
+    * at the final step ``j = OL`` (context ``B (IL + OL)``): attention arithmetic intensity
+      ``FLOPs / KV bytes`` (``2 H_q / (H_kv b_kv)``), achieved TFLOP/s
+      ``FLOPs / attention seconds`` (its launch latency included) and its DRAM utilisation
+      ``KV bytes / (attention seconds x BW_max)``.
+
+    Utilisation never exceeds the cost model's memory efficiencies (``eta_m``, ``eta_attn``).
+    """
+    parts = decode_step_breakdown(cost, workload)
+    gpu_s = parts["gpu_s"]
+    flops = parts["attention_decode_flops"] + parts["gemm_flops"] + parts["lm_head_flops"]
+    bandwidth, peak_flops = cost.hw.hbm_bandwidth_bytes_per_s, cost.hw.peak_flops_per_s
+    total_gpu_s = float(gpu_s.sum())
+    attention_share = float(parts["attention_s"].sum()) / total_gpu_s
+    ffn_share = float(parts["ffn_gemm_s"].sum()) / total_gpu_s
+    final_flops = float(parts["attention_decode_flops"][-1])
+    final_bytes = float(parts["attention_decode_bytes"][-1])
+    final_attention_s = float(parts["attention_s"][-1])
+    return {
+        "dram_util_mean": float(parts["dram_bytes"].sum()) / (bandwidth * total_gpu_s),
+        "dram_util_peak": float(np.max(parts["dram_bytes"] / (bandwidth * gpu_s))),
+        "compute_util_mean": float(flops.sum()) / (peak_flops * total_gpu_s),
+        "compute_util_peak": float(np.max(flops / (peak_flops * gpu_s))),
+        "attention_share": attention_share,
+        "ffn_share": ffn_share,
+        "other_share": float((gpu_s - parts["attention_s"] - parts["ffn_gemm_s"]).sum()) / total_gpu_s,
+        "final_attention_intensity_flop_per_byte": final_flops / final_bytes,
+        "final_attention_tflop_per_s": final_flops / final_attention_s / 1e12,
+        "final_attention_dram_util": final_bytes / (final_attention_s * bandwidth),
+        "roofline_tflop_per_s": min(peak_flops, final_flops / final_bytes * bandwidth) / 1e12,
+    }
+
+
+def characterisation_table(config: CharacterisationConfig, arch: Architecture, hw: Hardware,
+                           consts: SimConstants) -> pd.DataFrame:
+    """One row per (sweep, value), columns `TABLE_COLUMNS`: the simulated phase times
+    (`simulated_phase_times`, seeded with ``config.seed``) and the modelled decode metrics
+    (`decode_phase_metrics`). ``prefill_share = prefill_s / (prefill_s + decode_s)``."""
+    cost = StepCostModel(arch, hw, consts)
+    rows = []
+    for quantity, value, workload in config.points():
+        prefill_s, decode_s, preemptions = simulated_phase_times(arch, hw, consts, workload, config.seed)
+        rows.append({
+            "sweep": quantity, "value": value, "model": arch.name, "hardware": hw.name,
+            "batch_size": workload.batch_size, "input_len": workload.input_len, "output_len": workload.output_len,
+            "active_context_tokens": workload.active_context_tokens,
+            "prefill_s": prefill_s, "decode_s": decode_s,
+            "prefill_share": prefill_s / (prefill_s + decode_s), "decode_share": decode_s / (prefill_s + decode_s),
+            "simulated_preemptions": preemptions,
+            **decode_phase_metrics(cost, workload),
+        })
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def characterisation_csv(table: pd.DataFrame) -> str:
+    """The table as CSV text, floats at a fixed ``%.6f`` so equal tables give equal bytes."""
+    return table.to_csv(index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
+
+
+def decode_bandwidth_cap(consts: SimConstants) -> float:
+    """The highest DRAM utilisation the cost model allows: ``max(eta_m, eta_attn)``."""
+    return max(consts.gemm_memory_efficiency, consts.attention_memory_efficiency)

@@ -1,0 +1,33 @@
+"""Snakemake adapter: Fig. 11's fit (SLIM on the training models only) and its predictions and table."""
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from slim.architecture import load_architectures
+from slim.generalisation import (
+    GeneralisationConfig,
+    evaluate_generalisation,
+    generalisation_mapes,
+    table_fig11_latex,
+)
+from slim.hardware import load_hardware
+from slim.pipeline_io import open_log, write_csv
+
+log = open_log(snakemake.log[0])
+config = GeneralisationConfig(snakemake.params.dataset, tuple(snakemake.params.train_models),
+                              tuple(snakemake.params.target_models))
+clean = pd.read_parquet(snakemake.input.clean)
+hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+result = evaluate_generalisation(clean, config, load_architectures(snakemake.params.models_file), hardware)
+write_csv(result.predictions, snakemake.output.predictions)
+with open(snakemake.output.fit, "w") as handle:
+    json.dump(result.fit.to_dict(), handle, indent=2, sort_keys=True)
+    handle.write("\n")
+mapes = generalisation_mapes(result.predictions)
+Path(snakemake.output.table).write_text(table_fig11_latex(mapes, snakemake.params.dataset_label, config.train_models,
+                                                          result.train_input_len, result.n_train_runs))
+log.info("SLIM fitted on %d runs (train MAPE %.1f%%): %s", result.n_train_runs,
+         result.fit.train_mape_throughput_pct, result.fit.params)
+for record in mapes.itertuples(index=False):
+    log.info("%s (TP %s, %d runs): throughput MAPE %.1f%%, E2E MAPE %.1f%%", *record)

@@ -1,0 +1,12 @@
+"""Snakemake adapter: Fig. 3, simulated prefill vs decode share of execution time under the sweeps."""
+import pandas as pd
+
+from slim.modelled_plots import plot_phase_breakdown
+from slim.pipeline_io import open_log
+from slim.plots import save_figure
+
+log = open_log(snakemake.log[0])
+table = pd.read_csv(snakemake.input.table)
+save_figure(plot_phase_breakdown(table), snakemake.output.pdf, snakemake.output.png)
+log.info("Fig. 3 (%s): %d configuration(s); prefill share %.3f..%.3f", snakemake.params.characterisation["model"],
+         len(table), table["prefill_share"].min(), table["prefill_share"].max())
