@@ -35,7 +35,7 @@ from slim.metrics import mape_pct
 from slim.model import ArchitectureLookup, predict_frame
 from slim.plots import E2E, THROUGHPUT, PlotInputError, check_columns, curve_colors, curves
 from slim.splits import HeldOutSetting, split_setting
-from slim.tables import to_booktabs
+from slim.tables import to_booktabs, to_markdown
 
 SECTION = "generalisation"
 SETTING_NAME = "generalisation"
@@ -223,20 +223,35 @@ def _tensor_parallel_label(rows: pd.DataFrame) -> str:
     return "/".join(str(size) for size in sorted(set(rows[TENSOR_PARALLEL].astype(int))))
 
 
-def table_fig11_latex(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,
-                      n_train_runs: int) -> str:
-    """Booktabs table: per target model, GPUs, runs, throughput and E2E MAPE (%)."""
-    display = pd.DataFrame({
+def table_fig11_display(mapes: pd.DataFrame) -> pd.DataFrame:
+    """Per target model: GPUs, runs, throughput and E2E MAPE (%)."""
+    return pd.DataFrame({
         "GPUs (TP)": mapes[TENSOR_PARALLEL].astype(str).to_numpy(),
         "Runs": mapes["n_runs"].astype(int).astype(str).to_numpy(),
         "Thr. MAPE": mapes[THROUGHPUT[2]].to_numpy(),
         "E2E MAPE": mapes[E2E[2]].to_numpy(),
     }, index=pd.Index(mapes[col.MODEL], name="Target model"))
-    caption = (f"Fig. 11 companion, {dataset_label} data: MAPE (\\%) of SLIM fitted only on single-GPU runs of "
-               f"{', '.join(train_models)} ({n_train_runs} runs, IL {train_il:g}) and predicting models it never "
-               "saw. SLIM does not model tensor parallelism: each target is predicted as the whole model on one "
-               "GPU. The paper reports no numbers for this figure, only curves.")
-    return to_booktabs(display, caption, "tab:fig11")
+
+
+def table_fig11_caption(dataset_label: str, train_models: Sequence[str], train_il: float, n_train_runs: int) -> str:
+    return (f"Fig. 11 companion, {dataset_label} data: MAPE (%) of SLIM fitted only on single-GPU runs of "
+            f"{', '.join(train_models)} ({n_train_runs} runs, IL {train_il:g}) and predicting models it never "
+            "saw. SLIM does not model tensor parallelism: each target is predicted as the whole model on one "
+            "GPU. The paper reports no numbers for this figure, only curves.")
+
+
+def table_fig11_latex(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,
+                      n_train_runs: int) -> str:
+    """Booktabs table of `table_fig11_display` with `table_fig11_caption`."""
+    caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs).replace("%", "\\%")
+    return to_booktabs(table_fig11_display(mapes), caption, "tab:fig11")
+
+
+def table_fig11_markdown(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,
+                         n_train_runs: int) -> str:
+    """The same table for the README, its caption as the lead paragraph."""
+    caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs)
+    return f"{caption}\n\n{to_markdown(table_fig11_display(mapes), index_label='target model')}"
 
 
 # ------------------------------------------------------------------ figure

@@ -74,12 +74,12 @@ def to_booktabs(frame: pd.DataFrame, caption: str, label: str, precision: int = 
                            column_format="l" + "r" * frame.shape[1], multicol_align="c")
 
 
-def to_markdown(frame: pd.DataFrame, precision: int = 1) -> str:
+def to_markdown(frame: pd.DataFrame, precision: int = 1, index_label: str = "setting") -> str:
     """A GitHub-markdown rendering (for the README), same numbers as the LaTeX."""
     flat = frame.copy()
     flat.columns = [" ".join(c) if isinstance(c, tuple) else c for c in flat.columns]
     flat = flat.map(lambda v: v if isinstance(v, str) else ("--" if pd.isna(v) else f"{v:.{precision}f}"))
-    header = "| setting | " + " | ".join(flat.columns) + " |"
+    header = f"| {index_label} | " + " | ".join(flat.columns) + " |"
     lines = [header, "|" + "---|" * (len(flat.columns) + 1)]
     lines += ["| " + str(index) + " | " + " | ".join(row) + " |" for index, row in zip(flat.index, flat.values)]
     return "\n".join(lines) + "\n"

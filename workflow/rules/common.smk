@@ -100,6 +100,8 @@ def readme_summaries(wildcards):
     for name in ordered:
         if name in BCA_DATASETS and not DATASETS[name].is_simulated:
             summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
+    if config.get("generalisation", {}).get("dataset") in DATASETS:
+        summaries.append("results/generalisation/table_fig11.md")
     return summaries
 
 

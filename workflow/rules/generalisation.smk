@@ -17,6 +17,7 @@ rule generalisation:
     output:
         predictions="results/generalisation/fig11_predictions.csv",
         fit="results/generalisation/fig11_fit.json",
+        summary="results/generalisation/table_fig11.md",
         table=report(
             "figures/table_fig11.tex",
             caption="../report/table_fig11.rst",

@@ -10,6 +10,7 @@ from slim.generalisation import (
     evaluate_generalisation,
     generalisation_mapes,
     table_fig11_latex,
+    table_fig11_markdown,
 )
 from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
@@ -25,8 +26,10 @@ with open(snakemake.output.fit, "w") as handle:
     json.dump(result.fit.to_dict(), handle, indent=2, sort_keys=True)
     handle.write("\n")
 mapes = generalisation_mapes(result.predictions)
-Path(snakemake.output.table).write_text(table_fig11_latex(mapes, snakemake.params.dataset_label, config.train_models,
-                                                          result.train_input_len, result.n_train_runs))
+table_arguments = (mapes, snakemake.params.dataset_label, config.train_models, result.train_input_len,
+                   result.n_train_runs)
+Path(snakemake.output.table).write_text(table_fig11_latex(*table_arguments))
+Path(snakemake.output.summary).write_text(table_fig11_markdown(*table_arguments))
 log.info("SLIM fitted on %d runs (train MAPE %.1f%%): %s", result.n_train_runs,
          result.fit.train_mape_throughput_pct, result.fit.params)
 for record in mapes.itertuples(index=False):
