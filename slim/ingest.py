@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,37 +132,39 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
+def _server_setting(flag: str, find_in_log: Callable[[str], int | None], client_args: dict[str, Any],
+                    logs: dict[str, str]) -> int | None:
+    """A positive integer server flag (``--<flag>``) from the client's record of the server args,
+    else from the first server log that states it; None if neither does."""
+    flags = parse_server_flags(str(client_args.get("server_args", "")))
+    from_flags = _positive_int(flags.get(flag))
+    if from_flags is not None:
+        return from_flags
+    for name in sorted(logs):
+        if name.startswith("server_out"):
+            found = find_in_log(logs[name])
+            if found is not None:
+                return found
+    return None
+
+
 def _max_num_seqs(run_dir: Path, content: dict[str, Any], client_args: dict[str, Any],
                   logs: dict[str, str]) -> int | None:
     """--max-num-seqs from (in order) JSON metadata, client args, server log, directory name."""
     from_metadata = _positive_int(content.get("max_num_seqs"))
     if from_metadata is not None:
         return from_metadata
-    flags = parse_server_flags(str(client_args.get("server_args", "")))
-    from_flags = _positive_int(flags.get("max-num-seqs"))
-    if from_flags is not None:
-        return from_flags
-    for name in sorted(logs):
-        if name.startswith("server_out"):
-            found = find_max_num_seqs_in_log(logs[name])
-            if found is not None:
-                return found
+    found = _server_setting("max-num-seqs", find_max_num_seqs_in_log, client_args, logs)
+    if found is not None:
+        return found
     match = _DIR_MAX_NUM_SEQS.match(run_dir.name)
     return int(match.group(1)) if match else None
 
 
 def _tensor_parallel(client_args: dict[str, Any], logs: dict[str, str]) -> int:
-    """--tensor-parallel-size from the client's server args or the server log; 1 (vLLM's default) if unset."""
-    flags = parse_server_flags(str(client_args.get("server_args", "")))
-    from_flags = _positive_int(flags.get("tensor-parallel-size"))
-    if from_flags is not None:
-        return from_flags
-    for name in sorted(logs):
-        if name.startswith("server_out"):
-            found = find_tensor_parallel_in_log(logs[name])
-            if found is not None:
-                return found
-    return 1
+    """--tensor-parallel-size from the client args or the server log; 1 (vLLM's default) if unset."""
+    found = _server_setting("tensor-parallel-size", find_tensor_parallel_in_log, client_args, logs)
+    return found if found is not None else 1
 
 
 def _engine_metrics(run_dir: Path, logs: dict[str, str]) -> tuple[EngineMetrics | None, str, str]:
