@@ -25,6 +25,12 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
     assert result.returncode == 0, result.stdout + result.stderr
     for rule in ("ingest", "clean"):
         assert rule in result.stdout
+    planned = {path.strip() for line in result.stdout.splitlines() if line.strip().startswith("output:")
+               for path in line.split(":", 1)[1].split(",")}
+    paper_artefacts = [f"figures/fig{number}.{ext}" for number in (1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13)
+                       for ext in ("pdf", "png")]
+    paper_artefacts += [f"figures/table{number}.tex" for number in (1, 3, 4, 5, 6)] + ["figures/table_fig11.tex"]
+    assert not [path for path in paper_artefacts if path not in planned]
 
 
 @pytest.mark.parametrize(
