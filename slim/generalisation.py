@@ -52,7 +52,6 @@ PREDICTION_COLUMNS = (
 MAPE_COLUMNS = (col.MODEL, TENSOR_PARALLEL, "n_runs", THROUGHPUT[2], E2E[2])
 
 
-
 # ------------------------------------------------------------------ configuration
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ rule fig1:
         ),
         png="figures/{dataset}/fig1.png",
     params:
-        dataset_labels=lambda wildcards: [dataset_label(wildcards)],
+        dataset_labels=dataset_labels,
         output_lens=[None],
     log:
         "logs/{dataset}/fig1.log",

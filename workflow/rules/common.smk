@@ -3,6 +3,7 @@ import re
 from pathlib import Path
 
 from slim.config import check_config
+from slim.generalisation import GeneralisationInputs
 from slim.splits import load_settings
 
 DATASETS = check_config(config)
@@ -52,6 +53,11 @@ def dataset_label(wildcards):
     return DATASETS[wildcards.dataset].label
 
 
+def dataset_labels(wildcards):
+    """[dataset_label]: the per-dataset Fig. 1 has one row."""
+    return [dataset_label(wildcards)]
+
+
 def hardware_name(wildcards):
     return DATASETS[wildcards.dataset].hardware.name
 
@@ -90,6 +96,10 @@ def batch_scaling_labels(wildcards):
 def batch_scaling_output_lens(wildcards):
     """The nominal output length each row is shown at (None: the whole dataset)."""
     return [BATCH_SCALING.get("output_len", {}).get(name) for name in BATCH_SCALING_DATASETS]
+
+
+# Input functions of the Fig. 11 rules; they check config `generalisation` when planned.
+GENERALISATION = GeneralisationInputs(config, DATASETS)
 
 
 def readme_summaries(wildcards):

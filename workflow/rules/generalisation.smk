@@ -1,9 +1,7 @@
 # Fig. 11: SLIM fitted only on the single-GPU runs of config `generalisation.train_models`,
 # predicting unseen models (GQA, tensor parallelism). The config is checked when these
-# targets are planned (slim.generalisation.GeneralisationInputs), naming the key.
-from slim.generalisation import GeneralisationInputs
-
-GENERALISATION = GeneralisationInputs(config, DATASETS)
+# targets are planned (GENERALISATION, slim.generalisation.GeneralisationInputs, in common.smk),
+# naming the key.
 
 
 localrules:
