@@ -12,11 +12,11 @@ from sklearn.linear_model import LinearRegression, Ridge
 
 from baselines.features import (
     ArchitectureArrays,
+    ThroughputFromE2EMixin,
     Workload,
     architecture_arrays,
     check_fitted,
     target_array,
-    ThroughputFromE2EMixin,
     workload_arrays,
 )
 from slim.errors import ConfigError, FitError

@@ -14,11 +14,11 @@ from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from baselines.features import (
+    ThroughputFromE2EMixin,
     Workload,
     check_fitted,
     column_array,
     target_array,
-    ThroughputFromE2EMixin,
     workload_arrays,
 )
 from slim import columns as col

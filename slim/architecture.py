@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-
 from slim.errors import ConfigError, UnknownModelError
 from slim.yaml_files import read_yaml_mapping
 

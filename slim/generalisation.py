@@ -186,7 +186,8 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
     held-out evaluation (`slim.model.predict_frame`).
     """
     if TENSOR_PARALLEL not in clean.columns:
-        raise ConfigError(f"the cleaned table lacks the '{TENSOR_PARALLEL}' column; re-run ingest (snakemake --forcerun ingest)")
+        raise ConfigError(f"the cleaned table lacks the '{TENSOR_PARALLEL}' column; "
+                          "re-run ingest (snakemake --forcerun ingest)")
     setting = generalisation_setting(clean, config)
     split = split_setting(clean, setting)
     sharded = split.train[split.train[TENSOR_PARALLEL] != 1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping
 

@@ -293,7 +293,8 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
     if metrics is None:
         return finish("missing_metrics", metrics_note)
     if max_num_seqs is None:
-        return finish("missing_metadata", "max_num_seqs not in JSON metadata, client args, server log or directory name")
+        return finish("missing_metadata",
+                      "max_num_seqs not in JSON metadata, client args, server log or directory name")
     row[col.E2E_LATENCY_S] = row[col.MEAN_BATCH_SIZE] / row[col.REQUEST_THROUGHPUT]
     if row[col.NUM_PREEMPTIONS] > 0:
         return finish("preempted", f"num_preemptions_total = {row[col.NUM_PREEMPTIONS]:g}")

@@ -45,7 +45,8 @@ def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
     rows = {}
     for setting in settings:
         reported = reference[table].get(setting.name, {})
-        rows[setting.label.split(" (")[0]] = [value for p in predictors for value in reported.get(p, [math.nan, math.nan])]
+        rows[setting.label.split(" (")[0]] = [value for p in predictors
+                                              for value in reported.get(p, [math.nan, math.nan])]
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
 
 

@@ -18,10 +18,10 @@ from slim.advisor import (
     measured_curve,
     select_batch_cap,
     slo_from_curve,
+    slo_violation_pct,
     throughput_at_one,
     throughput_retained_pct,
     throughput_variation_pct,
-    slo_violation_pct,
 )
 from slim.errors import AdvisorError, SlimError
 

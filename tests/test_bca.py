@@ -8,7 +8,6 @@ import pytest
 
 from slim import columns as col
 from slim.architecture import load_architectures
-from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
 from slim.bca import (
     advisor_comparison,
     advisors_display,
@@ -23,6 +22,7 @@ from slim.bca import (
     table5,
     table6,
 )
+from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
 from slim.bca_plots import plot_memory_breakdown, plot_sensitivity
 from slim.errors import ConfigError, SplitError
 from slim.hardware import load_hardware

@@ -206,7 +206,8 @@ def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
     for attempt in range(2):
         out = tmp_path / f"out{attempt}"
         outputs = {"predictions": str(out / "predictions.csv"), "fit": str(out / "fit.json"),
-                   "table": str(out / "table.tex"), "summary": str(out / "table.md"), "pdf": str(out / "fig11.pdf"), "png": str(out / "fig11.png")}
+                   "table": str(out / "table.tex"), "summary": str(out / "table.md"), "pdf": str(out / "fig11.pdf"),
+                   "png": str(out / "fig11.png")}
         out.mkdir()
         _run_adapter("generalisation.py", {"clean": str(tmp_path / "clean.parquet")}, outputs, {
             "dataset": "synthetic", "dataset_label": "synthetic (simulated)", "train_models": list(TRAIN),

@@ -45,5 +45,6 @@ def test_ci_runs_the_readme_test_command():
 
 def test_no_public_trace_file_is_tracked():
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.splitlines()
-    copies = [p for p in tracked if re.search(r"(openai-infqps-|metrics_engine)", p) and not p.startswith("tests/data/")]
+    copies = [p for p in tracked
+              if re.search(r"(openai-infqps-|metrics_engine)", p) and not p.startswith("tests/data/")]
     assert copies == []

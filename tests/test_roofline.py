@@ -25,8 +25,8 @@ are pinned by strict xfails with the reason:
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,8 +40,8 @@ from slim.roofline import (
     decode_attention_flops_per_layer,
     decode_attention_intensity,
     decode_context_len,
-    kv_bytes_per_seq,
     knee_batch_size,
+    kv_bytes_per_seq,
     model_bytes_of,
     recommend_knee,
     ridge_point_flop_per_byte,

@@ -158,7 +158,8 @@ def write_calibration_yaml(consts: SimConstants, residuals: pd.DataFrame, path: 
                         "median_ape_percent": round(float(errors.median()), 3),
                         "max_ape_percent": round(float(errors.max()), 3)},
         "residuals": [
-            {"model": str(r[col.MODEL]), "input_len": int(r[col.INPUT_LEN_MEAN]), "output_len": int(r[col.OUTPUT_LEN_MEAN]),
+            {"model": str(r[col.MODEL]), "input_len": int(r[col.INPUT_LEN_MEAN]),
+             "output_len": int(r[col.OUTPUT_LEN_MEAN]),
              "max_num_seqs": int(r[col.MAX_NUM_SEQS]),
              "measured_throughput_per_s": round(float(r["measured_throughput_per_s"]), 3),
              "simulated_throughput_per_s": round(float(r["simulated_throughput_per_s"]), 3),
@@ -167,7 +168,8 @@ def write_calibration_yaml(consts: SimConstants, residuals: pd.DataFrame, path: 
     }
     if curves is not None:
         document["validation_per_curve"] = [
-            {"model": str(r[col.MODEL]), "input_len": int(r[col.INPUT_LEN_MEAN]), "output_len": int(r[col.OUTPUT_LEN_MEAN]),
+            {"model": str(r[col.MODEL]), "input_len": int(r[col.INPUT_LEN_MEAN]),
+             "output_len": int(r[col.OUTPUT_LEN_MEAN]),
              "runs": int(r["runs"]), "throughput_mape_percent": round(float(r["throughput_mape"]), 3),
              "batch_mape_percent": round(float(r["batch_mape"]), 3),
              "kv_saturation_agreement": round(float(r["kv_saturation_agreement"]), 3),

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-
 from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping
 

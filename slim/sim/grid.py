@@ -99,7 +99,8 @@ def _simulate(run: GridRun, architectures: ArchitectureCatalog, hw: Hardware, co
 
 
 def simulate_grid(grid_spec: Mapping[str, Any], architectures: ArchitectureCatalog,
-                  hardware: Hardware | Mapping[str, Hardware], sim_constants: SimConstants) -> Iterator[tuple[GridRun, SimResult]]:
+                  hardware: Hardware | Mapping[str, Hardware],
+                  sim_constants: SimConstants) -> Iterator[tuple[GridRun, SimResult]]:
     """Simulate every run of the grid in order (serially), yielding (run, result)."""
     hw = _hardware_of(grid_spec, hardware)
     for run in expand_grid(grid_spec):

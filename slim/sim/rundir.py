@@ -40,7 +40,8 @@ def _stamp(seconds: float) -> str:
 
 
 def _job_id(sweep: str, result: SimResult) -> int:
-    key = f"{sweep}/{result.model}/{result.input_len}/{result.output_len}/{result.max_num_seqs}/{result.tensor_parallel}"
+    key = (f"{sweep}/{result.model}/{result.input_len}/{result.output_len}/{result.max_num_seqs}/"
+           f"{result.tensor_parallel}")
     return 16_000_000 + zlib.crc32(key.encode()) % 1_000_000
 
 
@@ -122,7 +123,8 @@ def _oom_texts(result: SimResult, port: int, budget_tokens: int) -> tuple[str, s
     trace_head = (
         "Traceback (most recent call last):\n"
         '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
-        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 585, in <module>\n'
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", '
+        'line 585, in <module>\n'
         "    uvloop.run(run_server(args))\n"
     )
     if plan.failure == "cuda_oom":
@@ -290,7 +292,8 @@ def write_run_dir(result: SimResult, root: str | Path, sweep: str, budget_tokens
     ]
     body = sorted(_stats_lines(result) + _preemption_lines(result), key=lambda line: line.split(" ", 3)[1:3])
     end_time = float(result.samples["time [s]"].iloc[-1]) if len(result.samples) else 0.0
-    lines += body + [f"INFO {_stamp(SERVER_START_OFFSET_S + end_time)} launcher.py:57] Shutting down FastAPI HTTP server."]
+    shutdown_stamp = _stamp(SERVER_START_OFFSET_S + end_time)
+    lines += body + [f"INFO {shutdown_stamp} launcher.py:57] Shutting down FastAPI HTTP server."]
     (run_dir / "server_out.log").write_text("\n".join(lines) + "\n")
     (run_dir / "server_err.log").write_text(_SERVER_ERR_OK.format(pid=job % 4_000_000, port=port))
     phases = {

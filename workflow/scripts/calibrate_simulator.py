@@ -14,7 +14,8 @@ architectures = load_architectures(snakemake.params.models_file)
 hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
 fit_rows = runs[runs[col.STATUS] == "ok"]
 validation_rows = runs[runs[col.STATUS].isin(["ok", "preempted"])]
-constants, residuals = calibrate(fit_rows, architectures, hardware, initial=load_sim_constants(snakemake.params.constants))
+initial_constants = load_sim_constants(snakemake.params.constants)
+constants, residuals = calibrate(fit_rows, architectures, hardware, initial=initial_constants)
 _, curves = validate(validation_rows, architectures, hardware, constants)
 write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,
                        source=f"{snakemake.input.runs} (ok runs; validation includes preempted runs)")
