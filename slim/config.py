@@ -59,7 +59,7 @@ def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str
 
 def _check_figure_sections(config: dict[str, Any], datasets: dict[str, DatasetConfig],
                            catalog: ArchitectureCatalog, hardware: dict[str, Hardware]) -> None:
-    """Names in the optional figure sections batch_scaling and characterisation.
+    """Names in the optional figure sections batch_scaling, length_sweeps and characterisation.
 
     A Fig. 1 row may name a dataset of `datasets` that this run leaves out of
     run_datasets (the row is then skipped), but not an unknown one. The
@@ -75,6 +75,14 @@ def _check_figure_sections(config: dict[str, Any], datasets: dict[str, DatasetCo
         for name in batch_scaling.get("output_len", {}):
             if name not in batch_scaling["datasets"]:
                 raise ConfigError(f"batch_scaling.output_len.{name}: '{name}' is not in batch_scaling.datasets")
+    for name, models in config.get("length_sweeps", {}).get("models", {}).items():
+        if name not in config["datasets"]:
+            raise ConfigError(f"length_sweeps.models.{name}: '{name}' is not a key of `datasets`")
+        dataset_models = {catalog.resolve_name(m) for m in config["datasets"][name]["models"] if m in catalog}
+        for position, model in enumerate(models):
+            if model not in catalog or catalog.resolve_name(model) not in dataset_models:
+                raise ConfigError(f"length_sweeps.models.{name}[{position}] = '{model}' is not a model of "
+                                  f"datasets.{name}.models ({', '.join(sorted(dataset_models))})")
     characterisation = config.get("characterisation")
     if characterisation:
         if characterisation["model"] not in catalog:

@@ -224,7 +224,7 @@ def test_adapters_write_their_artefacts(runs, sweep, tmp_path):
     fig1_params = {"dataset_labels": [LABEL, "sweep"], "output_lens": [None, 260]}
     for script, inputs, params in (
             ("plot_fig1.py", {"runs": [str(tmp_path / "runs.parquet"), str(tmp_path / "clean.parquet")]}, fig1_params),
-            ("plot_fig2.py", {"clean": str(tmp_path / "clean.parquet")}, {"dataset_label": LABEL})):
+            ("plot_fig2.py", {"clean": str(tmp_path / "clean.parquet")}, {"dataset_label": LABEL, "models": None})):
         outputs = {"pdf": str(tmp_path / f"{script}.pdf"), "png": str(tmp_path / f"{script}.png")}
         _run_adapter(script, inputs, outputs, params, tmp_path / f"{script}.log")
         assert Path(outputs["pdf"]).read_bytes().startswith(b"%PDF")

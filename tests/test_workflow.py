@@ -44,6 +44,7 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
         ({"batch_scaling": {"datasets": ["h100-public-sharegpt", "nope"]}}, "batch_scaling.datasets[1]"),
         ({"batch_scaling": {"output_len": {"h100-public": 130}}}, "batch_scaling.output_len.h100-public"),
         ({"characterisation": {"model": "gpt-9"}}, "characterisation.model"),
+        ({"length_sweeps": {"models": {"h100-public": ["opt-6.7b"]}}}, "length_sweeps.models.h100-public[0]"),
         ({"characterisation": {"sweeps": {"batch_size": [4]}}}, "batch_size"),
         ({"generalisation": {"target_models": ["llama-2-7b"]}}, "generalisation.target_models[0]"),
     ],

@@ -59,6 +59,7 @@ rule fig2:
         png="figures/{dataset}/fig2.png",
     params:
         dataset_label=dataset_label,
+        models=length_sweep_models,
     log:
         "logs/{dataset}/fig2.log",
     conda:

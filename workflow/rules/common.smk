@@ -58,6 +58,11 @@ def dataset_labels(wildcards):
     return [dataset_label(wildcards)]
 
 
+def length_sweep_models(wildcards):
+    """The models Fig. 2 shows for the dataset (config length_sweeps.models), or None for all."""
+    return config.get("length_sweeps", {}).get("models", {}).get(wildcards.dataset)
+
+
 def hardware_name(wildcards):
     return DATASETS[wildcards.dataset].hardware.name
 

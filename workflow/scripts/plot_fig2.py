@@ -1,12 +1,15 @@
 """Snakemake adapter: Fig. 2, throughput vs max_num_seqs and vs mean batch size under the length sweeps."""
 import pandas as pd
 
+from slim import columns as col
 from slim.characterise import plot_length_sweeps, sweep_panels
 from slim.pipeline_io import open_log
 from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)
+if snakemake.params.models:
+    clean = clean[clean[col.MODEL].isin(snakemake.params.models)]
 figure = plot_length_sweeps(clean, snakemake.params.dataset_label)
 save_figure(figure, snakemake.output.pdf, snakemake.output.png)
 log.info("Fig. 2 of %s: %d run(s); panels: %s", snakemake.params.dataset_label, len(clean),
