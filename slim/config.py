@@ -15,6 +15,7 @@ from typing import Any
 from slim.architecture import ArchitectureCatalog, load_architectures
 from slim.errors import ConfigError
 from slim.hardware import Hardware, load_hardware
+from slim.modelled import parse_characterisation_config, resolve_characterisation
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str
         raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
     resolved = {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir)
                 for name in config["run_datasets"]}
-    _check_figure_sections(config, resolved, catalog, hardware)
+    _check_figure_sections(config, catalog, hardware)
     return resolved
 
 
-def _check_figure_sections(config: dict[str, Any], datasets: dict[str, DatasetConfig],
-                           catalog: ArchitectureCatalog, hardware: dict[str, Hardware]) -> None:
+def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
+                           hardware: dict[str, Hardware]) -> None:
     """Names in the optional figure sections batch_scaling, length_sweeps and characterisation.
 
     A Fig. 1 row may name a dataset of `datasets` that this run leaves out of
@@ -83,14 +84,8 @@ def _check_figure_sections(config: dict[str, Any], datasets: dict[str, DatasetCo
             if model not in catalog or catalog.resolve_name(model) not in dataset_models:
                 raise ConfigError(f"length_sweeps.models.{name}[{position}] = '{model}' is not a model of "
                                   f"datasets.{name}.models ({', '.join(sorted(dataset_models))})")
-    characterisation = config.get("characterisation")
-    if characterisation:
-        if characterisation["model"] not in catalog:
-            raise ConfigError(f"characterisation.model = '{characterisation['model']}' is not in the models file "
-                              f"(known: {', '.join(catalog.names)})")
-        if characterisation["hardware"] not in hardware:
-            raise ConfigError(f"characterisation.hardware = '{characterisation['hardware']}' is not in the "
-                              f"hardware file (known: {', '.join(hardware)})")
+    if config.get("characterisation"):
+        resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
 
 
 def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalog,

@@ -31,13 +31,6 @@ from slim.sim.engine import simulate_run
 
 CONFIG_KEY = "characterisation"
 SWEEP_QUANTITIES = ("batch_size", "input_len", "output_len")
-SWEEP_SHORT = {"batch_size": "B", "input_len": "IL", "output_len": "OL"}
-SWEEP_TITLES = {"batch_size": "Batch size", "input_len": "Input length", "output_len": "Output length"}
-SIMULATED_LABEL = "simulated (per-phase accounting of slim.sim)"
-MODELLED_LABEL = "MODELLED (slim.sim cost model, no hardware counters)"
-PAPER_LABEL = "paper (measured, Nsight Compute)"
-SWEEP_MARKERS = {"batch_size": "o", "input_len": "s", "output_len": "^"}
-SWEEP_COLORMAP = "viridis"
 
 TABLE_COLUMNS = (
     "sweep", "value", "model", "hardware", "batch_size", "input_len", "output_len", "active_context_tokens",

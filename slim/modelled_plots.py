@@ -17,26 +17,24 @@ from matplotlib.patches import Patch
 
 from slim.characterise import PaperTable1
 from slim.hardware import Hardware
-from slim.modelled import (
-    MODELLED_LABEL,
-    PAPER_LABEL,
-    SIMULATED_LABEL,
-    SWEEP_COLORMAP,
-    SWEEP_MARKERS,
-    SWEEP_QUANTITIES,
-    SWEEP_SHORT,
-    SWEEP_TITLES,
-)
-from slim.plots import PlotInputError
+from slim.modelled import SWEEP_QUANTITIES
+from slim.plots import PlotInputError, check_columns
 from slim.roofline import ridge_point_flop_per_byte
+
+SWEEP_SHORT = {"batch_size": "B", "input_len": "IL", "output_len": "OL"}
+SWEEP_TITLES = {"batch_size": "Batch size", "input_len": "Input length", "output_len": "Output length"}
+SIMULATED_LABEL = "simulated (per-phase accounting of slim.sim)"
+MODELLED_LABEL = "MODELLED (slim.sim cost model, no hardware counters)"
+PAPER_LABEL = "paper (measured, Nsight Compute)"
+SWEEP_MARKERS = {"batch_size": "o", "input_len": "s", "output_len": "^"}
+SWEEP_COLORMAP = "viridis"
+
 
 # --- figures --------------------------------------------------------------------------
 
 def _sweeps(table: pd.DataFrame, required: tuple[str, ...]) -> list[tuple[str, pd.DataFrame, str]]:
     """(quantity, its rows sorted by value, "(IL 256, OL 256)") per sweep, in table order."""
-    missing = [column for column in ("sweep", "value", *SWEEP_QUANTITIES, *required) if column not in table.columns]
-    if missing:
-        raise PlotInputError(f"the characterisation table lacks column(s) {', '.join(missing)}")
+    check_columns(table, ("sweep", "value", *SWEEP_QUANTITIES, *required), "characterisation")
     if table.empty:
         raise PlotInputError("the characterisation table is empty")
     sweeps = []

@@ -11,7 +11,7 @@ localrules:
 
 rule fig1:
     input:
-        runs="results/{dataset}/runs.parquet",
+        runs=["results/{dataset}/runs.parquet"],
     output:
         pdf=report(
             "figures/{dataset}/fig1.pdf",

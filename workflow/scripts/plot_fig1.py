@@ -8,10 +8,9 @@ from slim.pipeline_io import open_log
 from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
-paths = [snakemake.input.runs] if isinstance(snakemake.input.runs, str) else list(snakemake.input.runs)
 rows = [(label, pd.read_parquet(path), output_len)
-        for path, label, output_len in zip(paths, snakemake.params.dataset_labels, snakemake.params.output_lens,
-                                           strict=True)]
+        for path, label, output_len in zip(snakemake.input.runs, snakemake.params.dataset_labels,
+                                           snakemake.params.output_lens, strict=True)]
 save_figure(plot_batch_scaling_rows(rows), snakemake.output.pdf, snakemake.output.png)
 for label, runs, output_len in rows:
     shown = batch_scaling_runs(runs, output_len)
