@@ -1,4 +1,5 @@
-"""Tests of slim.report_check on a real (tiny) Snakemake report built in a temporary folder."""
+"""Tests of the report checker (workflow/bench/report_check.py and report_render.py) on a real
+(tiny) Snakemake report built in a temporary folder."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slim.report_check import (
+# The report checker is workflow tooling beside workflow/bench/check_report.py, not part of slim.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "bench"))
+
+from report_check import (  # noqa: E402
     ReportCheckError,
     ReportDeclaration,
     check_report_contents,
@@ -25,7 +29,7 @@ from slim.report_check import (
     report_patterns,
     select_report_artefacts,
 )
-from slim.report_render import distinct_colours, render_report
+from report_render import distinct_colours, render_report  # noqa: E402
 
 # The snakemake beside this interpreter (a virtual environment's), else the one on PATH.
 _BESIDE = Path(sys.executable).with_name("snakemake")

@@ -25,12 +25,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from slim.report_check import (  # noqa: E402
+# report_check and report_render sit beside this file (workflow tooling, not the slim package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report_check import (  # noqa: E402
     ReportCheckError,
     check_report_contents,
     expected_report_artefacts,
 )
-from slim.report_render import render_report  # noqa: E402
+from report_render import render_report  # noqa: E402
 
 
 def _shown(path: Path) -> str:

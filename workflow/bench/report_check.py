@@ -7,7 +7,8 @@ caption, `data_uri` with the file's bytes in base64) and `<script id="categories
 -> subcategory -> paths). These script blocks are the report's data interface; this module
 reads them with the standard HTML parser and never evaluates the app's code itself.
 
-Rendering in headless Chromium is checked by `slim.report_render`.
+Rendering in headless Chromium is checked by `report_render` (beside this file). Both are
+workflow tooling, not part of the `slim` package: `check_report.py` drives them.
 """
 
 from __future__ import annotations

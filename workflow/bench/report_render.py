@@ -4,7 +4,7 @@ One Chromium run (`apt-get install chromium`) takes the screenshot of the front 
 run loads an instrumented copy of the report whose appended driver script clicks, as a reader
 would, each category (and subcategory) in the menu and records the file names listed in the
 table that appears. Headless Chromium runs no clicks of its own, so the driver is what lets
-the check see inside every category. The embedded data itself is read by `slim.report_check`.
+the check see inside every category. The embedded data itself is read by `report_check` (beside this file).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from slim.report_check import ReportCheckError, report_categories, report_results
+from report_check import ReportCheckError, report_categories, report_results
 
 #: Where the driver script writes what it saw; read back from Chromium's `--dump-dom`.
 _DRIVER_OUTPUT_ID = "slim-report-check"
