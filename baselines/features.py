@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.architecture import ArchitectureCatalog
 from slim.errors import ConfigError, NotFittedError
 from slim.model import throughput_from_e2e
+from slim.specs.architecture import ArchitectureCatalog
 
 # Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).
 N_LAYERS = "n_layers"

@@ -44,14 +44,14 @@ from slim.advisor import (
     throughput_retained_pct,
     throughput_variation_pct,
 )
-from slim.architecture import Architecture
 from slim.bca_config import CurveSelection, Table5Experiment
 from slim.errors import SplitError
 from slim.fit import fit_slim
-from slim.hardware import Hardware
 from slim.memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.model import ArchitectureLookup, SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.roofline import recommend_knee
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, select_rows
 
 CURVE_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,

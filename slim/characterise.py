@@ -25,9 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from slim import columns as col
-from slim.architecture import Architecture
 from slim.errors import ConfigError
-from slim.hardware import Hardware
 from slim.plots import PlotInputError, check_columns
 from slim.roofline import (
     attainable_flops_per_s,
@@ -35,6 +33,8 @@ from slim.roofline import (
     decode_context_len,
     ridge_point_flop_per_byte,
 )
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import Hardware
 from slim.tables import to_booktabs
 
 FIG1_STATUSES = ("ok", "preempted")

@@ -21,15 +21,15 @@ import pandas as pd
 
 from slim import columns as col
 from slim.advisor import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
-from slim.architecture import Architecture, load_architectures
 from slim.bca import kv_capacity_sequences, slim_curve_predictor
 from slim.clean import clean_runs
 from slim.errors import AdvisorError, SlimError, TraceFormatError
 from slim.fit import SlimFit, fit_slim
-from slim.hardware import Hardware, load_hardware
 from slim.ingest import ingest_traces
 from slim.memory import GIB, KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
 from slim.roofline import KneeRecommendation, recommend_knee
+from slim.specs.architecture import Architecture, load_architectures
+from slim.specs.hardware import Hardware, load_hardware
 
 DEFAULT_HARDWARE = "h100-64gb"
 

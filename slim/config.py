@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slim.architecture import ArchitectureCatalog, load_architectures
 from slim.errors import ConfigError
-from slim.hardware import Hardware, load_hardware
 from slim.modelled import parse_characterisation_config, resolve_characterisation
+from slim.specs.architecture import ArchitectureCatalog, load_architectures
+from slim.specs.hardware import Hardware, load_hardware
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from scipy.optimize import least_squares
 
 from slim import columns as col
 from slim.errors import ConfigError, FitError
-from slim.hardware import Hardware
 from slim.metrics import mape_pct
 from slim.model import (
     FULL,
@@ -35,6 +34,7 @@ from slim.model import (
     kv_bytes_read_per_request,
     throughput_from_e2e,
 )
+from slim.specs.hardware import Hardware
 
 ETA_LOWER_BOUND = 1e-4
 """Efficiencies are physically in (0, 1]; the optimiser keeps them above this."""

@@ -30,10 +30,10 @@ from slim.config import DatasetConfig
 from slim.errors import ConfigError
 from slim.evaluate import SLIM, prediction_rows
 from slim.fit import SlimFit, fit_slim
-from slim.hardware import Hardware
 from slim.metrics import mape_pct
 from slim.model import ArchitectureLookup, predict_frame
 from slim.plots import E2E, THROUGHPUT, PlotInputError, check_columns, curve_colors, curves
+from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, split_setting
 from slim.tables import to_booktabs, to_markdown
 

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from slim import columns as col
-from slim.architecture import ArchitectureCatalog
 from slim.errors import ConfigError, TraceFormatError
+from slim.specs.architecture import ArchitectureCatalog
 from slim.trace_files import (
     EngineMetrics,
     classify_failure,

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from slim.architecture import BYTES_PER_FP16, Architecture
 from slim.errors import AdvisorError
-from slim.hardware import Hardware
+from slim.specs.architecture import BYTES_PER_FP16, Architecture
+from slim.specs.hardware import Hardware
 
 GIB = 2**30
 VLLM_BLOCK_SIZE_TOKENS = 16

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.architecture import Architecture, ArchitectureCatalog
 from slim.errors import ConfigError
-from slim.hardware import Hardware
+from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.hardware import Hardware
 
 KV_BYTES_PER_ELEMENT = 2
 """``b_kv``: fp16/bf16 KV cache (digest section 1)."""

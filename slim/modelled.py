@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slim.architecture import Architecture, ArchitectureCatalog, load_architectures
 from slim.errors import ConfigError
-from slim.hardware import Hardware, load_hardware
 from slim.sim.constants import SimConstants, load_sim_constants
 from slim.sim.cost import StepCostModel
 from slim.sim.engine import simulate_run
+from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
+from slim.specs.hardware import Hardware, load_hardware
 
 CONFIG_KEY = "characterisation"
 SWEEP_QUANTITIES = ("batch_size", "input_len", "output_len")

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from slim.architecture import BYTES_PER_FP16, Architecture
 from slim.errors import ConfigError
-from slim.hardware import Hardware
+from slim.specs.architecture import BYTES_PER_FP16, Architecture
+from slim.specs.hardware import Hardware
 
 DEFAULT_REPORT_BATCH_SIZES = (1, 8, 16, 32, 64, 128, 256, 512)
 RECOMMENDED_LOW_FACTOR = 1.0

@@ -21,8 +21,8 @@ from baselines.features import (
 from baselines.imai import IMAI_FEATURE_NAMES, imai_features
 from baselines.llmvisor import decode_features, fit_two_segments, prefill_features
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.errors import ConfigError, NotFittedError, UnknownModelError
+from slim.specs.architecture import load_architectures
 
 MODELS_YAML = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
 

@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.bca import (
     advisor_comparison,
     advisors_display,
@@ -25,11 +24,12 @@ from slim.bca import (
 from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
 from slim.bca_plots import plot_memory_breakdown, plot_sensitivity
 from slim.errors import ConfigError, SplitError
-from slim.hardware import load_hardware
 from slim.memory import GIB
 from slim.model import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.plots import save_figure
 from slim.roofline import recommend_knee
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 from slim.splits import HeldOutSetting
 
 REPO = Path(__file__).resolve().parents[1]

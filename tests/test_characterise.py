@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.characterise import (
     PREEMPTED,
     intensity_agreement,
@@ -32,8 +31,9 @@ from slim.characterise import (
     table1_latex,
 )
 from slim.errors import ConfigError
-from slim.hardware import load_hardware
 from slim.plots import PlotInputError, save_figure
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config"

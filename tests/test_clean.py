@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.clean import DUPLICATE_KEY, CleaningPolicy, clean_runs, mark_duplicates, summarise_report
 from slim.ingest import REASON_CODES, ingest_traces
+from slim.specs.architecture import load_architectures
 
 REPO = Path(__file__).resolve().parents[1]
 BROKEN = REPO / "tests" / "data" / "broken_runs"

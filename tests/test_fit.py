@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.errors import FitError
 from slim.fit import SlimFit, _Objective, _training_data, fit_slim, free_parameter_names
-from slim.hardware import load_hardware
 from slim.metrics import mape_pct
 from slim.model import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = load_architectures(REPO / "config" / "models.yaml")

@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from slim import columns as col
-from slim.architecture import Architecture, ArchitectureCatalog
 from slim.config import DatasetConfig
 from slim.errors import ConfigError
 from slim.generalisation import (
@@ -34,9 +33,10 @@ from slim.generalisation import (
     plot_generalisation,
     table_fig11_latex,
 )
-from slim.hardware import Hardware
 from slim.model import SlimParams, predict_throughput_tokens_per_s
 from slim.pipeline_io import write_csv
+from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.hardware import Hardware
 
 REPO = Path(__file__).resolve().parents[1]
 HW = Hardware("test-gpu", peak_flops_per_s=9.89e14, hbm_bandwidth_bytes_per_s=1.62e12, memory_bytes=2**36)

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.errors import ConfigError
 from slim.ingest import REASON_CODES, find_run_dirs, ingest_run_dir, ingest_traces
+from slim.specs.architecture import load_architectures
 from slim.trace_files import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slim.architecture import load_architectures
 from slim.errors import AdvisorError
-from slim.hardware import load_hardware
 from slim.memory import (
     GIB,
     blocks_per_sequence,
@@ -24,6 +22,8 @@ from slim.memory import (
     plan_kv_memory,
     weight_bytes,
 )
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 TRACE_RUN = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "vllm-h100-public"

@@ -10,9 +10,7 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
 from slim.errors import ConfigError, UnknownModelError
-from slim.hardware import load_hardware
 from slim.model import (
     ABLATIONS,
     FULL,
@@ -33,6 +31,8 @@ from slim.model import (
     prefill_flops,
     prefill_time_s,
 )
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = load_architectures(REPO / "config" / "models.yaml")

@@ -11,10 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim.architecture import BYTES_PER_FP16, load_architectures
 from slim.characterise import load_paper_table1
 from slim.errors import ConfigError
-from slim.hardware import load_hardware
 from slim.modelled import (
     TABLE_COLUMNS,
     Workload,
@@ -35,6 +33,8 @@ from slim.modelled_plots import (
 from slim.plots import PlotInputError, save_figure
 from slim.roofline import ridge_point_flop_per_byte
 from slim.sim.cost import StepCostModel
+from slim.specs.architecture import BYTES_PER_FP16, load_architectures
+from slim.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

@@ -31,9 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slim.architecture import load_architectures
 from slim.errors import ConfigError
-from slim.hardware import load_hardware
 from slim.roofline import (
     attainable_flops_per_s,
     decode_attention_bytes_per_layer,
@@ -49,6 +47,8 @@ from slim.roofline import (
     roofline_tpot_s,
     suggest_max_num_seqs,
 )
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 GB = 1e9

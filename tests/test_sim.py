@@ -6,10 +6,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from slim.architecture import load_architectures
 from slim.errors import ConfigError
-from slim.hardware import load_hardware
 from slim.sim import SimConstants, StepCostModel, kv_cache_plan, simulate_run, step_cost_breakdown
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.architecture import load_architectures
-from slim.hardware import load_hardware
 from slim.sim import SimConstants, load_sim_constants, simulate_run
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 
 def test_calibration_recovers_known_constants(tmp_path):

@@ -22,12 +22,12 @@ import yaml
 from scipy.optimize import least_squares
 
 from slim import columns as col
-from slim.architecture import Architecture, ArchitectureCatalog
 from slim.errors import FitError
-from slim.hardware import Hardware
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
 from slim.sim.cost import StepCostModel
 from slim.sim.engine import ScheduleStats, simulate_run
+from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.hardware import Hardware
 
 # Fit in natural units so that every parameter is O(1) for the optimiser.
 _SCALE = {"gemm_compute_efficiency": 1.0, "gemm_memory_efficiency": 1.0, "attention_memory_efficiency": 1.0,

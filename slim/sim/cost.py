@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from slim.architecture import BYTES_PER_FP16, Architecture
 from slim.errors import ConfigError
-from slim.hardware import Hardware
 from slim.sim.constants import SimConstants
+from slim.specs.architecture import BYTES_PER_FP16, Architecture
+from slim.specs.hardware import Hardware
 
 KERNELS_PER_LAYER = 5      # QKV, attention, output projection, FFN up, FFN down
 ELEMENTWISE_KERNELS_PER_LAYER = 3

@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from slim.architecture import Architecture
 from slim.errors import ConfigError
-from slim.hardware import Hardware
 from slim.sim.constants import SimConstants
 from slim.sim.cost import StepCostModel
 from slim.sim.memory import KvCachePlan, kv_cache_plan
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import Hardware
 
 SAMPLE_PERIOD_S = 1.0          # metrics scraper period (the real CSVs: about 1 s)
 SAMPLE_OFFSET_S = 0.13         # first scrape after server start

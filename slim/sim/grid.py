@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from slim.architecture import ArchitectureCatalog
 from slim.errors import ConfigError
-from slim.hardware import Hardware
 from slim.sim.constants import SimConstants
 from slim.sim.engine import SimResult, simulate_run
 from slim.sim.rundir import write_run_dir
+from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
 
 
 @dataclass(frozen=True)

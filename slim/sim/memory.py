@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slim.architecture import Architecture
-from slim.hardware import Hardware
 from slim.sim.constants import SimConstants
 from slim.sim.cost import kv_bytes_per_token_per_rank
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import Hardware
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from slim.architecture import load_architectures  # noqa: E402
-from slim.hardware import load_hardware  # noqa: E402
 from slim.sim.constants import SimConstants, load_sim_constants  # noqa: E402
 from slim.sim.grid import simulate_grid_to_dir  # noqa: E402
+from slim.specs.architecture import load_architectures  # noqa: E402
+from slim.specs.hardware import load_hardware  # noqa: E402
 
 
 def main(out_dir: str | None, workers: int) -> None:

@@ -1,13 +1,13 @@
 """Snakemake adapter: Fig. 13, GPU memory per model with full-profile BCA's cap."""
 import pandas as pd
 
-from slim.architecture import load_architectures
 from slim.bca import memory_breakdown
 from slim.bca_config import load_bca_config
 from slim.bca_plots import plot_memory_breakdown
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
 from slim.plots import save_figure
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)

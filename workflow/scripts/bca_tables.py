@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.architecture import load_architectures
 from slim.bca import as_display, latex_escaped_columns, table5, table6
 from slim.bca_config import load_bca_config
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 from slim.splits import load_settings
 from slim.tables import to_booktabs
 

@@ -2,11 +2,11 @@
 import pandas as pd
 
 from slim import columns as col
-from slim.architecture import load_architectures
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
 from slim.sim.constants import load_sim_constants
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 runs = pd.read_parquet(snakemake.input.runs)

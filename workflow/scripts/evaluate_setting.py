@@ -3,10 +3,10 @@ import json
 
 import pandas as pd
 
-from slim.architecture import load_architectures
 from slim.evaluate import evaluate_setting
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_parquet
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 from slim.splits import load_settings
 
 log = open_log(snakemake.log[0])

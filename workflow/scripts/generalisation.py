@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.architecture import load_architectures
 from slim.generalisation import (
     GeneralisationConfig,
     evaluate_generalisation,
@@ -12,8 +11,9 @@ from slim.generalisation import (
     table_fig11_latex,
     table_fig11_markdown,
 )
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 config = GeneralisationConfig(snakemake.params.dataset, tuple(snakemake.params.train_models),

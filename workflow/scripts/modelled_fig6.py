@@ -2,10 +2,10 @@
 import pandas as pd
 
 from slim.characterise import load_paper_table1
-from slim.hardware import load_hardware
 from slim.modelled_plots import paper_matches, plot_attention_roofline
 from slim.pipeline_io import open_log
 from slim.plots import save_figure
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 table = pd.read_csv(snakemake.input.table)

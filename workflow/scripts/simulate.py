@@ -4,11 +4,11 @@ from pathlib import Path
 
 import yaml
 
-from slim.architecture import load_architectures
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log
 from slim.sim.constants import load_sim_constants
 from slim.sim.grid import simulate_grid_to_dir
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 out_dir = Path(snakemake.output.traces)

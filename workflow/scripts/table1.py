@@ -1,10 +1,10 @@
 """Snakemake adapter: Table I, the analytical decode-attention roofline beside the paper's measurements."""
 from pathlib import Path
 
-from slim.architecture import load_architectures
 from slim.characterise import intensity_agreement, load_paper_table1, table1_frame, table1_latex
-from slim.hardware import load_hardware
 from slim.pipeline_io import open_log, write_csv
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 paper = load_paper_table1(snakemake.input.paper)
