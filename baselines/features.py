@@ -15,7 +15,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError, NotFittedError
-from slim.model import throughput_from_e2e
+from slim.model.equations import throughput_from_e2e
 from slim.specs.architecture import ArchitectureCatalog
 
 # Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).

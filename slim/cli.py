@@ -24,9 +24,9 @@ from slim.advisor import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResu
 from slim.bca import kv_capacity_sequences, slim_curve_predictor
 from slim.clean import clean_runs
 from slim.errors import AdvisorError, SlimError, TraceFormatError
-from slim.fit import SlimFit, fit_slim
 from slim.ingest import ingest_traces
 from slim.memory import GIB, KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
+from slim.model.fit import SlimFit, fit_slim
 from slim.roofline import KneeRecommendation, recommend_knee
 from slim.specs.architecture import Architecture, load_architectures
 from slim.specs.hardware import Hardware, load_hardware

@@ -16,9 +16,9 @@ import pandas as pd
 from baselines import ImaiOodLr, LLMVisorAgg
 from baselines.features import add_architecture_columns
 from slim import columns as col
-from slim.fit import SlimFit, fit_slim
-from slim.metrics import mape_pct
-from slim.model import ABLATIONS, FULL, predict_frame
+from slim.model.equations import ABLATIONS, FULL, predict_frame
+from slim.model.fit import SlimFit, fit_slim
+from slim.model.metrics import mape_pct
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, split_setting

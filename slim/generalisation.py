@@ -29,9 +29,9 @@ from slim import columns as col
 from slim.config import DatasetConfig
 from slim.errors import ConfigError
 from slim.evaluate import SLIM, prediction_rows
-from slim.fit import SlimFit, fit_slim
-from slim.metrics import mape_pct
-from slim.model import ArchitectureLookup, predict_frame
+from slim.model.equations import ArchitectureLookup, predict_frame
+from slim.model.fit import SlimFit, fit_slim
+from slim.model.metrics import mape_pct
 from slim.plots import E2E, THROUGHPUT, PlotInputError, check_columns, curve_colors, curves
 from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, split_setting
@@ -183,7 +183,7 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
     predicted with one GPU's ``F_max`` and ``BW_max`` from `hw` and the *whole*
     model's ``L, D, D_kv, r_ff``: no tensor-parallel sharding is modelled, as in
     the paper. The x value is each run's measured mean batch size, as in the
-    held-out evaluation (`slim.model.predict_frame`).
+    held-out evaluation (`slim.model.equations.predict_frame`).
     """
     if TENSOR_PARALLEL not in clean.columns:
         raise ConfigError(f"the cleaned table lacks the '{TENSOR_PARALLEL}' column; "

@@ -14,9 +14,9 @@ import pytest
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.fit import SlimFit, _Objective, _training_data, fit_slim, free_parameter_names
-from slim.metrics import mape_pct
-from slim.model import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
+from slim.model.equations import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
+from slim.model.fit import SlimFit, _Objective, _training_data, fit_slim, free_parameter_names
+from slim.model.metrics import mape_pct
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

@@ -33,7 +33,7 @@ from slim.generalisation import (
     plot_generalisation,
     table_fig11_latex,
 )
-from slim.model import SlimParams, predict_throughput_tokens_per_s
+from slim.model.equations import SlimParams, predict_throughput_tokens_per_s
 from slim.pipeline_io import write_csv
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware

@@ -11,7 +11,7 @@ import pytest
 
 from slim import columns as col
 from slim.errors import ConfigError, UnknownModelError
-from slim.model import (
+from slim.model.equations import (
     ABLATIONS,
     FULL,
     NO_DENSE_DECODE,

@@ -17,7 +17,7 @@ LM head once per step for the sampled sequences, and a CPU-side overhead
 ``base + per_seq x sequences`` (scheduling, input preparation, sampling, detokenising).
 
 This is the simulator's ground truth, deliberately richer than SLIM's closed form
-(`slim/model.py`, Eqs. 5-12): nothing here evaluates or is tuned to SLIM.
+(`slim/model/equations.py`, Eqs. 5-12): nothing here evaluates or is tuned to SLIM.
 """
 
 from __future__ import annotations

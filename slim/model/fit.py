@@ -19,8 +19,7 @@ from scipy.optimize import least_squares
 
 from slim import columns as col
 from slim.errors import ConfigError, FitError
-from slim.metrics import mape_pct
-from slim.model import (
+from slim.model.equations import (
     FULL,
     GAMMA_REFERENCE_HIDDEN_DIM,
     PARAM_NAMES,
@@ -34,6 +33,7 @@ from slim.model import (
     kv_bytes_read_per_request,
     throughput_from_e2e,
 )
+from slim.model.metrics import mape_pct
 from slim.specs.hardware import Hardware
 
 ETA_LOWER_BOUND = 1e-4
