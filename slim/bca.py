@@ -46,10 +46,10 @@ from slim.advisor import (
 )
 from slim.bca_config import CurveSelection, Table5Experiment
 from slim.errors import SplitError
-from slim.memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
+from slim.gpu.kv_memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
+from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup, SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.model.fit import fit_slim
-from slim.roofline import recommend_knee
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, select_rows

@@ -26,13 +26,13 @@ from matplotlib.lines import Line2D
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.plots import PlotInputError, check_columns
-from slim.roofline import (
+from slim.gpu.roofline import (
     attainable_flops_per_s,
     decode_attention_intensity,
     decode_context_len,
     ridge_point_flop_per_byte,
 )
+from slim.plots import PlotInputError, check_columns
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 from slim.tables import to_booktabs
@@ -264,7 +264,7 @@ def table1_frame(arch: Architecture, hw: Hardware, paper: pd.DataFrame) -> pd.Da
     Analytical columns (roofline, not measured):
 
     * ``active_context_tokens = B (IL + OL)``, the table's convention (context at
-      the last decode step, `slim.roofline.decode_context_len`);
+      the last decode step, `slim.gpu.roofline.decode_context_len`);
     * ``intensity_model = 4 B H_q d_h ctx / (2 B H_kv d_h ctx b_kv) = 2 H_q / (H_kv b_kv)``
       FLOP/B (`decode_attention_intensity`; 4.0 for Mistral-7B with fp16 KV);
     * ``attainable = min(F_max, AI x BW_max)`` (`attainable_flops_per_s`), in TFLOP/s;

@@ -16,9 +16,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from slim.characterise import PaperTable1
+from slim.gpu.roofline import ridge_point_flop_per_byte
 from slim.modelled import SWEEP_QUANTITIES
 from slim.plots import PlotInputError, check_columns
-from slim.roofline import ridge_point_flop_per_byte
 from slim.specs.hardware import Hardware
 
 SWEEP_SHORT = {"batch_size": "B", "input_len": "IL", "output_len": "OL"}

@@ -24,10 +24,10 @@ from slim.bca import (
 from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
 from slim.bca_plots import plot_memory_breakdown, plot_sensitivity
 from slim.errors import ConfigError, SplitError
-from slim.memory import GIB
+from slim.gpu.kv_memory import GIB
+from slim.gpu.roofline import recommend_knee
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.plots import save_figure
-from slim.roofline import recommend_knee
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 from slim.splits import HeldOutSetting

@@ -1,4 +1,4 @@
-"""Cleaning: duplicates, the preempted-runs policy and the cleaning report (slim/clean.py)."""
+"""Cleaning: duplicates, the preempted-runs policy and the cleaning report (slim/traces/clean.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.clean import DUPLICATE_KEY, CleaningPolicy, clean_runs, mark_duplicates, summarise_report
-from slim.ingest import REASON_CODES, ingest_traces
 from slim.specs.architecture import load_architectures
+from slim.traces.clean import DUPLICATE_KEY, CleaningPolicy, clean_runs, mark_duplicates, summarise_report
+from slim.traces.ingest import REASON_CODES, ingest_traces
 
 REPO = Path(__file__).resolve().parents[1]
 BROKEN = REPO / "tests" / "data" / "broken_runs"

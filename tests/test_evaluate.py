@@ -4,14 +4,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim.clean import clean_runs
 from slim.evaluate import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
 from slim.headlines import check_headlines, load_expected
-from slim.ingest import ingest_traces
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 from slim.splits import load_settings
 from slim.tables import table3, to_booktabs
+from slim.traces.clean import clean_runs
+from slim.traces.ingest import ingest_traces
 
 
 @pytest.fixture(scope="module")

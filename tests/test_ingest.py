@@ -14,9 +14,9 @@ import pytest
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.ingest import REASON_CODES, find_run_dirs, ingest_run_dir, ingest_traces
 from slim.specs.architecture import load_architectures
-from slim.trace_files import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
+from slim.traces.files import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
+from slim.traces.ingest import REASON_CODES, find_run_dirs, ingest_run_dir, ingest_traces
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"

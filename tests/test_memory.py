@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slim.errors import AdvisorError
-from slim.memory import (
+from slim.gpu.kv_memory import (
     GIB,
     blocks_per_sequence,
     default_kv_reservation_bytes,

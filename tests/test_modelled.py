@@ -13,6 +13,7 @@ import yaml
 
 from slim.characterise import load_paper_table1
 from slim.errors import ConfigError
+from slim.gpu.roofline import ridge_point_flop_per_byte
 from slim.modelled import (
     TABLE_COLUMNS,
     Workload,
@@ -31,7 +32,6 @@ from slim.modelled_plots import (
     plot_phase_breakdown,
 )
 from slim.plots import PlotInputError, save_figure
-from slim.roofline import ridge_point_flop_per_byte
 from slim.sim.cost import StepCostModel
 from slim.specs.architecture import BYTES_PER_FP16, load_architectures
 from slim.specs.hardware import load_hardware

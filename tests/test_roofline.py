@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from slim.errors import ConfigError
-from slim.roofline import (
+from slim.gpu.roofline import (
     attainable_flops_per_s,
     decode_attention_bytes_per_layer,
     decode_attention_flops_per_layer,

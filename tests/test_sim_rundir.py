@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from slim import columns as col
-from slim.ingest import ingest_run_dir
 from slim.sim import SimConstants, simulate_run
 from slim.sim.grid import expand_grid, simulate_grid_to_dir
 from slim.sim.rundir import PHASE_FILE, write_run_dir
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
+from slim.traces.ingest import ingest_run_dir
 
 
 @pytest.fixture(scope="module")

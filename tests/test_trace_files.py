@@ -1,4 +1,4 @@
-"""Unit tests of the parsers of a vLLM run directory's files (slim/trace_files.py)."""
+"""Unit tests of the parsers of a vLLM run directory's files (slim/traces/files.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slim.errors import TraceFormatError
-from slim.trace_files import (
+from slim.traces.files import (
     FORMAT_BENCHMARK_SERVING,
     FORMAT_VLLM_BENCH_SERVE,
     classify_failure,

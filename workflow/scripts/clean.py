@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.clean import CleaningPolicy, clean_runs, summarise_report
 from slim.pipeline_io import open_log, write_csv, write_parquet
+from slim.traces.clean import CleaningPolicy, clean_runs, summarise_report
 
 log = open_log(snakemake.log[0])
 runs = pd.read_parquet(snakemake.input.runs)

@@ -1,7 +1,7 @@
 """Snakemake adapter: ingest a trace folder into results/<dataset>/runs.parquet."""
-from slim.ingest import ingest_traces
 from slim.pipeline_io import open_log, write_parquet
 from slim.specs.architecture import load_architectures
+from slim.traces.ingest import ingest_traces
 
 log = open_log(snakemake.log[0])
 runs = ingest_traces(snakemake.input.traces, snakemake.params.dataset, load_architectures(snakemake.params.models_file))

@@ -18,7 +18,7 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import ConfigError, TraceFormatError
 from slim.specs.architecture import ArchitectureCatalog
-from slim.trace_files import (
+from slim.traces.files import (
     EngineMetrics,
     classify_failure,
     find_max_num_seqs_in_log,

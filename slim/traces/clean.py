@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from slim import columns as col
-from slim.ingest import REASON_CODES
+from slim.traces.ingest import REASON_CODES
 
 DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
 """Two usable runs with equal values here measured the same configuration."""

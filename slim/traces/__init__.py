@@ -1,0 +1,3 @@
+"""From vLLM benchmark run directories to a table of usable runs: the file parsers of each
+supported trace format (`files`), one row per run directory with a status (`ingest`), and
+the cleaning policy with its report (`clean`)."""
