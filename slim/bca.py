@@ -3,122 +3,47 @@ Table V (SLIM-BCA vs full-profile BCA), Table VI (profiling cost), the Fig. 12
 sensitivity grid, the Fig. 13 memory breakdown, and a side-by-side of the knee
 advisor, full-profile BCA and SLIM-BCA on every measured curve.
 
-The decision rule (Eq. 13) lives in `slim.advisor`; this module only decides what
-each flavour sees:
+The advisor itself lives in `slim.advisor`: Eq. 13 (`slim.advisor.bca`), the measured
+curves and full-profile BCA on them (`slim.advisor.measured`), and SLIM-BCA
+(`slim.advisor.slim_bca`). This module only decides what each flavour sees:
 
 * full-profile BCA: the target's measured curve at its profiled ``--max-num-seqs``;
 * SLIM-BCA: SLIM fitted on some *other* curves, predicting the target at the same
-  candidate ``--max-num-seqs`` values (`slim_curve_predictor`).
+  candidate ``--max-num-seqs`` values.
 
 Both are judged on the measured target curve (throughput and E2E interpolated in
 ``log B`` at the chosen cap), against one SLO computed once from the measured target
 curve: ``SLO = multiplier x E2E_meas(reference)`` (reference default: the smallest
 profiled point).
-
-Approximation. SLIM is a function of the *running* batch; the advisor chooses a
-*cap*. We predict at ``B = min(cap, KV capacity in sequences)`` with the capacity
-``kv_capacity_tokens / (IL + OL)`` reported by the server: vLLM cannot run more
-sequences than its KV cache holds. On the public traces the measured mean batch
-also falls below large caps for a second reason (the client's finite request
-stream), which this approximation does not model; SLIM's predictions at the largest
-caps are the least reliable, and Table V's throughput variation shows the net effect.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.advisor import (
-    BcaResult,
-    CurvePredictor,
-    bca_from_measured,
-    bca_from_predictor,
+from slim.advisor.bca import (
     interpolate_log_batch,
-    slo_from_curve,
     slo_violation_pct,
     throughput_retained_pct,
     throughput_variation_pct,
 )
+from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
+from slim.advisor.slim_bca import slim_bca
 from slim.bca_config import CurveSelection, Table5Experiment
 from slim.errors import SplitError
 from slim.gpu.kv_memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
-from slim.model.equations import ArchitectureLookup, SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 from slim.splits import HeldOutSetting, select_rows
 
-CURVE_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
-                 col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S,
-                 col.MEAN_BATCH_SIZE, col.DURATION_S, col.KV_CAPACITY_TOKENS, col.NUM_GPU_BLOCKS,
-                 col.BLOCK_SIZE)
-
-
 # --- measured curves -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MeasuredCurve:
-    """One measured curve (runs sharing `columns.WORKLOAD_KEYS`), sorted by ``max_num_seqs``."""
-
-    model: str
-    input_len_nominal: float
-    output_len_nominal: float
-    input_len_mean: float
-    output_len_mean: float
-    max_num_seqs: np.ndarray
-    throughput_per_s: np.ndarray
-    e2e_latency_s: np.ndarray
-    kv_capacity_tokens: float      # largest over the curve's server starts
-    num_gpu_blocks: np.ndarray     # per run: vLLM's KV reservation in blocks
-    block_size: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.model} IL {self.input_len_nominal:g} OL {self.output_len_nominal:g}"
-
-    def slo_s(self, multiplier: float, reference_max_num_seqs: float | None = None) -> float:
-        """``multiplier x E2E_meas(reference)``; reference default: smallest profiled point."""
-        return slo_from_curve(self.max_num_seqs, self.e2e_latency_s, multiplier, reference_max_num_seqs)
-
-    def reservation_blocks_at(self, batch_cap: float) -> float:
-        """vLLM's KV reservation (blocks) of the profiled run nearest to `batch_cap` in ``log B``."""
-        nearest = int(np.argmin(np.abs(np.log(self.max_num_seqs) - np.log(batch_cap))))
-        return float(self.num_gpu_blocks[nearest])
-
-
-def _curve_from_rows(rows: pd.DataFrame) -> MeasuredCurve:
-    missing = [name for name in CURVE_COLUMNS if name not in rows.columns]
-    if missing:
-        raise SplitError(f"cleaned table lacks column(s) {', '.join(missing)} needed for BCA curves")
-    rows = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
-    first = rows.iloc[0]
-    return MeasuredCurve(
-        model=str(first[col.MODEL]),
-        input_len_nominal=float(first[col.INPUT_LEN_NOMINAL]),
-        output_len_nominal=float(first[col.OUTPUT_LEN_NOMINAL]),
-        input_len_mean=float(rows[col.INPUT_LEN_MEAN].mean()),
-        output_len_mean=float(rows[col.OUTPUT_LEN_MEAN].mean()),
-        max_num_seqs=rows[col.MAX_NUM_SEQS].to_numpy(dtype=float),
-        throughput_per_s=rows[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
-        e2e_latency_s=rows[col.E2E_LATENCY_S].to_numpy(dtype=float),
-        kv_capacity_tokens=float(rows[col.KV_CAPACITY_TOKENS].max()),
-        num_gpu_blocks=rows[col.NUM_GPU_BLOCKS].to_numpy(dtype=float),
-        block_size=int(first[col.BLOCK_SIZE]),
-    )
-
-
-def measured_curves(frame: pd.DataFrame) -> list[MeasuredCurve]:
-    """Every measured curve of a cleaned table, in (model, IL, OL) order."""
-    if frame.empty:
-        raise SplitError("the cleaned table has no rows, so no measured curve")
-    return [_curve_from_rows(rows) for _, rows in frame.groupby(list(col.WORKLOAD_KEYS), sort=True)]
-
 
 def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurve:
     """The one measured curve a selection picks; `SplitError` if it picks none or several."""
@@ -127,46 +52,7 @@ def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurv
     if curves != 1:
         raise SplitError(f"selection '{selection.label}' ({selection.select}) matches {curves} measured "
                          "curves; it must pick exactly one (model, input length, output length)")
-    return _curve_from_rows(rows)
-
-
-# --- the two flavours ------------------------------------------------------------------
-
-def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
-    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
-    return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
-
-
-def slim_curve_predictor(arch: Architecture, hw: Hardware, params: SlimParams, input_len: float,
-                         output_len: float, max_concurrent_sequences: float | None = None) -> CurvePredictor:
-    """``cap -> (T, E2E)`` from SLIM (Eq. 5, 6) at the running batch ``B = min(cap, B_kv)``.
-
-    ``B_kv`` (`max_concurrent_sequences`) is the KV capacity in sequences; None: no cap.
-    """
-    limit = np.inf if max_concurrent_sequences is None else float(max_concurrent_sequences)
-
-    def predict(caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        batch = np.minimum(np.asarray(caps, dtype=float), limit)
-        e2e = predict_e2e_s(arch, hw, params, input_len, output_len, batch)
-        return throughput_from_e2e(input_len, output_len, batch, e2e), e2e
-
-    return predict
-
-
-def full_profile_bca(curve: MeasuredCurve, slo_s: float, epsilon: float) -> BcaResult:
-    """Eq. 13 on the measured curve, candidates = its profiled ``--max-num-seqs``."""
-    return bca_from_measured(curve.max_num_seqs, curve.throughput_per_s, curve.e2e_latency_s,
-                             epsilon=epsilon, slo_s=slo_s)
-
-
-def slim_bca(curve: MeasuredCurve, params: SlimParams, arch: Architecture, hw: Hardware,
-             slo_s: float, epsilon: float) -> BcaResult:
-    """Eq. 13 on SLIM's prediction of the target, at the target's profiled caps (so the
-    choice can be judged on measured data) with the server's KV capacity as running-batch cap."""
-    predict = slim_curve_predictor(
-        arch, hw, params, curve.input_len_mean, curve.output_len_mean,
-        kv_capacity_sequences(curve.kv_capacity_tokens, curve.input_len_mean, curve.output_len_mean))
-    return bca_from_predictor(predict, candidate_batch_sizes=curve.max_num_seqs, epsilon=epsilon, slo_s=slo_s)
+    return curve_from_rows(rows)
 
 
 def _measured(curve: MeasuredCurve, values: np.ndarray, batch_cap: float) -> float:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slim.advisor import DEFAULT_EPSILON
+from slim.advisor.bca import DEFAULT_EPSILON
 from slim.errors import ConfigError
 from slim.splits import Selector
 from slim.yaml_files import read_yaml_mapping

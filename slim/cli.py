@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.advisor import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
-from slim.bca import kv_capacity_sequences, slim_curve_predictor
+from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
+from slim.advisor.slim_bca import kv_capacity_sequences, slim_curve_predictor
 from slim.errors import AdvisorError, SlimError, TraceFormatError
 from slim.gpu.kv_memory import GIB, KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee

@@ -10,12 +10,11 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.advisor import (
+from slim.advisor.bca import (
     DEFAULT_CANDIDATE_BATCH_SIZES,
     bca_from_measured,
     bca_from_predictor,
     interpolate_log_batch,
-    measured_curve,
     select_batch_cap,
     slo_from_curve,
     slo_violation_pct,
@@ -23,6 +22,7 @@ from slim.advisor import (
     throughput_retained_pct,
     throughput_variation_pct,
 )
+from slim.advisor.measured import curve_from_rows
 from slim.errors import AdvisorError, SlimError
 
 GRID = np.array(DEFAULT_CANDIDATE_BATCH_SIZES, dtype=float)   # 1, 2, 4, ..., 512
@@ -206,16 +206,23 @@ def test_full_profile_on_mean_batch_size_axis():
 
 def test_measured_curve_from_a_table():
     table = pd.DataFrame({
+        col.MODEL: ["m"] * 3, col.INPUT_LEN_NOMINAL: [8.0] * 3, col.OUTPUT_LEN_NOMINAL: [16.0] * 3,
+        col.INPUT_LEN_MEAN: [8.0] * 3, col.OUTPUT_LEN_MEAN: [16.0] * 3,
         col.MAX_NUM_SEQS: [4, 1, 2],
         col.MEAN_BATCH_SIZE: [3.8, 1.0, 1.9],
         col.TOTAL_TOKEN_THROUGHPUT: [300.0, 100.0, 190.0],
         col.E2E_LATENCY_S: [1.2, 1.0, 1.1],
+        col.DURATION_S: [1.0] * 3, col.KV_CAPACITY_TOKENS: [4096.0, 4000.0, 4096.0],
+        col.NUM_GPU_BLOCKS: [256.0, 250.0, 256.0], col.BLOCK_SIZE: [16] * 3,
     })
-    curve = measured_curve(table)
-    np.testing.assert_array_equal(curve["max_num_seqs"], [1, 2, 4])
-    np.testing.assert_array_equal(curve["throughput_per_s"], [100.0, 190.0, 300.0])
+    curve = curve_from_rows(table)
+    np.testing.assert_array_equal(curve.max_num_seqs, [1, 2, 4])
+    np.testing.assert_array_equal(curve.throughput_per_s, [100.0, 190.0, 300.0])
+    np.testing.assert_array_equal(curve.e2e_latency_s, [1.0, 1.1, 1.2])
+    np.testing.assert_array_equal(curve.num_gpu_blocks, [250.0, 256.0, 256.0])
+    assert curve.kv_capacity_tokens == 4096.0 and curve.label == "m IL 8 OL 16"
     with pytest.raises(AdvisorError):
-        measured_curve(table.drop(columns=[col.E2E_LATENCY_S]))
+        curve_from_rows(table.drop(columns=[col.E2E_LATENCY_S]))
 
 
 # --- SLIM-BCA ------------------------------------------------------------------------

@@ -7,17 +7,17 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
+from slim.advisor.measured import measured_curves
+from slim.advisor.slim_bca import slim_curve_predictor
 from slim.bca import (
     advisor_comparison,
     advisors_display,
     as_display,
     kv_saved_gib,
     latex_escaped_columns,
-    measured_curves,
     memory_breakdown,
     sensitivity_grid,
     single_curve,
-    slim_curve_predictor,
     table5,
     table6,
 )

@@ -1,4 +1,4 @@
-"""BCA, the batching configuration advisor (paper Section VII, digest section 5).
+"""BCA, the batching configuration advisor (paper Section VII-A, Eq. 13).
 
 Eq. 13 picks the batch cap with the highest throughput among the candidates that
 meet a latency SLO and still batch efficiently:
@@ -32,10 +32,8 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
-from slim import columns as col
 from slim.errors import AdvisorError
 
 DEFAULT_CANDIDATE_BATCH_SIZES: tuple[int, ...] = tuple(2**k for k in range(10))  # 1 .. 512
@@ -293,22 +291,6 @@ def bca_from_predictor(predict: CurvePredictor, *,
         slo_s = float(slo_multiplier * evaluate(np.array([float(reference)]))[1][0])
     return select_batch_cap(candidates, tput, e2e, slo_s=slo_s, epsilon=epsilon,
                             throughput_at_one_per_s=t_one)
-
-
-def measured_curve(table: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Arrays of one measured curve (rows of one WORKLOAD_KEYS group), sorted by
-    ``max_num_seqs``: keys max_num_seqs, mean_batch_size, throughput_per_s, e2e_latency_s."""
-    needed = [col.MAX_NUM_SEQS, col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S]
-    missing = [name for name in needed if name not in table.columns]
-    if missing:
-        raise AdvisorError(f"curve table lacks column(s) {', '.join(missing)}")
-    ordered = table.sort_values(col.MAX_NUM_SEQS)
-    return {
-        "max_num_seqs": ordered[col.MAX_NUM_SEQS].to_numpy(dtype=float),
-        "mean_batch_size": ordered[col.MEAN_BATCH_SIZE].to_numpy(dtype=float),
-        "throughput_per_s": ordered[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
-        "e2e_latency_s": ordered[col.E2E_LATENCY_S].to_numpy(dtype=float),
-    }
 
 
 # --- evaluation on measured data (Table V, Fig. 12) ----------------------------------

@@ -1,0 +1,51 @@
+"""SLIM-BCA: Eq. 13 on SLIM's predicted curve instead of a profiled one (paper Section VII).
+
+SLIM is a function of the *running* batch; the advisor chooses a *cap*. We predict at
+``B = min(cap, KV capacity in sequences)`` with the capacity
+``kv_capacity_tokens / (IL + OL)`` reported by the server: vLLM cannot run more
+sequences than its KV cache holds. On the public traces the measured mean batch also
+falls below large caps for a second reason (the client's finite request stream), which
+this approximation does not model; SLIM's predictions at the largest caps are the least
+reliable, and Table V's throughput variation shows the net effect.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slim.advisor.bca import BcaResult, CurvePredictor, bca_from_predictor
+from slim.advisor.measured import MeasuredCurve
+from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import Hardware
+
+
+def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
+    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
+    return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
+
+
+def slim_curve_predictor(arch: Architecture, hw: Hardware, params: SlimParams, input_len: float,
+                         output_len: float, max_concurrent_sequences: float | None = None) -> CurvePredictor:
+    """``cap -> (T, E2E)`` from SLIM (Eq. 5, 6) at the running batch ``B = min(cap, B_kv)``.
+
+    ``B_kv`` (`max_concurrent_sequences`) is the KV capacity in sequences; None: no cap.
+    """
+    limit = np.inf if max_concurrent_sequences is None else float(max_concurrent_sequences)
+
+    def predict(caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        batch = np.minimum(np.asarray(caps, dtype=float), limit)
+        e2e = predict_e2e_s(arch, hw, params, input_len, output_len, batch)
+        return throughput_from_e2e(input_len, output_len, batch, e2e), e2e
+
+    return predict
+
+
+def slim_bca(curve: MeasuredCurve, params: SlimParams, arch: Architecture, hw: Hardware,
+             slo_s: float, epsilon: float) -> BcaResult:
+    """Eq. 13 on SLIM's prediction of the target, at the target's profiled caps (so the
+    choice can be judged on measured data) with the server's KV capacity as running-batch cap."""
+    predict = slim_curve_predictor(
+        arch, hw, params, curve.input_len_mean, curve.output_len_mean,
+        kv_capacity_sequences(curve.kv_capacity_tokens, curve.input_len_mean, curve.output_len_mean))
+    return bca_from_predictor(predict, candidate_batch_sizes=curve.max_num_seqs, epsilon=epsilon, slo_s=slo_s)
