@@ -81,7 +81,7 @@ def advise(traces: str | Path, model: str, input_len: float, output_len: float, 
     """Fit SLIM on every usable run under `traces` and run SLIM-BCA (Eq. 13) for one workload.
 
     SLIM is evaluated at the running batch ``min(cap, KV capacity in sequences)``
-    (see `slim.bca`). Raises a `SlimError` subclass on any unusable input and
+    (see `slim.paper.advisor_study`). Raises a `SlimError` subclass on any unusable input and
     `AdvisorError` when no candidate cap meets the SLO and the efficiency floor.
     """
     catalog = load_architectures(models_file)

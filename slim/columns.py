@@ -1,10 +1,16 @@
-"""Column names of the tables that flow through the pipeline.
+"""Column names of the tables that flow through the pipeline, and one check that a table has them.
 
-`runs.parquet` (ingest) holds one row per run directory with every column below;
-`clean.parquet` holds the rows whose status is ``ok``. Units are in the names.
+`runs.parquet` (ingest) holds one row per run directory with the run columns below;
+`clean.parquet` holds the rows whose status is ``ok``. The prediction and MAPE tables of
+the held-out evaluation and of Fig. 11 follow. Units are in the names.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from slim.errors import ConfigError, SlimError
 
 # Identity of a run.
 DATASET = "dataset"
@@ -49,5 +55,77 @@ E2E_LATENCY_S = "e2e_latency_s"        # Little's law: mean_batch_size / request
 STATUS = "status"
 REASON_DETAIL = "reason_detail"
 
+RUN_COLUMNS = (
+    DATASET, RUN_ID, TRACE_FORMAT, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
+    INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL,
+    COMPLETED, FAILED, DURATION_S, REQUEST_THROUGHPUT, TOTAL_TOKEN_THROUGHPUT, OUTPUT_TOKEN_THROUGHPUT,
+    MEAN_TTFT_MS, MEAN_TPOT_MS, MEAN_ITL_MS, MEAN_E2EL_MS,
+    MEAN_BATCH_SIZE, BATCH_SIZE_SOURCE, MAX_KV_CACHE_USAGE, NUM_PREEMPTIONS, NUM_GPU_BLOCKS, BLOCK_SIZE,
+    KV_CAPACITY_TOKENS, E2E_LATENCY_S, STATUS, REASON_DETAIL,
+)
+"""Columns of `runs.parquet` and `clean.parquet`, in order."""
+
 WORKLOAD_KEYS = (MODEL, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL)
 """A measured curve: all runs sharing these keys, indexed by max_num_seqs."""
+
+
+# --- Prediction tables: one row per (setting, predictor, run) of the held-out evaluation
+# (results/<dataset>/evaluation/<setting>.parquet), or per target run of Fig. 11.
+SETTING = "setting"                    # held-out setting name (config/settings/<dataset>.yaml)
+PREDICTOR = "predictor"                # SLIM, an ablation or a baseline (display name)
+ROLE = "role"                          # "validate", "train" (SLIM only) or "target" (Fig. 11)
+MEASURED_THROUGHPUT = "measured_throughput"      # total tokens/s
+PREDICTED_THROUGHPUT = "predicted_throughput"
+MEASURED_E2E_S = "measured_e2e_s"                # Little's law, seconds
+PREDICTED_E2E_S = "predicted_e2e_s"
+
+PREDICTION_COLUMNS = (
+    SETTING, PREDICTOR, RUN_ID, MODEL, MAX_NUM_SEQS, INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, OUTPUT_LEN_NOMINAL,
+    MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S, PREDICTED_E2E_S, ROLE,
+)
+"""Columns of a held-out prediction table, in order."""
+
+# --- MAPE tables: one row per (setting, predictor) over the validation rows (table3.csv).
+N_VALIDATION = "n_validation"
+N_RUNS = "n_runs"
+MAPE_THROUGHPUT_PCT = "mape_throughput_pct"
+MAPE_E2E_PCT = "mape_e2e_pct"
+
+MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT)
+"""Columns of a held-out MAPE table, in order."""
+
+
+@dataclass(frozen=True)
+class PredictionMetric:
+    """One predicted quantity: its measured and predicted columns and the column of its MAPE."""
+
+    name: str
+    measured: str
+    predicted: str
+    mape: str
+
+
+THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT)
+E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT)
+PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
+"""Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
+
+# --- Fig. 11 (results/generalisation/): one row per target run, and per target model.
+GENERALISATION_PREDICTION_COLUMNS = (
+    RUN_ID, MODEL, TENSOR_PARALLEL, INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, OUTPUT_LEN_NOMINAL, MAX_NUM_SEQS,
+    MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S, PREDICTED_E2E_S,
+)
+"""Columns of `fig11_predictions.csv`, in order."""
+GENERALISATION_MAPE_COLUMNS = (MODEL, TENSOR_PARALLEL, N_RUNS, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT)
+"""Columns of Fig. 11's per-model MAPE table, in order."""
+
+
+def require_columns(frame, required: Iterable[str], table: str, error: type[SlimError] = ConfigError,
+                    fix: str = "") -> None:
+    """Raise `error` naming every column of `required` that `frame` (a DataFrame) lacks.
+
+    The message reads ``"<table> lacks column(s) a, b"``, then ``"; <fix>"`` when `fix` is given.
+    """
+    missing = [name for name in required if name not in frame.columns]
+    if missing:
+        raise error(f"{table} lacks column(s) {', '.join(missing)}" + (f"; {fix}" if fix else ""))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from slim.errors import ConfigError
-from slim.modelled import parse_characterisation_config, resolve_characterisation
+from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
+from slim.paper.generalisation import SECTION, GeneralisationConfig
 from slim.specs.architecture import ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware
 
@@ -64,7 +65,7 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
 
     A Fig. 1 row may name a dataset of `datasets` that this run leaves out of
     run_datasets (the row is then skipped), but not an unknown one. The
-    generalisation section (Fig. 11) is checked by `slim.generalisation` when its
+    generalisation section (Fig. 11) is checked by `generalisation_config` when its
     targets are planned.
     """
     batch_scaling = config.get("batch_scaling")
@@ -112,3 +113,71 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         models=tuple(catalog.resolve_name(m) for m in entry["models"]), settings_file=settings_file,
         description=entry.get("description", ""),
     )
+
+
+def generalisation_config(config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]) -> GeneralisationConfig:
+    """Check the `generalisation` section against the resolved `datasets` (those of run_datasets).
+
+    Raises `ConfigError` naming ``generalisation.<key>`` when the section is
+    missing, its dataset is not in run_datasets, a model is not one of the
+    dataset's models, or a model is both trained on and predicted.
+    """
+    section = config.get(SECTION)
+    if not section:
+        raise ConfigError(f"`{SECTION}` is missing from the config; add dataset, train_models and target_models")
+    name = section["dataset"]
+    if name not in datasets:
+        raise ConfigError(f"{SECTION}.dataset = '{name}' is not listed in run_datasets "
+                          f"(listed: {', '.join(datasets)}); add it there or choose one of them")
+    models = datasets[name].models
+    for key in ("train_models", "target_models"):
+        for position, model in enumerate(section[key]):
+            if model not in models:
+                raise ConfigError(f"{SECTION}.{key}[{position}] = '{model}' is not a model of "
+                                  f"datasets.{name}.models (known: {', '.join(models)})")
+    for position, model in enumerate(section["target_models"]):
+        if model in section["train_models"]:
+            raise ConfigError(f"{SECTION}.target_models[{position}] = '{model}' is also in "
+                              f"{SECTION}.train_models; a target must be unseen")
+    return GeneralisationConfig(name, tuple(section["train_models"]), tuple(section["target_models"]))
+
+
+class GeneralisationInputs:
+    """Snakemake input and params functions of the Fig. 11 rules.
+
+    The config is checked when a Fig. 11 target is planned, not when the
+    workflow is parsed, so a run whose run_datasets omit the generalisation
+    dataset can still build everything else; asking for Fig. 11 then fails
+    before any job runs, naming ``generalisation.dataset``.
+    """
+
+    def __init__(self, config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]):
+        self._config, self._datasets = config, datasets
+
+    def resolved(self) -> tuple[GeneralisationConfig, DatasetConfig]:
+        checked = generalisation_config(self._config, self._datasets)
+        return checked, self._datasets[checked.dataset]
+
+    def clean_table(self, wildcards) -> str:
+        return f"results/{self.resolved()[0].dataset}/clean.parquet"
+
+    def dataset_name(self, wildcards) -> str:
+        return self.resolved()[0].dataset
+
+    def dataset_label(self, wildcards) -> str:
+        return self.resolved()[1].label
+
+    def hardware_name(self, wildcards) -> str:
+        return self.resolved()[1].hardware.name
+
+    def train_models(self, wildcards) -> list[str]:
+        return list(self.resolved()[0].train_models)
+
+    def target_models(self, wildcards) -> list[str]:
+        return list(self.resolved()[0].target_models)
+
+    def report_category(self) -> str:
+        """``Generalisation (simulated)`` or ``(real)``, read from the raw config (never fails)."""
+        name = self._config.get(SECTION, {}).get("dataset")
+        kind = self._config.get("datasets", {}).get(name, {}).get("kind", "unknown")
+        return f"Generalisation ({kind})"

@@ -32,3 +32,7 @@ class NotFittedError(SlimError, ValueError, AttributeError):
 class AdvisorError(SlimError, ValueError):
     """Invalid input to the batching or memory advisor (empty, NaN, mismatched lengths,
     epsilon outside (0, 1), non-positive SLO)."""
+
+
+class PlotInputError(SlimError, ValueError):
+    """A figure's input table lacks a column, a setting or a predictor it needs."""

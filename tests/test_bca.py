@@ -9,28 +9,26 @@ import pytest
 from slim import columns as col
 from slim.advisor.measured import measured_curves
 from slim.advisor.slim_bca import slim_curve_predictor
-from slim.bca import (
+from slim.errors import ConfigError, SplitError
+from slim.gpu.kv_memory import GIB
+from slim.gpu.roofline import recommend_knee
+from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.paper.advisor_study import (
     advisor_comparison,
-    advisors_display,
-    as_display,
     kv_saved_gib,
-    latex_escaped_columns,
     memory_breakdown,
     sensitivity_grid,
     single_curve,
     table5,
     table6,
 )
-from slim.bca_config import CurveSelection, Table5Experiment, load_bca_config
-from slim.bca_plots import plot_memory_breakdown, plot_sensitivity
-from slim.errors import ConfigError, SplitError
-from slim.gpu.kv_memory import GIB
-from slim.gpu.roofline import recommend_knee
-from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
-from slim.plots import save_figure
+from slim.paper.advisor_study_config import CurveSelection, Table5Experiment, load_bca_config
+from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
+from slim.paper.figures.common import save_figure
+from slim.paper.splits import HeldOutSetting
+from slim.paper.tables import advisors_display, as_display, latex_escaped_columns
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.splits import HeldOutSetting
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = load_architectures(REPO / "config" / "models.yaml")

@@ -19,19 +19,17 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.characterise import (
-    PREEMPTED,
+from slim.errors import ConfigError, PlotInputError
+from slim.paper.decode_attention_table import (
     intensity_agreement,
     load_paper_table1,
-    plot_batch_scaling,
-    plot_length_sweeps,
-    sweep_panels,
     table1_display,
     table1_frame,
     table1_latex,
 )
-from slim.errors import ConfigError
-from slim.plots import PlotInputError, save_figure
+from slim.paper.figures.characterisation import plot_batch_scaling, plot_length_sweeps
+from slim.paper.figures.common import save_figure
+from slim.paper.measured_characterisation import PREEMPTED, sweep_panels
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

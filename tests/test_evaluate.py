@@ -4,12 +4,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim.evaluate import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
-from slim.headlines import check_headlines, load_expected
+from slim.paper.headlines import check_headlines, load_expected
+from slim.paper.heldout import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
+from slim.paper.splits import load_settings
+from slim.paper.tables import table3, to_booktabs
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.splits import load_settings
-from slim.tables import table3, to_booktabs
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import ingest_traces
 

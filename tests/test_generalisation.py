@@ -21,19 +21,17 @@ import pytest
 import yaml
 
 from slim import columns as col
-from slim.config import DatasetConfig
+from slim.config import DatasetConfig, GeneralisationInputs, generalisation_config
 from slim.errors import ConfigError
-from slim.generalisation import (
+from slim.model.equations import SlimParams, predict_throughput_tokens_per_s
+from slim.paper.figures.generalisation import plot_generalisation
+from slim.paper.generalisation import (
     TENSOR_PARALLEL,
     GeneralisationConfig,
-    GeneralisationInputs,
     evaluate_generalisation,
-    generalisation_config,
     generalisation_mapes,
-    plot_generalisation,
     table_fig11_latex,
 )
-from slim.model.equations import SlimParams, predict_throughput_tokens_per_s
 from slim.pipeline_io import write_csv
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware

@@ -1,4 +1,4 @@
-"""slim.modelled (paper Figs. 3-6, modelled): config parsing, the sweep table's known truths
+"""slim.paper.modelled_characterisation (paper Figs. 3-6, modelled): config parsing, the sweep table's known truths
 (shares, monotone trends, the decode-attention intensity and roofline), the cost model's
 GEMM split, the figures and byte-identical CSV output."""
 
@@ -11,27 +11,25 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim.characterise import load_paper_table1
-from slim.errors import ConfigError
+from slim.errors import ConfigError, PlotInputError
 from slim.gpu.roofline import ridge_point_flop_per_byte
-from slim.modelled import (
-    TABLE_COLUMNS,
-    Workload,
-    characterisation_csv,
-    characterisation_table,
-    decode_bandwidth_cap,
-    decode_phase_metrics,
-    load_characterisation,
-    parse_characterisation_config,
-    resolve_characterisation,
-)
-from slim.modelled_plots import (
+from slim.paper.characterisation_config import Workload, parse_characterisation_config, resolve_characterisation
+from slim.paper.decode_attention_table import load_paper_table1
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.modelled import (
     plot_attention_roofline,
     plot_decode_kernel_shares,
     plot_decode_utilisation,
     plot_phase_breakdown,
 )
-from slim.plots import PlotInputError, save_figure
+from slim.paper.modelled_characterisation import (
+    TABLE_COLUMNS,
+    characterisation_csv,
+    characterisation_table,
+    decode_bandwidth_cap,
+    decode_phase_metrics,
+    load_characterisation,
+)
 from slim.sim.cost import StepCostModel
 from slim.specs.architecture import BYTES_PER_FP16, load_architectures
 from slim.specs.hardware import load_hardware

@@ -9,9 +9,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from slim.evaluate import IMAI, LLMVISOR, PREDICTION_COLUMNS, SLIM, mape_table
-from slim.plots import PlotInputError, plot_heldout_settings, plot_unseen_model, save_figure
-from slim.splits import HeldOutSetting
+from slim import columns as col
+from slim.errors import PlotInputError
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.heldout import plot_heldout_settings, plot_unseen_model
+from slim.paper.heldout import IMAI, LLMVISOR, SLIM, mape_table
+from slim.paper.splits import HeldOutSetting
 
 REPO = Path(__file__).resolve().parents[1]
 LABEL = "synthetic test data (simulated)"
@@ -36,7 +39,7 @@ def _curve(setting: str, predictor: str, model: str, output_len: int, role: str,
         "output_len_nominal": float(output_len), "mean_batch_size": batch * 0.98,
         "measured_throughput": throughput, "predicted_throughput": throughput * factor,
         "measured_e2e_s": e2e_s, "predicted_e2e_s": e2e_s / factor, "role": role,
-    })[list(PREDICTION_COLUMNS)]
+    })[list(col.PREDICTION_COLUMNS)]
 
 
 def synthetic_predictions() -> pd.DataFrame:

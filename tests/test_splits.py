@@ -5,7 +5,7 @@ import pytest
 
 from slim import columns as col
 from slim.errors import ConfigError, SplitError
-from slim.splits import load_settings, select_rows, split_setting
+from slim.paper.splits import load_settings, select_rows, split_setting
 
 
 def _frame() -> pd.DataFrame:

@@ -2,9 +2,8 @@
 import re
 from pathlib import Path
 
-from slim.config import check_config
-from slim.generalisation import GeneralisationInputs
-from slim.splits import load_settings
+from slim.config import GeneralisationInputs, check_config
+from slim.paper.splits import load_settings
 
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]

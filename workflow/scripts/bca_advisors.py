@@ -3,12 +3,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.bca import advisor_comparison, advisors_display, latex_escaped_columns
-from slim.bca_config import load_bca_config
+from slim.paper.advisor_study import advisor_comparison
+from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.tables import advisors_display, latex_escaped_columns, to_booktabs
 from slim.pipeline_io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.tables import to_booktabs
 
 log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label

@@ -1,11 +1,11 @@
 """Snakemake adapter: Fig. 13, GPU memory per model with full-profile BCA's cap."""
 import pandas as pd
 
-from slim.bca import memory_breakdown
-from slim.bca_config import load_bca_config
-from slim.bca_plots import plot_memory_breakdown
+from slim.paper.advisor_study import memory_breakdown
+from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.figures.advisor import plot_memory_breakdown
+from slim.paper.figures.common import save_figure
 from slim.pipeline_io import open_log, write_csv
-from slim.plots import save_figure
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

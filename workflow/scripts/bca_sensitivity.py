@@ -1,14 +1,14 @@
 """Snakemake adapter: Fig. 12, SLIM-BCA's sensitivity to epsilon and the SLO per transfer."""
 import pandas as pd
 
-from slim.bca import sensitivity_grid
-from slim.bca_config import load_bca_config
-from slim.bca_plots import plot_sensitivity
+from slim.paper.advisor_study import sensitivity_grid
+from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.figures.advisor import plot_sensitivity
+from slim.paper.figures.common import save_figure
+from slim.paper.splits import load_settings
 from slim.pipeline_io import open_log, write_csv
-from slim.plots import save_figure
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.splits import load_settings
 
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)

@@ -3,13 +3,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.bca import as_display, latex_escaped_columns, table5, table6
-from slim.bca_config import load_bca_config
+from slim.paper.advisor_study import table5, table6
+from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.splits import load_settings
+from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs
 from slim.pipeline_io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.splits import load_settings
-from slim.tables import to_booktabs
 
 log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label

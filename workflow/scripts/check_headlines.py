@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from slim.headlines import check_headlines, load_expected, measured_headlines
+from slim.paper.headlines import check_headlines, load_expected, measured_headlines
 from slim.pipeline_io import open_log
 
 log = open_log(snakemake.log[0])

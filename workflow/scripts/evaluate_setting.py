@@ -3,11 +3,11 @@ import json
 
 import pandas as pd
 
-from slim.evaluate import evaluate_setting
+from slim.paper.heldout import evaluate_setting
+from slim.paper.splits import load_settings
 from slim.pipeline_io import open_log, write_parquet
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.splits import load_settings
 
 log = open_log(snakemake.log[0])
 settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}

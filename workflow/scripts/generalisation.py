@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.generalisation import (
+from slim.paper.generalisation import (
     GeneralisationConfig,
     evaluate_generalisation,
     generalisation_mapes,

@@ -1,7 +1,7 @@
 """Snakemake adapter: the modelled characterisation table (simulated phase times, modelled decode metrics)."""
 from pathlib import Path
 
-from slim.modelled import characterisation_csv, characterisation_table, load_characterisation
+from slim.paper.modelled_characterisation import characterisation_csv, characterisation_table, load_characterisation
 from slim.pipeline_io import open_log
 
 log = open_log(snakemake.log[0])

@@ -1,9 +1,9 @@
 """Snakemake adapter: Fig. 3, simulated prefill vs decode share of execution time under the sweeps."""
 import pandas as pd
 
-from slim.modelled_plots import plot_phase_breakdown
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.modelled import plot_phase_breakdown
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 table = pd.read_csv(snakemake.input.table)

@@ -1,10 +1,10 @@
 """Snakemake adapter: Fig. 4, modelled decode-phase DRAM-bandwidth and compute utilisation."""
 import pandas as pd
 
-from slim.modelled import decode_bandwidth_cap
-from slim.modelled_plots import plot_decode_utilisation
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.modelled import plot_decode_utilisation
+from slim.paper.modelled_characterisation import decode_bandwidth_cap
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 from slim.sim.constants import load_sim_constants
 
 log = open_log(snakemake.log[0])

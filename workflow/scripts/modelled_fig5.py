@@ -1,9 +1,9 @@
 """Snakemake adapter: Fig. 5, modelled shares of decode GPU time by kernel group against active context."""
 import pandas as pd
 
-from slim.modelled_plots import plot_decode_kernel_shares
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.modelled import plot_decode_kernel_shares
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 table = pd.read_csv(snakemake.input.table)

@@ -1,10 +1,10 @@
 """Snakemake adapter: Fig. 6, modelled final-step decode attention on the roofline, with the paper's Table I."""
 import pandas as pd
 
-from slim.characterise import load_paper_table1
-from slim.modelled_plots import paper_matches, plot_attention_roofline
+from slim.paper.decode_attention_table import load_paper_table1
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.modelled import paper_matches, plot_attention_roofline
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])

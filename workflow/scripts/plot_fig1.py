@@ -3,9 +3,10 @@
 import pandas as pd
 
 from slim import columns as col
-from slim.characterise import PREEMPTED, batch_scaling_runs, plot_batch_scaling_rows
+from slim.paper.figures.characterisation import plot_batch_scaling_rows
+from slim.paper.figures.common import save_figure
+from slim.paper.measured_characterisation import PREEMPTED, batch_scaling_runs
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 rows = [(label, pd.read_parquet(path), output_len)

@@ -1,10 +1,11 @@
 """Snakemake adapter: Fig. 10, the unseen-model setting, measured vs SLIM and both baselines."""
 import pandas as pd
 
-from slim.evaluate import mape_table
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.heldout import plot_unseen_model
+from slim.paper.heldout import mape_table
+from slim.paper.splits import load_settings
 from slim.pipeline_io import open_log
-from slim.plots import plot_unseen_model, save_figure
-from slim.splits import load_settings
 
 log = open_log(snakemake.log[0])
 predictions = pd.concat([pd.read_parquet(path) for path in snakemake.input.predictions], ignore_index=True)

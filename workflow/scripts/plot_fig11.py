@@ -1,9 +1,9 @@
 """Snakemake adapter: Fig. 11, measured vs SLIM (fitted on the training models only) for unseen models."""
 import pandas as pd
 
-from slim.generalisation import plot_generalisation
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.generalisation import plot_generalisation
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 predictions = pd.read_csv(snakemake.input.predictions)

@@ -2,9 +2,10 @@
 import pandas as pd
 
 from slim import columns as col
-from slim.characterise import plot_length_sweeps, sweep_panels
+from slim.paper.figures.characterisation import plot_length_sweeps
+from slim.paper.figures.common import save_figure
+from slim.paper.measured_characterisation import sweep_panels
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
 
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)

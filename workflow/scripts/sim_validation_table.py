@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.sim_validation import plot_validation
+from slim.paper.sim_validation import validation_latex
 from slim.pipeline_io import open_log
-from slim.plots import save_figure
-from slim.sim.validation_report import plot_validation, validation_latex
 
 log = open_log(snakemake.log[0])
 curves = pd.read_csv(snakemake.input.validation)

@@ -1,7 +1,7 @@
 """Snakemake adapter: Table I, the analytical decode-attention roofline beside the paper's measurements."""
 from pathlib import Path
 
-from slim.characterise import intensity_agreement, load_paper_table1, table1_frame, table1_latex
+from slim.paper.decode_attention_table import intensity_agreement, load_paper_table1, table1_frame, table1_latex
 from slim.pipeline_io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware

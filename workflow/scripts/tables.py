@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.evaluate import MAIN_PREDICTORS, applicable_setting_names, average_mape_reduction_pct, mape_table
+from slim.paper.heldout import MAIN_PREDICTORS, applicable_setting_names, average_mape_reduction_pct, mape_table
+from slim.paper.splits import load_settings
+from slim.paper.tables import load_paper_reference, paper_matrix, table3, table4, to_booktabs, to_markdown
 from slim.pipeline_io import open_log, write_csv
-from slim.splits import load_settings
-from slim.tables import load_paper_reference, paper_matrix, table3, table4, to_booktabs, to_markdown
 
 log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label

@@ -1,12 +1,12 @@
-"""How close the simulator is to the real traces: a per-curve table and a figure."""
+"""How close the simulator is to the real traces: the per-curve validation table
+(`slim.sim.calibrate.validate`) as printed; `slim.paper.figures.sim_validation` draws it."""
 
 from __future__ import annotations
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from slim import columns as col
-from slim.tables import to_booktabs
+from slim.paper.tables import to_booktabs
 
 THROUGHPUT_BAR_MEDIAN_PCT = 8.0
 THROUGHPUT_BAR_WORST_PCT = 15.0
@@ -36,21 +36,3 @@ def validation_latex(curves: pd.DataFrame) -> str:
                f"{worst:.1f}\\% (bar {THROUGHPUT_BAR_WORST_PCT:.0f}\\%). In-sample: the constants were fitted on "
                f"these runs.")
     return to_booktabs(validation_frame(curves).set_index("model"), caption, "tab:sim-validation")
-
-
-def plot_validation(curves: pd.DataFrame) -> Figure:
-    """Bars of per-curve throughput and mean-batch MAPE, with the throughput bars as lines."""
-    frame = validation_frame(curves)
-    labels = [f"{m}\nOL {ol}" for m, ol in zip(frame["model"], frame["OL"])]
-    figure = Figure(figsize=(9, 3.6))
-    axes = figure.subplots()
-    positions = range(len(frame))
-    axes.bar([p - 0.2 for p in positions], frame["Thr. MAPE %"], width=0.4, label="throughput")
-    axes.bar([p + 0.2 for p in positions], frame["Batch MAPE %"], width=0.4, label="mean batch size")
-    axes.axhline(THROUGHPUT_BAR_MEDIAN_PCT, color="grey", linestyle="--", linewidth=1, label="median bar (8%)")
-    axes.set_xticks(list(positions), labels, fontsize=7)
-    axes.set_ylabel("MAPE (%)")
-    axes.set_title("Simulator vs real public H100 traces (simulated, calibrated in-sample)")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    return figure

@@ -1,6 +1,6 @@
 """Configuration of the advisor's artefacts, `config/bca/<dataset>.yaml`: epsilon, the
 SLO multipliers and reference point, the Fig. 12 grid, the Table V experiments and the
-Fig. 13 curves. Selectors are mappings column -> allowed values (see `slim.splits`).
+Fig. 13 curves. Selectors are mappings column -> allowed values (see `slim.paper.splits`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from slim.advisor.bca import DEFAULT_EPSILON
 from slim.errors import ConfigError
-from slim.splits import Selector
+from slim.paper.splits import Selector
 from slim.yaml_files import read_yaml_mapping
 
 

@@ -33,15 +33,15 @@ from slim.advisor.bca import (
 )
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
 from slim.advisor.slim_bca import slim_bca
-from slim.bca_config import CurveSelection, Table5Experiment
 from slim.errors import SplitError
 from slim.gpu.kv_memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim
+from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
+from slim.paper.splits import HeldOutSetting, select_rows
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
-from slim.splits import HeldOutSetting, select_rows
 
 # --- measured curves -------------------------------------------------------------------
 
@@ -233,42 +233,3 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
             row[f"{name}_kv_gib"] = kv_gib(arch, cap, curve)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.DataFrame:
-    """Counts and caps as integer text (NaN as '--'), for tables printed at fixed precision."""
-    shown = frame.copy()
-    for name in integer_columns:
-        shown[name] = [("--" if pd.isna(value) else f"{int(round(value))}") for value in shown[name]]
-    return shown
-
-
-ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"))
-ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))
-
-
-def advisors_display(comparison: pd.DataFrame) -> pd.DataFrame:
-    """`advisor_comparison` as a presentation table: one row per curve, columns
-    (advisor, metric), caps as integer text."""
-    index = [f"{model} IL {il:g} OL {ol:g}" for model, il, ol in
-             zip(comparison["model"], comparison["input_len"], comparison["output_len"])]
-    data = {}
-    for key, advisor in ADVISOR_LABELS:
-        for metric, shown in ADVISOR_METRICS:
-            values = comparison[f"{key}_{metric}"]
-            data[(advisor, shown)] = (["--" if pd.isna(v) else f"{int(v)}" for v in values]
-                                      if metric == "cap" else values.to_numpy(dtype=float))
-    return pd.DataFrame(data, index=pd.Index(index, name="curve"))
-
-
-def latex_escaped_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose column labels have ``%`` escaped for LaTeX (it starts a comment there)."""
-    def escape(label: Any) -> Any:
-        if isinstance(label, tuple):
-            return tuple(escape(part) for part in label)
-        return label.replace("%", "\\%") if isinstance(label, str) else label
-
-    escaped = frame.copy()
-    escaped.columns = (pd.MultiIndex.from_tuples([escape(c) for c in frame.columns])
-                       if isinstance(frame.columns, pd.MultiIndex) else [escape(c) for c in frame.columns])
-    return escaped

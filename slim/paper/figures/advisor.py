@@ -1,7 +1,7 @@
 """The advisor's figures: Fig. 12 (sensitivity heatmaps) and Fig. 13 (GPU memory per model).
 
-Pure functions from the tables of `slim.bca` to a matplotlib `Figure` built without
-pyplot; save them with `slim.plots.save_figure` (no timestamps in the files).
+Pure functions from the tables of `slim.paper.advisor_study` to a matplotlib `Figure` built without
+pyplot; save them with `slim.paper.figures.common.save_figure` (no timestamps in the files).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from slim.plots import PlotInputError
+from slim import columns as col
+from slim.errors import PlotInputError
 
 SENSITIVITY_METRICS = (
     ("throughput_retained_pct", "Throughput retained (% of profiled peak)", "viridis", ".0f"),
@@ -27,9 +28,7 @@ MEMORY_PARTS = (
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
-    missing = [column for column in columns if column not in frame.columns]
-    if missing:
-        raise PlotInputError(f"{name} table lacks column(s) {', '.join(missing)}")
+    col.require_columns(frame, columns, f"{name} table", PlotInputError)
     if frame.empty:
         raise PlotInputError(f"{name} table is empty")
 

@@ -19,22 +19,15 @@ from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
+from slim.paper.splits import HeldOutSetting, split_setting
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
-from slim.splits import HeldOutSetting, split_setting
 
 SLIM = "SLIM"
 LLMVISOR = "LLMVisor-Agg"
 IMAI = "IMAI OOD-LR"
 MAIN_PREDICTORS = (SLIM, LLMVISOR, IMAI)
 ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
-
-PREDICTION_COLUMNS = (
-    "setting", "predictor", col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
-    col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE, "measured_throughput", "predicted_throughput",
-    "measured_e2e_s", "predicted_e2e_s", "role",
-)
-
 
 @dataclass(frozen=True)
 class SettingEvaluation:
@@ -51,14 +44,14 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
                      throughput: np.ndarray, e2e_s: np.ndarray) -> pd.DataFrame:
     frame = rows[[col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
                   col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE]].copy()
-    frame.insert(0, "predictor", predictor)
-    frame.insert(0, "setting", setting)
-    frame["measured_throughput"] = rows[col.TOTAL_TOKEN_THROUGHPUT].to_numpy()
-    frame["predicted_throughput"] = throughput
-    frame["measured_e2e_s"] = rows[col.E2E_LATENCY_S].to_numpy()
-    frame["predicted_e2e_s"] = e2e_s
-    frame["role"] = role
-    return frame[list(PREDICTION_COLUMNS)]
+    frame.insert(0, col.PREDICTOR, predictor)
+    frame.insert(0, col.SETTING, setting)
+    frame[col.MEASURED_THROUGHPUT] = rows[col.TOTAL_TOKEN_THROUGHPUT].to_numpy()
+    frame[col.PREDICTED_THROUGHPUT] = throughput
+    frame[col.MEASURED_E2E_S] = rows[col.E2E_LATENCY_S].to_numpy()
+    frame[col.PREDICTED_E2E_S] = e2e_s
+    frame[col.ROLE] = role
+    return frame[list(col.PREDICTION_COLUMNS)]
 
 
 def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: ArchitectureCatalog,
@@ -119,13 +112,13 @@ def _llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame) -> tu
 
 def mape_table(predictions: pd.DataFrame) -> pd.DataFrame:
     """MAPE (%) of throughput and E2E per setting and predictor, over the validation rows."""
-    validation = predictions[predictions["role"] == "validate"]
+    validation = predictions[predictions[col.ROLE] == "validate"]
     records = []
-    for (setting, predictor), rows in validation.groupby(["setting", "predictor"], sort=False):
+    for (setting, predictor), rows in validation.groupby([col.SETTING, col.PREDICTOR], sort=False):
         records.append({
-            "setting": setting, "predictor": predictor, "n_validation": len(rows),
-            "mape_throughput_pct": mape_pct(rows["predicted_throughput"], rows["measured_throughput"]),
-            "mape_e2e_pct": mape_pct(rows["predicted_e2e_s"], rows["measured_e2e_s"]),
+            col.SETTING: setting, col.PREDICTOR: predictor, col.N_VALIDATION: len(rows),
+            **{metric.mape: mape_pct(rows[metric.predicted], rows[metric.measured])
+               for metric in col.PREDICTION_METRICS},
         })
     return pd.DataFrame.from_records(records)
 
@@ -137,10 +130,10 @@ def applicable_setting_names(settings: list[HeldOutSetting]) -> list[str]:
 def average_mape_reduction_pct(mapes: pd.DataFrame, settings: list[str]) -> float:
     """Headline (digest section 4): mean over the two baselines and two metrics of
     ``1 - mean_SLIM / mean_baseline``, each mean taken over the applicable settings, in %."""
-    chosen = mapes[mapes["setting"].isin(settings)]
+    chosen = mapes[mapes[col.SETTING].isin(settings)]
     reductions = []
-    for metric in ("mape_throughput_pct", "mape_e2e_pct"):
-        slim_mean = chosen.loc[chosen["predictor"] == SLIM, metric].mean()
+    for metric in col.PREDICTION_METRICS:
+        slim_mean = chosen.loc[chosen[col.PREDICTOR] == SLIM, metric.mape].mean()
         for baseline in (LLMVISOR, IMAI):
-            reductions.append(1.0 - slim_mean / chosen.loc[chosen["predictor"] == baseline, metric].mean())
+            reductions.append(1.0 - slim_mean / chosen.loc[chosen[col.PREDICTOR] == baseline, metric.mape].mean())
     return 100.0 * float(np.mean(reductions))

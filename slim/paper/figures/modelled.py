@@ -1,6 +1,6 @@
 """Plots of the MODELLED characterisation (the paper's Figs. 3-6): each function takes the
-table of `slim.modelled.characterisation_table` and returns a matplotlib `Figure` built
-without pyplot (save it with `slim.plots.save_figure`). Titles say the numbers are simulated
+table of `slim.paper.modelled_characterisation.characterisation_table` and returns a matplotlib `Figure` built
+without pyplot (save it with `slim.paper.figures.common.save_figure`). Titles say the numbers are simulated
 or modelled, never measured.
 """
 
@@ -15,10 +15,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from slim.characterise import PaperTable1
+from slim import columns as col
+from slim.errors import PlotInputError
 from slim.gpu.roofline import ridge_point_flop_per_byte
-from slim.modelled import SWEEP_QUANTITIES
-from slim.plots import PlotInputError, check_columns
+from slim.paper.characterisation_config import SWEEP_QUANTITIES
+from slim.paper.decode_attention_table import PaperTable1
 from slim.specs.hardware import Hardware
 
 SWEEP_SHORT = {"batch_size": "B", "input_len": "IL", "output_len": "OL"}
@@ -34,7 +35,8 @@ SWEEP_COLORMAP = "viridis"
 
 def _sweeps(table: pd.DataFrame, required: tuple[str, ...]) -> list[tuple[str, pd.DataFrame, str]]:
     """(quantity, its rows sorted by value, "(IL 256, OL 256)") per sweep, in table order."""
-    check_columns(table, ("sweep", "value", *SWEEP_QUANTITIES, *required), "characterisation")
+    col.require_columns(table, ("sweep", "value", *SWEEP_QUANTITIES, *required), "the characterisation table",
+                        PlotInputError)
     if table.empty:
         raise PlotInputError("the characterisation table is empty")
     sweeps = []

@@ -18,7 +18,7 @@ import yaml
 from slim import columns as col
 from slim.errors import ConfigError, SplitError
 
-SETTINGS_SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "settings.schema.yaml"
+SETTINGS_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "settings.schema.yaml"
 
 Selector = dict[str, list[Any]]
 

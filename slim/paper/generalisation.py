@@ -11,31 +11,25 @@ figure is meant to show it, not to hide it.
 
 The fit and the prediction reuse the held-out machinery: the training and target
 rows are a `HeldOutSetting` cut by `split_setting`, SLIM is `fit_slim`, and the
-prediction rows are those of `slim.evaluate` (x = the measured mean batch size).
+prediction rows are those of `slim.paper.heldout` (x = the measured mean batch size).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from slim import columns as col
-from slim.config import DatasetConfig
-from slim.errors import ConfigError
-from slim.evaluate import SLIM, prediction_rows
+from slim.errors import ConfigError, PlotInputError
 from slim.model.equations import ArchitectureLookup, predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
-from slim.plots import E2E, THROUGHPUT, PlotInputError, check_columns, curve_colors, curves
+from slim.paper.heldout import SLIM, prediction_rows
+from slim.paper.splits import HeldOutSetting, split_setting
+from slim.paper.tables import to_booktabs, to_markdown
 from slim.specs.hardware import Hardware
-from slim.splits import HeldOutSetting, split_setting
-from slim.tables import to_booktabs, to_markdown
 
 SECTION = "generalisation"
 SETTING_NAME = "generalisation"
@@ -43,92 +37,20 @@ TARGET_ROLE = "target"
 TENSOR_PARALLEL = col.TENSOR_PARALLEL
 """GPUs a run's model is sharded over (vLLM ``--tensor-parallel-size``; 1 = single GPU), from ingest."""
 
-PREDICTION_COLUMNS = (
-    col.RUN_ID, col.MODEL, TENSOR_PARALLEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.OUTPUT_LEN_NOMINAL,
-    col.MAX_NUM_SEQS, col.MEAN_BATCH_SIZE, THROUGHPUT[0], THROUGHPUT[1], E2E[0], E2E[1],
-)
+PREDICTION_COLUMNS = col.GENERALISATION_PREDICTION_COLUMNS
 """Columns of `fig11_predictions.csv`: one row per target run."""
-
-MAPE_COLUMNS = (col.MODEL, TENSOR_PARALLEL, "n_runs", THROUGHPUT[2], E2E[2])
+MAPE_COLUMNS = col.GENERALISATION_MAPE_COLUMNS
 
 
 # ------------------------------------------------------------------ configuration
 
 @dataclass(frozen=True)
 class GeneralisationConfig:
-    """The `generalisation` section of config.yaml, checked against the datasets."""
+    """The `generalisation` section of config.yaml (checked by `slim.pipeline.config.generalisation_config`)."""
 
     dataset: str
     train_models: tuple[str, ...]
     target_models: tuple[str, ...]
-
-
-def generalisation_config(config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]) -> GeneralisationConfig:
-    """Check the `generalisation` section against the resolved `datasets` (those of run_datasets).
-
-    Raises `ConfigError` naming ``generalisation.<key>`` when the section is
-    missing, its dataset is not in run_datasets, a model is not one of the
-    dataset's models, or a model is both trained on and predicted.
-    """
-    section = config.get(SECTION)
-    if not section:
-        raise ConfigError(f"`{SECTION}` is missing from the config; add dataset, train_models and target_models")
-    name = section["dataset"]
-    if name not in datasets:
-        raise ConfigError(f"{SECTION}.dataset = '{name}' is not listed in run_datasets "
-                          f"(listed: {', '.join(datasets)}); add it there or choose one of them")
-    models = datasets[name].models
-    for key in ("train_models", "target_models"):
-        for position, model in enumerate(section[key]):
-            if model not in models:
-                raise ConfigError(f"{SECTION}.{key}[{position}] = '{model}' is not a model of "
-                                  f"datasets.{name}.models (known: {', '.join(models)})")
-    for position, model in enumerate(section["target_models"]):
-        if model in section["train_models"]:
-            raise ConfigError(f"{SECTION}.target_models[{position}] = '{model}' is also in "
-                              f"{SECTION}.train_models; a target must be unseen")
-    return GeneralisationConfig(name, tuple(section["train_models"]), tuple(section["target_models"]))
-
-
-class GeneralisationInputs:
-    """Snakemake input and params functions of the Fig. 11 rules.
-
-    The config is checked when a Fig. 11 target is planned, not when the
-    workflow is parsed, so a run whose run_datasets omit the generalisation
-    dataset can still build everything else; asking for Fig. 11 then fails
-    before any job runs, naming ``generalisation.dataset``.
-    """
-
-    def __init__(self, config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]):
-        self._config, self._datasets = config, datasets
-
-    def resolved(self) -> tuple[GeneralisationConfig, DatasetConfig]:
-        checked = generalisation_config(self._config, self._datasets)
-        return checked, self._datasets[checked.dataset]
-
-    def clean_table(self, wildcards) -> str:
-        return f"results/{self.resolved()[0].dataset}/clean.parquet"
-
-    def dataset_name(self, wildcards) -> str:
-        return self.resolved()[0].dataset
-
-    def dataset_label(self, wildcards) -> str:
-        return self.resolved()[1].label
-
-    def hardware_name(self, wildcards) -> str:
-        return self.resolved()[1].hardware.name
-
-    def train_models(self, wildcards) -> list[str]:
-        return list(self.resolved()[0].train_models)
-
-    def target_models(self, wildcards) -> list[str]:
-        return list(self.resolved()[0].target_models)
-
-    def report_category(self) -> str:
-        """``Generalisation (simulated)`` or ``(real)``, read from the raw config (never fails)."""
-        name = self._config.get(SECTION, {}).get("dataset")
-        kind = self._config.get("datasets", {}).get(name, {}).get("kind", "unknown")
-        return f"Generalisation ({kind})"
 
 
 # ------------------------------------------------------------------ data
@@ -185,9 +107,8 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
     the paper. The x value is each run's measured mean batch size, as in the
     held-out evaluation (`slim.model.equations.predict_frame`).
     """
-    if TENSOR_PARALLEL not in clean.columns:
-        raise ConfigError(f"the cleaned table lacks the '{TENSOR_PARALLEL}' column; "
-                          "re-run ingest (snakemake --forcerun ingest)")
+    col.require_columns(clean, (TENSOR_PARALLEL,), "the cleaned table", ConfigError,
+                        fix="re-run ingest (snakemake --forcerun ingest)")
     setting = generalisation_setting(clean, config)
     split = split_setting(clean, setting)
     sharded = split.train[split.train[TENSOR_PARALLEL] != 1]
@@ -207,13 +128,13 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
 
 def generalisation_mapes(predictions: pd.DataFrame) -> pd.DataFrame:
     """MAPE (%) of throughput and E2E latency per target model, over all its runs."""
-    check_columns(predictions, PREDICTION_COLUMNS, "Fig. 11 predictions")
+    col.require_columns(predictions, PREDICTION_COLUMNS, "the Fig. 11 predictions table", PlotInputError)
     records = []
     for model, rows in predictions.groupby(col.MODEL, sort=False):
         records.append({
-            col.MODEL: model, TENSOR_PARALLEL: _tensor_parallel_label(rows), "n_runs": len(rows),
-            THROUGHPUT[2]: mape_pct(rows[THROUGHPUT[1]], rows[THROUGHPUT[0]]),
-            E2E[2]: mape_pct(rows[E2E[1]], rows[E2E[0]]),
+            col.MODEL: model, TENSOR_PARALLEL: _tensor_parallel_label(rows), col.N_RUNS: len(rows),
+            **{metric.mape: mape_pct(rows[metric.predicted], rows[metric.measured])
+               for metric in col.PREDICTION_METRICS},
         })
     return pd.DataFrame.from_records(records, columns=list(MAPE_COLUMNS))
 
@@ -227,9 +148,9 @@ def table_fig11_display(mapes: pd.DataFrame) -> pd.DataFrame:
     """Per target model: GPUs, runs, throughput and E2E MAPE (%)."""
     return pd.DataFrame({
         "GPUs (TP)": mapes[TENSOR_PARALLEL].astype(str).to_numpy(),
-        "Runs": mapes["n_runs"].astype(int).astype(str).to_numpy(),
-        "Thr. MAPE": mapes[THROUGHPUT[2]].to_numpy(),
-        "E2E MAPE": mapes[E2E[2]].to_numpy(),
+        "Runs": mapes[col.N_RUNS].astype(int).astype(str).to_numpy(),
+        "Thr. MAPE": mapes[col.THROUGHPUT_METRIC.mape].to_numpy(),
+        "E2E MAPE": mapes[col.E2E_METRIC.mape].to_numpy(),
     }, index=pd.Index(mapes[col.MODEL], name="Target model"))
 
 
@@ -252,54 +173,3 @@ def table_fig11_markdown(mapes: pd.DataFrame, dataset_label: str, train_models: 
     """The same table for the README, its caption as the lead paragraph."""
     caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs)
     return f"{caption}\n\n{to_markdown(table_fig11_display(mapes), index_label='target model')}"
-
-
-# ------------------------------------------------------------------ figure
-
-MEASURED_STYLE = {"linestyle": "-", "marker": "o", "markersize": 4.5, "linewidth": 1.4}
-PREDICTED_STYLE = {"linestyle": "-.", "linewidth": 1.6}
-
-
-def plot_generalisation(predictions: pd.DataFrame, dataset_label: str, train_label: str) -> Figure:
-    """Fig. 11: measured vs SLIM-predicted throughput (top) and E2E latency (bottom).
-
-    One column per target model (in the order of `predictions`), x = measured
-    mean batch size (log2). Each output length is a shade of the model's hue:
-    solid lines with markers are the runs of `dataset_label`, dash-dot lines
-    SLIM's predictions (fitted on `train_label` only, no tensor-parallel
-    modelling). Each panel's title carries the model's MAPE of that metric.
-    """
-    check_columns(predictions, PREDICTION_COLUMNS, "Fig. 11 predictions")
-    if predictions.empty:
-        raise PlotInputError("plot_generalisation: no target run to plot")
-    mapes = generalisation_mapes(predictions).set_index(col.MODEL)
-    models = list(mapes.index)
-    colors = curve_colors(predictions)
-    figure = Figure(figsize=(3.9 * len(models), 7.4), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(2, len(models), squeeze=False)
-    for column, model in enumerate(models):
-        rows = predictions[predictions[col.MODEL] == model]
-        gpus = mapes.loc[model, TENSOR_PARALLEL]
-        heading = f"{model}, " + ("1 GPU" if gpus == "1" else f"TP {gpus} ({gpus} GPUs)")
-        for row, metric in enumerate((THROUGHPUT, E2E)):
-            ax = axes[row, column]
-            for key, curve in curves(rows):
-                ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric[0]], color=colors[key], zorder=3, **MEASURED_STYLE)
-                ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric[1]], color=colors[key], zorder=2,
-                        **PREDICTED_STYLE)
-            ax.set_xscale("log", base=2)
-            ax.set_ylim(bottom=0)
-            ax.grid(True, which="major", alpha=0.3)
-            ax.set_title(f"{heading}\nSLIM MAPE {mapes.loc[model, metric[2]]:.1f} %", fontsize="medium")
-            ax.set_ylabel(metric[3] if column == 0 else "")
-            ax.set_xlabel("Mean batch size" if row == 1 else "")
-        axes[0, column].legend(handles=[Line2D([], [], color=colors[key], label=f"OL {key[1]:g}", **MEASURED_STYLE)
-                                        for key, _ in curves(rows)], fontsize="small", loc="upper left")
-    figure.legend(handles=[
-        Line2D([], [], color="black", label=f"Measured ({dataset_label})", **MEASURED_STYLE),
-        Line2D([], [], color="black", label=f"SLIM, fitted on {train_label} only (no TP modelling)",
-               **PREDICTED_STYLE),
-    ], loc="outside lower center", ncol=2, frameon=False)
-    figure.suptitle(f"Fig. 11: SLIM on unseen models, {dataset_label} data")
-    return figure

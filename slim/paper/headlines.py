@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from slim.errors import ConfigError
-from slim.evaluate import SLIM
+from slim.paper.heldout import SLIM
 
 _METRICS = {"throughput": "mape_throughput_pct", "e2e": "mape_e2e_pct"}
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 
-from slim.evaluate import ABLATION_LABELS, MAIN_PREDICTORS, SLIM
-from slim.splits import HeldOutSetting
+from slim.paper.heldout import ABLATION_LABELS, MAIN_PREDICTORS, SLIM
+from slim.paper.splits import HeldOutSetting
 
 METRICS = (("mape_throughput_pct", "Thr."), ("mape_e2e_pct", "E2E"))
 
@@ -84,3 +85,44 @@ def to_markdown(frame: pd.DataFrame, precision: int = 1, index_label: str = "set
     lines = [header, "|" + "---|" * (len(flat.columns) + 1)]
     lines += ["| " + str(index) + " | " + " | ".join(row) + " |" for index, row in zip(flat.index, flat.values)]
     return "\n".join(lines) + "\n"
+
+
+# --- the advisor study's tables (Tables V, VI and the advisor comparison) -------------
+
+def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.DataFrame:
+    """Counts and caps as integer text (NaN as '--'), for tables printed at fixed precision."""
+    shown = frame.copy()
+    for name in integer_columns:
+        shown[name] = [("--" if pd.isna(value) else f"{int(round(value))}") for value in shown[name]]
+    return shown
+
+
+ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"))
+ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))
+
+
+def advisors_display(comparison: pd.DataFrame) -> pd.DataFrame:
+    """`advisor_comparison` as a presentation table: one row per curve, columns
+    (advisor, metric), caps as integer text."""
+    index = [f"{model} IL {il:g} OL {ol:g}" for model, il, ol in
+             zip(comparison["model"], comparison["input_len"], comparison["output_len"])]
+    data = {}
+    for key, advisor in ADVISOR_LABELS:
+        for metric, shown in ADVISOR_METRICS:
+            values = comparison[f"{key}_{metric}"]
+            data[(advisor, shown)] = (["--" if pd.isna(v) else f"{int(v)}" for v in values]
+                                      if metric == "cap" else values.to_numpy(dtype=float))
+    return pd.DataFrame(data, index=pd.Index(index, name="curve"))
+
+
+def latex_escaped_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose column labels have ``%`` escaped for LaTeX (it starts a comment there)."""
+    def escape(label: Any) -> Any:
+        if isinstance(label, tuple):
+            return tuple(escape(part) for part in label)
+        return label.replace("%", "\\%") if isinstance(label, str) else label
+
+    escaped = frame.copy()
+    escaped.columns = (pd.MultiIndex.from_tuples([escape(c) for c in frame.columns])
+                       if isinstance(frame.columns, pd.MultiIndex) else [escape(c) for c in frame.columns])
+    return escaped

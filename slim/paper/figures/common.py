@@ -1,0 +1,64 @@
+"""What the figure modules share: writing a figure without timestamps, and the colours and
+order of the prediction curves (one model at one nominal output length)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from slim import columns as col
+
+PNG_DPI = 150
+CURVE_KEYS = (col.MODEL, col.OUTPUT_LEN_NOMINAL)
+"""A prediction curve: the runs of one model at one nominal output length."""
+
+METRIC_AXIS_LABELS = {col.THROUGHPUT_METRIC.name: "Throughput (tokens/s)", col.E2E_METRIC.name: "E2E latency (s)"}
+"""Axis label of each `columns.PredictionMetric`."""
+
+# One sequential colour map per model, so curves of one model share a hue and
+# darken with output length (Fig. 9's same-curve panel holds every curve).
+MODEL_COLORMAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
+
+
+def save_figure(figure: Figure, pdf_path: str | Path, png_path: str | Path, dpi: int = PNG_DPI) -> None:
+    """Write the figure as PDF and PNG with no timestamps or software version in the
+    metadata, so saving the same figure twice gives byte-identical files.
+
+    The figure's layout engine (constrained layout) is run once and then fixed:
+    left active, it would lay the figure out anew for every save, and its result
+    depends on the previous save's resolution, so a PDF written after a PNG
+    would differ from one written before it.
+    """
+    if figure.get_layout_engine() is not None:
+        figure.draw_without_rendering()
+        figure.set_layout_engine("none")
+    for path in (pdf_path, png_path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(pdf_path, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None,
+                                                     "Creator": None})
+    figure.savefig(png_path, format="png", dpi=dpi, metadata={"Software": None})
+
+
+def curves(rows: pd.DataFrame):
+    """(curve key, its rows sorted by batch size) for every prediction curve, in a fixed order."""
+    for key, curve in rows.groupby(list(CURVE_KEYS), sort=True):
+        yield key, curve.sort_values(col.MEAN_BATCH_SIZE)
+
+
+def curve_colors(rows: pd.DataFrame) -> dict[tuple, tuple]:
+    """One colour per curve: a hue per model, darker for longer outputs."""
+    keys = [key for key, _ in curves(rows)]
+    models = sorted({model for model, _ in keys})
+    colors = {}
+    for model_index, model in enumerate(models):
+        colormap = colormaps[MODEL_COLORMAPS[model_index % len(MODEL_COLORMAPS)]]
+        lengths = sorted(output_len for name, output_len in keys if name == model)
+        # Sequential maps run light -> dark; the ends are too pale or too dark to read.
+        shades = np.linspace(0.45, 0.9, len(lengths)) if len(lengths) > 1 else [0.7]
+        for output_len, shade in zip(lengths, shades):
+            colors[(model, output_len)] = colormap(shade)
+    return colors
