@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from slim import columns as col
-from slim.config import DatasetConfig, GeneralisationInputs, generalisation_config
 from slim.errors import ConfigError
 from slim.model.equations import SlimParams, predict_throughput_tokens_per_s
 from slim.paper.figures.generalisation import plot_generalisation
@@ -32,7 +31,9 @@ from slim.paper.generalisation import (
     generalisation_mapes,
     table_fig11_latex,
 )
-from slim.pipeline_io import write_csv
+from slim.pipeline.config import DatasetConfig, generalisation_config
+from slim.pipeline.io import write_csv
+from slim.pipeline.snakemake_inputs import GeneralisationInputs
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 

@@ -2,8 +2,9 @@
 import re
 from pathlib import Path
 
-from slim.config import GeneralisationInputs, check_config
 from slim.paper.splits import load_settings
+from slim.pipeline.config import check_config
+from slim.pipeline.snakemake_inputs import GeneralisationInputs
 
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]

@@ -1,6 +1,6 @@
 # Fig. 11: SLIM fitted only on the single-GPU runs of config `generalisation.train_models`,
 # predicting unseen models (GQA, tensor parallelism). The config is checked when these
-# targets are planned (GENERALISATION, slim.config.GeneralisationInputs, in common.smk),
+# targets are planned (GENERALISATION, slim.pipeline.config.GeneralisationInputs, in common.smk),
 # naming the key.
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 from slim.paper.advisor_study import advisor_comparison
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.tables import advisors_display, latex_escaped_columns, to_booktabs
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

@@ -5,7 +5,7 @@ from slim.paper.advisor_study import memory_breakdown
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.figures.advisor import plot_memory_breakdown
 from slim.paper.figures.common import save_figure
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

@@ -6,7 +6,7 @@ from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.figures.advisor import plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import load_settings
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

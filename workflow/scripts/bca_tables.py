@@ -7,7 +7,7 @@ from slim.paper.advisor_study import table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
 from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

@@ -2,7 +2,7 @@
 import pandas as pd
 
 from slim import columns as col
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
 from slim.sim.constants import load_sim_constants
 from slim.specs.architecture import load_architectures

@@ -5,7 +5,7 @@ import pandas as pd
 import yaml
 
 from slim.paper.headlines import check_headlines, load_expected, measured_headlines
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 mapes = pd.read_csv(snakemake.input.mapes)

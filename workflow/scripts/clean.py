@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from slim.pipeline_io import open_log, write_csv, write_parquet
+from slim.pipeline.io import open_log, write_csv, write_parquet
 from slim.traces.clean import CleaningPolicy, clean_runs, summarise_report
 
 log = open_log(snakemake.log[0])

@@ -5,7 +5,7 @@ import pandas as pd
 
 from slim.paper.heldout import evaluate_setting
 from slim.paper.splits import load_settings
-from slim.pipeline_io import open_log, write_parquet
+from slim.pipeline.io import open_log, write_parquet
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

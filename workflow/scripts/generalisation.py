@@ -11,7 +11,7 @@ from slim.paper.generalisation import (
     table_fig11_latex,
     table_fig11_markdown,
 )
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

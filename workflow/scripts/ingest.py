@@ -1,5 +1,5 @@
 """Snakemake adapter: ingest a trace folder into results/<dataset>/runs.parquet."""
-from slim.pipeline_io import open_log, write_parquet
+from slim.pipeline.io import open_log, write_parquet
 from slim.specs.architecture import load_architectures
 from slim.traces.ingest import ingest_traces
 

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from slim.paper.modelled_characterisation import characterisation_csv, characterisation_table, load_characterisation
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 config, arch, hardware, constants = load_characterisation(snakemake.params.characterisation, snakemake.input.models,

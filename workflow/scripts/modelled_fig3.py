@@ -3,7 +3,7 @@ import pandas as pd
 
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.modelled import plot_phase_breakdown
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 table = pd.read_csv(snakemake.input.table)

@@ -4,7 +4,7 @@ import pandas as pd
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.modelled import plot_decode_utilisation
 from slim.paper.modelled_characterisation import decode_bandwidth_cap
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 from slim.sim.constants import load_sim_constants
 
 log = open_log(snakemake.log[0])

@@ -4,7 +4,7 @@ import pandas as pd
 from slim.paper.decode_attention_table import load_paper_table1
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.modelled import paper_matches, plot_attention_roofline
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])

@@ -6,7 +6,7 @@ from slim import columns as col
 from slim.paper.figures.characterisation import plot_batch_scaling_rows
 from slim.paper.figures.common import save_figure
 from slim.paper.measured_characterisation import PREEMPTED, batch_scaling_runs
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 rows = [(label, pd.read_parquet(path), output_len)

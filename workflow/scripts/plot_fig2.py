@@ -5,7 +5,7 @@ from slim import columns as col
 from slim.paper.figures.characterisation import plot_length_sweeps
 from slim.paper.figures.common import save_figure
 from slim.paper.measured_characterisation import sweep_panels
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)

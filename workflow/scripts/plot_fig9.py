@@ -5,7 +5,7 @@ from slim.paper.figures.common import save_figure
 from slim.paper.figures.heldout import plot_heldout_settings
 from slim.paper.heldout import mape_table
 from slim.paper.splits import load_settings
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 predictions = pd.concat([pd.read_parquet(path) for path in snakemake.input.predictions], ignore_index=True)

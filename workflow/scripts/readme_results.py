@@ -1,8 +1,8 @@
 """Snakemake adapter: print the generated result tables into the README's results section."""
 from pathlib import Path
 
-from slim.pipeline_io import open_log
-from slim.readme import replace_section
+from slim.pipeline.io import open_log
+from slim.pipeline.readme import replace_section
 
 log = open_log(snakemake.log[0])
 summary = "\n".join(Path(path).read_text() for path in snakemake.input.summaries)

@@ -6,7 +6,7 @@ import pandas as pd
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.sim_validation import plot_validation
 from slim.paper.sim_validation import validation_latex
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 
 log = open_log(snakemake.log[0])
 curves = pd.read_csv(snakemake.input.validation)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from slim.pipeline_io import open_log
+from slim.pipeline.io import open_log
 from slim.sim.constants import load_sim_constants
 from slim.sim.grid import simulate_grid_to_dir
 from slim.specs.architecture import load_architectures

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from slim.paper.decode_attention_table import intensity_agreement, load_paper_table1, table1_frame, table1_latex
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 

@@ -6,7 +6,7 @@ import pandas as pd
 from slim.paper.heldout import MAIN_PREDICTORS, applicable_setting_names, average_mape_reduction_pct, mape_table
 from slim.paper.splits import load_settings
 from slim.paper.tables import load_paper_reference, paper_matrix, table3, table4, to_booktabs, to_markdown
-from slim.pipeline_io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv
 
 log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label
