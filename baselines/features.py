@@ -8,15 +8,14 @@ the missing or non-finite column.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError, NotFittedError
 from slim.model.equations import throughput_from_e2e
-from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.architecture import ArchitectureArrays, ArchitectureCatalog
+from slim.specs.workload import Workload
 
 # Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).
 N_LAYERS = "n_layers"
@@ -26,34 +25,6 @@ N_KV_HEADS = "n_kv_heads"
 ARCHITECTURE_COLUMNS = (N_LAYERS, HIDDEN_DIM, N_Q_HEADS, N_KV_HEADS)
 
 WORKLOAD_COLUMNS = (col.MEAN_BATCH_SIZE, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """Workload variables of each configuration (one entry per row of X)."""
-
-    mean_batch_size: np.ndarray   # B: measured mean running batch
-    input_len_tokens: np.ndarray  # IL
-    output_len_tokens: np.ndarray  # OL
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.mean_batch_size.shape[0])
-
-
-@dataclass(frozen=True)
-class ArchitectureArrays:
-    """Numeric model characteristics of each configuration."""
-
-    n_layers: np.ndarray    # L
-    hidden_dim: np.ndarray  # D
-    n_q_heads: np.ndarray   # H_q
-    n_kv_heads: np.ndarray  # H_kv
-
-    @property
-    def kv_dim(self) -> np.ndarray:
-        """``D_kv = D H_kv / H_q`` (equals ``D`` without GQA)."""
-        return self.hidden_dim * self.n_kv_heads / self.n_q_heads
 
 
 def add_architecture_columns(frame: pd.DataFrame, catalog: ArchitectureCatalog) -> pd.DataFrame:
@@ -82,22 +53,18 @@ def column_array(frame: pd.DataFrame, column: str, *, positive: bool = False) ->
 
 
 def workload_arrays(frame: pd.DataFrame) -> Workload:
-    """``B, IL, OL`` of each row (all must be positive and finite)."""
+    """``B, IL, OL`` of each row (all must be positive and finite); B is the measured mean running batch."""
     return Workload(
-        mean_batch_size=column_array(frame, col.MEAN_BATCH_SIZE, positive=True),
-        input_len_tokens=column_array(frame, col.INPUT_LEN_MEAN, positive=True),
-        output_len_tokens=column_array(frame, col.OUTPUT_LEN_MEAN, positive=True),
+        batch_size=column_array(frame, col.MEAN_BATCH_SIZE, positive=True),
+        input_len=column_array(frame, col.INPUT_LEN_MEAN, positive=True),
+        output_len=column_array(frame, col.OUTPUT_LEN_MEAN, positive=True),
     )
 
 
 def architecture_arrays(frame: pd.DataFrame) -> ArchitectureArrays:
     """``L, D, H_q, H_kv`` of each row; see `add_architecture_columns`."""
-    missing = [c for c in ARCHITECTURE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ConfigError(
-            f"X lacks architecture column(s) {', '.join(missing)}; "
-            "call baselines.features.add_architecture_columns(X, load_architectures()) first"
-        )
+    col.require_columns(frame, ARCHITECTURE_COLUMNS, "X", ConfigError,
+                        fix="call baselines.features.add_architecture_columns(X, load_architectures()) first")
     return ArchitectureArrays(*(column_array(frame, c, positive=True) for c in ARCHITECTURE_COLUMNS))
 
 
@@ -119,8 +86,7 @@ class ThroughputFromE2EMixin:
     def predict_throughput(self, X) -> np.ndarray:
         """Total-token throughput (tokens/s), Eq. 6: ``T = B (IL + OL) / E2E``."""
         workload = workload_arrays(X)
-        return throughput_from_e2e(workload.input_len_tokens, workload.output_len_tokens,
-                                   workload.mean_batch_size, self.predict(X))
+        return throughput_from_e2e(workload.input_len, workload.output_len, workload.batch_size, self.predict(X))
 
 
 def check_fitted(estimator: object, attribute: str) -> None:
@@ -134,6 +100,4 @@ def check_fitted(estimator: object, attribute: str) -> None:
 def _require_frame(frame: object, required: tuple[str, ...], where: str) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise ConfigError(f"{where}: X must be a pandas DataFrame with columns {', '.join(required)}")
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        raise ConfigError(f"{where}: X lacks column(s) {', '.join(missing)}")
+    col.require_columns(frame, required, f"{where}: X", ConfigError)

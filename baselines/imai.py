@@ -50,7 +50,7 @@ def imai_features(workload: Workload, arch: ArchitectureArrays) -> np.ndarray:
     (memory-bound decode at small batch); ``L D B OL`` per-layer per-token
     activation/KV row traffic of the batch over the decode.
     """
-    b, il, ol = workload.mean_batch_size, workload.input_len_tokens, workload.output_len_tokens
+    b, il, ol = workload.batch_size, workload.input_len, workload.output_len
     layers, hidden = arch.n_layers, arch.hidden_dim
     return np.column_stack([
         b, il, ol,
@@ -120,7 +120,7 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         if not (np.isfinite(self.alpha) and self.alpha >= 0):
             raise ConfigError(f"ImaiOodLr: alpha must be finite and >= 0, got {self.alpha}")
         workload = workload_arrays(X)
-        e2e_s = target_array(y, workload.n_rows)
+        e2e_s = target_array(y, len(workload.batch_size))
         design = imai_features(workload, architecture_arrays(X))
 
         mean = design.mean(axis=0)
@@ -147,7 +147,7 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         self.feature_scale_ = scale
         self.active_features_ = active
         self.regressor_ = regressor
-        self.n_train_ = workload.n_rows
+        self.n_train_ = len(workload.batch_size)
         return self
 
     def predict(self, X) -> np.ndarray:

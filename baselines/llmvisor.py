@@ -37,7 +37,7 @@ def prefill_features(workload: Workload) -> np.ndarray:
     prefilling its ``IL`` prompt tokens (``p_i = IL``); the context term
     ``sum c_i`` is zero for a prefill without prefix caching, so it is left out.
     """
-    b, il = workload.mean_batch_size, workload.input_len_tokens
+    b, il = workload.batch_size, workload.input_len
     return np.column_stack([np.ones_like(b), b * il, b * il**2, b])
 
 
@@ -52,7 +52,7 @@ def decode_features(workload: Workload) -> np.ndarray:
     context tokens attended per step is ``B (IL + OL / 2)`` (SLIM's active
     context).
     """
-    b, il, ol = workload.mean_batch_size, workload.input_len_tokens, workload.output_len_tokens
+    b, il, ol = workload.batch_size, workload.input_len, workload.output_len
     return np.column_stack([np.ones_like(b), b, b * (il + ol / 2.0)])
 
 
@@ -249,9 +249,9 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         for ``ttft_target="measured"``); `y`: measured E2E latency (s, Little's law)."""
         self._check_params()
         workload = workload_arrays(X)
-        e2e_s = target_array(y, workload.n_rows)
+        e2e_s = target_array(y, len(workload.batch_size))
         itl_s = column_array(X, col.MEAN_ITL_MS, positive=True) / 1e3
-        decode_steps = workload.output_len_tokens - 1.0
+        decode_steps = workload.output_len - 1.0
         if self.ttft_target == "in_batch":
             prefill_target_s = np.maximum(e2e_s - itl_s * decode_steps, self.ttft_floor_s)
         else:
@@ -268,7 +268,7 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
 
         prefill_design = prefill_features(workload)
         decode_design = decode_features(workload)
-        batch = workload.mean_batch_size
+        batch = workload.batch_size
         self.prefill_fit_ = fit_two_segments(
             prefill_design, prefill_target_s, prefill_weights, batch,
             min_segment_size=self._segment_size(prefill_design),
@@ -284,7 +284,7 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         self.prefill_coef_ = np.vstack([self.prefill_fit_.coef_low, self.prefill_fit_.coef_high])
         self.decode_coef_ = np.vstack([self.decode_fit_.coef_low, self.decode_fit_.coef_high])
         self.prefill_target_s_ = prefill_target_s
-        self.n_train_ = workload.n_rows
+        self.n_train_ = len(workload.batch_size)
         return self
 
     def _segment_size(self, design: np.ndarray) -> int:
@@ -294,19 +294,19 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         """Prefill function: predicted (in-batch or measured, as fitted) TTFT in seconds, >= 0."""
         check_fitted(self, "prefill_fit_")
         workload = workload_arrays(X)
-        return np.maximum(self.prefill_fit_.predict(prefill_features(workload), workload.mean_batch_size), 0.0)
+        return np.maximum(self.prefill_fit_.predict(prefill_features(workload), workload.batch_size), 0.0)
 
     def predict_itl_s(self, X) -> np.ndarray:
         """Decode function: predicted mean inter-token latency in seconds, >= 0."""
         check_fitted(self, "decode_fit_")
         workload = workload_arrays(X)
-        return np.maximum(self.decode_fit_.predict(decode_features(workload), workload.mean_batch_size), 0.0)
+        return np.maximum(self.decode_fit_.predict(decode_features(workload), workload.batch_size), 0.0)
 
     def predict(self, X) -> np.ndarray:
         """E2E latency (s): ``TTFT + ITL (OL - 1)``."""
         check_fitted(self, "decode_fit_")
         workload = workload_arrays(X)
-        return self.predict_ttft_s(X) + self.predict_itl_s(X) * (workload.output_len_tokens - 1.0)
+        return self.predict_ttft_s(X) + self.predict_itl_s(X) * (workload.output_len - 1.0)
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "decode_fit_")

@@ -23,11 +23,11 @@ from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
 from slim.advisor.slim_bca import kv_capacity_sequences, slim_curve_predictor
 from slim.errors import AdvisorError, SlimError, TraceFormatError
-from slim.gpu.kv_memory import GIB, KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
+from slim.gpu.kv_memory import KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.fit import SlimFit, fit_slim
 from slim.specs.architecture import Architecture, load_architectures
-from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.hardware import GIB, Hardware, load_hardware
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import ingest_traces
 

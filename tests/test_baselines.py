@@ -168,14 +168,14 @@ def _llmvisor_truth_frame(seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     frame = _workload_frame(rng)
     workload = workload_arrays(frame)
-    b = workload.mean_batch_size
+    b = workload.batch_size
     ttft_s = np.where(b <= PREFILL_BREAK, prefill_features(workload) @ PREFILL_TRUTH[0],
                       prefill_features(workload) @ PREFILL_TRUTH[1])
     itl_s = np.where(b <= DECODE_BREAK, decode_features(workload) @ DECODE_TRUTH[0],
                      decode_features(workload) @ DECODE_TRUTH[1])
     frame[col.MEAN_ITL_MS] = itl_s * 1e3
     frame[col.MEAN_TTFT_MS] = ttft_s * 1e3
-    frame[col.E2E_LATENCY_S] = ttft_s + itl_s * (workload.output_len_tokens - 1)
+    frame[col.E2E_LATENCY_S] = ttft_s + itl_s * (workload.output_len - 1)
     return frame
 
 
@@ -201,7 +201,7 @@ def test_llmvisor_nonnegative_and_single_segment_recover_a_linear_truth():
     workload = workload_arrays(frame)
     ttft_s, itl_s = prefill_features(workload) @ PREFILL_TRUTH[0], decode_features(workload) @ DECODE_TRUTH[0]
     frame[col.MEAN_ITL_MS] = itl_s * 1e3
-    y = ttft_s + itl_s * (workload.output_len_tokens - 1)
+    y = ttft_s + itl_s * (workload.output_len - 1)
     for model in (LLMVisorAgg(n_segments=1), LLMVisorAgg(nonnegative=True)):
         model.fit(frame, y)
         np.testing.assert_allclose(model.prefill_coef_, np.vstack([PREFILL_TRUTH[0]] * 2), rtol=1e-5)

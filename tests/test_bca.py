@@ -10,7 +10,6 @@ from slim import columns as col
 from slim.advisor.measured import measured_curves
 from slim.advisor.slim_bca import slim_curve_predictor
 from slim.errors import ConfigError, SplitError
-from slim.gpu.kv_memory import GIB
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.paper.advisor_study import (
@@ -28,7 +27,7 @@ from slim.paper.figures.common import save_figure
 from slim.paper.splits import HeldOutSetting
 from slim.paper.tables import advisors_display, as_display, latex_escaped_columns
 from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.hardware import GIB, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = load_architectures(REPO / "config" / "models.yaml")

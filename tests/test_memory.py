@@ -11,7 +11,7 @@ import pytest
 
 from slim.errors import AdvisorError
 from slim.gpu.kv_memory import (
-    GIB,
+    VllmMemoryProfile,
     blocks_per_sequence,
     default_kv_reservation_bytes,
     gpu_memory_utilization_for,
@@ -19,11 +19,12 @@ from slim.gpu.kv_memory import (
     kv_bytes_needed,
     kv_reservation_from_blocks,
     num_gpu_blocks_override_for,
+    plan_kv_cache,
     plan_kv_memory,
     weight_bytes,
 )
 from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.hardware import GIB, load_hardware
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 TRACE_RUN = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "vllm-h100-public"
@@ -80,6 +81,23 @@ def test_default_reservation_hand_computed(catalog, h100):
         default_kv_reservation_bytes(arch, h100, -1.0)
     with pytest.raises(AdvisorError):
         default_kv_reservation_bytes(arch, h100, 0.0, gpu_memory_utilization=1.5)
+
+
+def test_the_default_reservation_is_the_profiled_model_without_a_profile(catalog, h100):
+    # One reservation model: the simulator's profiled plan with nothing reserved by the driver,
+    # no activation peak and the advisor's lumped overhead as non-torch memory gives exactly
+    # the advisor's default reservation, and the blocks it holds.
+    arch = catalog["opt-1.3b"]
+    lumped = VllmMemoryProfile(device_reserved_bytes=0.0, non_torch_memory_bytes=0.7 * GIB,
+                               logits_bytes_per_vocab_entry_per_seq=0.0, activation_bytes_per_token_per_hidden=0.0,
+                               max_num_batched_tokens=512, block_size=16)
+    plan = plan_kv_cache(arch, h100, lumped, max_num_seqs=256, max_model_len=2048)
+    assert plan.kv_cache_bytes == default_kv_reservation_bytes(arch, h100, 0.7 * GIB)
+    assert plan.num_gpu_blocks == int(plan.kv_cache_bytes // (16 * OPT_13B_KV_BYTES_PER_TOKEN))
+    assert plan.failure is None
+    # The profile run's activations: logits of every sequence plus the hidden states of the token budget.
+    profiled = VllmMemoryProfile(0.0, 0.0, 36.0, 45.0, 512, 16)
+    assert profiled.activation_peak_bytes(arch, 64) == 36.0 * 64 * arch.vocab_size + 45.0 * 512 * 2048
 
 
 def test_reservation_from_blocks_hand_computed(catalog):

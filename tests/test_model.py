@@ -17,7 +17,6 @@ from slim.model.equations import (
     NO_DENSE_DECODE,
     NO_KV_SCAN,
     Ablation,
-    ArchitectureArrays,
     SlimParams,
     decode_time_s,
     dense_decode_time_s,
@@ -31,7 +30,7 @@ from slim.model.equations import (
     prefill_flops,
     prefill_time_s,
 )
-from slim.specs.architecture import load_architectures
+from slim.specs.architecture import ArchitectureArrays, load_architectures
 from slim.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parents[1]

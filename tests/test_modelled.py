@@ -13,7 +13,7 @@ import yaml
 
 from slim.errors import ConfigError, PlotInputError
 from slim.gpu.roofline import ridge_point_flop_per_byte
-from slim.paper.characterisation_config import Workload, parse_characterisation_config, resolve_characterisation
+from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.decode_attention_table import load_paper_table1
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.modelled import (
@@ -33,6 +33,7 @@ from slim.paper.modelled_characterisation import (
 from slim.sim.cost import StepCostModel
 from slim.specs.architecture import BYTES_PER_FP16, load_architectures
 from slim.specs.hardware import load_hardware
+from slim.specs.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

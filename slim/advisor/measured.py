@@ -51,9 +51,7 @@ class MeasuredCurve:
 
 def curve_from_rows(rows: pd.DataFrame) -> MeasuredCurve:
     """The curve of the runs of one (model, IL, OL); raises `AdvisorError` naming missing columns."""
-    missing = [name for name in CURVE_COLUMNS if name not in rows.columns]
-    if missing:
-        raise AdvisorError(f"runs table lacks column(s) {', '.join(missing)} needed for BCA curves")
+    col.require_columns(rows, CURVE_COLUMNS, "runs table", AdvisorError, fix="BCA curves need them")
     rows = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
     first = rows.iloc[0]
     return MeasuredCurve(

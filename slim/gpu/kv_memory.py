@@ -1,6 +1,20 @@
-"""KV-cache memory arithmetic for a batch cap: what vLLM reserves by default, what a
-cap needs, what is saved, and the server flags that reserve only what is needed
-(paper Section VII-B3, Fig. 13).
+"""vLLM's KV-cache memory: the one model of how much KV cache a server reserves, what a batch
+cap needs, what is saved, and the server flags that reserve only what is needed (paper
+Section VII-B3, Fig. 13).
+
+The reservation (vLLM V0's memory profiling, the values its server log prints; per
+tensor-parallel rank ``t``)::
+
+    kv_cache_bytes   = gpu_memory_utilization x usable memory - peak_torch - non_torch
+    peak_torch       = weights / t + activation peak of the profile run
+    activation peak  = logits_bytes x max_num_seqs x vocab + act_bytes x max_num_batched_tokens x D
+    num_gpu_blocks   = floor(kv_cache_bytes / (block_size x kv_bytes_per_token / t))
+
+The simulator (`slim.sim.memory`) evaluates it with the profile measured on the public
+traces (`VllmMemoryProfile`); the advisor, which has no profile of the target server, uses
+the nominal memory, no activation peak and one lumped overhead
+(`DEFAULT_ACTIVATION_OVERHEAD_BYTES`) in place of ``non_torch``
+(`default_kv_reservation_bytes`), or the ``num_gpu_blocks`` a trace reports.
 
 vLLM (PagedAttention) stores KV in blocks of `block_size` tokens (16 by default); a
 sequence of ``IL + OL`` tokens holds ``ceil((IL + OL) / block_size)`` blocks:
@@ -8,9 +22,6 @@ sequence of ``IL + OL`` tokens holds ``ceil((IL + OL) / block_size)`` blocks:
     kv_bytes_needed    = B_cap x ceil((IL + OL) / bs) x bs x kv_bytes_per_token
     kv_bytes_per_token = 2 (K, V) x L x D_kv x b_kv
     weight_bytes       = n_params x 2                                    (fp16/bf16)
-    default reservation = gpu_memory_utilization x GPU memory - weights - overhead
-                        = num_gpu_blocks x bs x kv_bytes_per_token   (when the trace
-                                                                       reports num_gpu_blocks)
     memory saved       = reservation - kv_bytes_needed
 
 Pass ``block_size=1`` for the unrounded ``B_cap (IL + OL) kv_bytes_per_token``.
@@ -18,6 +29,7 @@ Pass ``block_size=1`` for the unrounded ``B_cap (IL + OL) kv_bytes_per_token``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,9 +37,8 @@ from numpy.typing import ArrayLike
 
 from slim.errors import AdvisorError
 from slim.specs.architecture import BYTES_PER_FP16, Architecture
-from slim.specs.hardware import Hardware
+from slim.specs.hardware import GIB, Hardware
 
-GIB = 2**30
 VLLM_BLOCK_SIZE_TOKENS = 16
 
 DEFAULT_ACTIVATION_OVERHEAD_BYTES = 1 * GIB
@@ -41,6 +52,86 @@ a round, conservative value for small and mid models at large caps; pass the
 measured figure where known. It excludes CUDA graphs, which vLLM V0 captures after
 sizing the cache and are covered by the (1 - gpu_memory_utilization) slack."""
 
+
+# --- the reservation -------------------------------------------------------------------
+
+def kv_cache_bytes(usable_memory_bytes: float, gpu_memory_utilization: float, peak_torch_bytes: float,
+                   non_torch_bytes: float) -> float:
+    """KV cache vLLM reserves on one rank:
+    ``gpu_memory_utilization x usable memory - peak_torch - non_torch`` (module docstring)."""
+    return gpu_memory_utilization * usable_memory_bytes - peak_torch_bytes - non_torch_bytes
+
+
+def kv_dim_per_rank(arch: Architecture, tensor_parallel: int) -> int:
+    """KV width held by one rank: ``D_kv / t``, but at least one head (heads are replicated)."""
+    return max(arch.n_kv_heads // tensor_parallel, 1) * arch.head_dim
+
+
+def kv_bytes_per_token_per_rank(arch: Architecture, tensor_parallel: int) -> int:
+    """``2 (K, V) x L x D_kv,rank x b_kv``."""
+    return 2 * arch.n_layers * kv_dim_per_rank(arch, tensor_parallel) * BYTES_PER_FP16
+
+
+@dataclass(frozen=True)
+class VllmMemoryProfile:
+    """What vLLM V0's memory profiling finds besides weights and KV cache, and its cache layout."""
+
+    device_reserved_bytes: float                 # memory the driver does not expose
+    non_torch_memory_bytes: float                # CUDA context, NCCL
+    logits_bytes_per_vocab_entry_per_seq: float  # the profile run's sampler buffers
+    activation_bytes_per_token_per_hidden: float  # the profile run's hidden activations
+    max_num_batched_tokens: int                  # tokens of the profile run
+    block_size: int                              # tokens per KV block
+
+    def activation_peak_bytes(self, arch: Architecture, max_num_seqs: int) -> float:
+        """Activation peak of the profile run: ``max_num_batched_tokens`` tokens over
+        ``max_num_seqs`` sequences, with several fp32 copies of every sequence's logits (why
+        the real logs show a KV cache that shrinks slightly as ``--max-num-seqs`` grows)."""
+        return (self.logits_bytes_per_vocab_entry_per_seq * max_num_seqs * arch.vocab_size
+                + self.activation_bytes_per_token_per_hidden * self.max_num_batched_tokens * arch.hidden_dim)
+
+
+@dataclass(frozen=True)
+class KvCachePlan:
+    """Memory plan of one rank at server start; ``failure`` names vLLM's startup error when it cannot serve."""
+
+    total_gpu_memory_bytes: float
+    weights_bytes_per_rank: float
+    peak_torch_bytes: float
+    kv_cache_bytes: float
+    num_gpu_blocks: int
+    block_size: int
+    max_model_len: int
+    failure: str | None     # None, "cuda_oom", "no_cache_memory" or "max_model_len"
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+
+def plan_kv_cache(arch: Architecture, hw: Hardware, profile: VllmMemoryProfile, max_num_seqs: int,
+                  max_model_len: int, tensor_parallel: int = 1) -> KvCachePlan:
+    """KV blocks per rank after weights and the profile run (module docstring), and whether
+    vLLM starts: the weights fit, some cache block is left, and one sequence of
+    `max_model_len` tokens fits the cache."""
+    total = hw.memory_bytes - profile.device_reserved_bytes
+    weights = arch.weight_bytes() / tensor_parallel
+    peak = weights + profile.activation_peak_bytes(arch, max_num_seqs)
+    kv_bytes = kv_cache_bytes(total, hw.gpu_memory_utilization, peak, profile.non_torch_memory_bytes)
+    block_bytes = profile.block_size * kv_bytes_per_token_per_rank(arch, tensor_parallel)
+    blocks = max(int(math.floor(kv_bytes / block_bytes)), 0)
+    if weights >= total:
+        failure = "cuda_oom"
+    elif blocks <= 0:
+        failure = "no_cache_memory"
+    elif blocks * profile.block_size < max_model_len:
+        failure = "max_model_len"
+    else:
+        failure = None
+    return KvCachePlan(total, weights, peak, kv_bytes, blocks, profile.block_size, max_model_len, failure)
+
+
+# --- a batch cap's need against the reservation ----------------------------------------
 
 @dataclass(frozen=True)
 class KvMemoryPlan:
@@ -100,29 +191,31 @@ def weight_bytes(arch: Architecture, bytes_per_param: int = BYTES_PER_FP16) -> f
     return float(arch.weight_bytes(bytes_per_param))
 
 
-def _budget_bytes(hw: Hardware, gpu_memory_utilization: float | None,
-                  total_memory_bytes: float | None) -> float:
+def _utilization_and_total(hw: Hardware, gpu_memory_utilization: float | None,
+                           total_memory_bytes: float | None) -> tuple[float, float]:
+    """``(gpu_memory_utilization, total memory)``: the arguments, else the hardware's values."""
     utilization = hw.gpu_memory_utilization if gpu_memory_utilization is None else gpu_memory_utilization
     if not 0 < utilization <= 1:
         raise AdvisorError(f"gpu_memory_utilization must lie in (0, 1], got {utilization}")
     total = hw.memory_bytes if total_memory_bytes is None else total_memory_bytes
-    return float(utilization * float(_check_positive("total_memory_bytes", total)))
+    return utilization, float(_check_positive("total_memory_bytes", total))
 
 
 def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
                                  activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
                                  gpu_memory_utilization: float | None = None,
                                  total_memory_bytes: float | None = None) -> float:
-    """vLLM's default KV reservation:
-    ``gpu_memory_utilization x total - weights - activation overhead``.
+    """vLLM's default KV reservation as the advisor estimates it without a memory profile:
+    ``gpu_memory_utilization x total - weights - activation overhead`` (`kv_cache_bytes` with
+    the weights as the whole torch peak and the overhead in place of non-torch memory).
 
     `total_memory_bytes` defaults to ``hw.memory_bytes``; vLLM itself uses the total
     the driver reports, which can be lower (63.43 GiB on the traces' "64 GB" H100).
     """
     if activation_overhead_bytes < 0:
         raise AdvisorError(f"activation_overhead_bytes must be >= 0, got {activation_overhead_bytes}")
-    return (_budget_bytes(hw, gpu_memory_utilization, total_memory_bytes)
-            - weight_bytes(arch) - float(activation_overhead_bytes))
+    utilization, total = _utilization_and_total(hw, gpu_memory_utilization, total_memory_bytes)
+    return kv_cache_bytes(total, utilization, weight_bytes(arch), float(activation_overhead_bytes))
 
 
 def kv_reservation_from_blocks(arch: Architecture, num_gpu_blocks: ArrayLike,
@@ -138,10 +231,11 @@ def implied_activation_overhead_bytes(arch: Architecture, hw: Hardware, num_gpu_
                                       block_size: int = VLLM_BLOCK_SIZE_TOKENS,
                                       gpu_memory_utilization: float | None = None,
                                       total_memory_bytes: float | None = None) -> np.ndarray:
-    """Overhead that makes the default-reservation formula give `num_gpu_blocks`:
-    ``gpu_memory_utilization x total - weights - num_gpu_blocks x bs x kv_bytes_per_token``."""
-    return (_budget_bytes(hw, gpu_memory_utilization, total_memory_bytes) - weight_bytes(arch)
-            - kv_reservation_from_blocks(arch, num_gpu_blocks, block_size))
+    """Overhead that makes the default reservation give `num_gpu_blocks` (`kv_cache_bytes` solved
+    for it): ``gpu_memory_utilization x total - weights - num_gpu_blocks x bs x kv_bytes_per_token``."""
+    utilization, total = _utilization_and_total(hw, gpu_memory_utilization, total_memory_bytes)
+    return kv_cache_bytes(total, utilization, weight_bytes(arch),
+                          kv_reservation_from_blocks(arch, num_gpu_blocks, block_size))
 
 
 def gpu_memory_utilization_for(arch: Architecture, hw: Hardware, kv_bytes: float,

@@ -11,18 +11,15 @@ Symbols follow the digest (section 2): ``L`` layers, hidden size ``D``, KV width
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Mapping, NamedTuple, Protocol, Sequence
+from typing import Mapping, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.architecture import BYTES_PER_FP16, Architecture, ArchitectureArrays, ArchitectureCatalog
 from slim.specs.hardware import Hardware
-
-KV_BYTES_PER_ELEMENT = 2
-"""``b_kv``: fp16/bf16 KV cache (digest section 1)."""
 
 GAMMA_REFERENCE_HIDDEN_DIM = 1024
 """The ``1024`` in Eq. 10's ``(D / 1024)^2``."""
@@ -119,25 +116,6 @@ class ArchitectureLike(Protocol):
     def ffn_ratio(self): ...
 
 
-@dataclass(frozen=True)
-class ArchitectureArrays:
-    """Architecture constants stacked into arrays, one entry per configuration."""
-
-    n_layers: np.ndarray
-    hidden_dim: np.ndarray
-    kv_dim: np.ndarray
-    ffn_ratio: np.ndarray
-
-    @classmethod
-    def stack(cls, architectures: Sequence[Architecture]) -> "ArchitectureArrays":
-        return cls(
-            n_layers=np.array([arch.n_layers for arch in architectures], dtype=float),
-            hidden_dim=np.array([arch.hidden_dim for arch in architectures], dtype=float),
-            kv_dim=np.array([arch.kv_dim for arch in architectures], dtype=float),
-            ffn_ratio=np.array([arch.ffn_ratio for arch in architectures], dtype=float),
-        )
-
-
 def _as_float(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
@@ -169,7 +147,7 @@ def kv_bytes_read_per_request(arch: ArchitectureLike, il, ol) -> np.ndarray:
     ``M_dec = 2 L D_kv b_kv C(IL, OL)`` (K and V, ``b_kv = 2`` bytes).
     """
     n_layers, d_kv = _as_float(arch.n_layers), _as_float(arch.kv_dim)
-    return 2.0 * n_layers * d_kv * KV_BYTES_PER_ELEMENT * kv_context_tokens(il, ol)
+    return 2.0 * n_layers * d_kv * BYTES_PER_FP16 * kv_context_tokens(il, ol)
 
 
 class E2EComponents(NamedTuple):
@@ -249,8 +227,7 @@ def architectures_for_frame(architectures: ArchitectureLookup, frame: pd.DataFra
     ``{name: Architecture}`` mapping; an unknown model raises its lookup error
     (`UnknownModelError` for a catalog, `ConfigError` for a mapping).
     """
-    if col.MODEL not in frame.columns:
-        raise ConfigError(f"configuration table lacks the '{col.MODEL}' column")
+    col.require_columns(frame, (col.MODEL,), "configuration table")
     codes, models = pd.factorize(frame[col.MODEL], sort=False)
     if (codes < 0).any():
         raise ConfigError(f"configuration table has missing values in '{col.MODEL}'")
@@ -258,12 +235,7 @@ def architectures_for_frame(architectures: ArchitectureLookup, frame: pd.DataFra
         per_model = ArchitectureArrays.stack([architectures[str(model)] for model in models])
     except KeyError as error:
         raise ConfigError(f"unknown model {error}; add it to config/models.yaml") from error
-    return ArchitectureArrays(
-        n_layers=per_model.n_layers[codes],
-        hidden_dim=per_model.hidden_dim[codes],
-        kv_dim=per_model.kv_dim[codes],
-        ffn_ratio=per_model.ffn_ratio[codes],
-    )
+    return per_model.take(codes)
 
 
 FRAME_INPUT_COLUMNS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MEAN_BATCH_SIZE)
@@ -271,9 +243,7 @@ FRAME_INPUT_COLUMNS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.M
 
 def frame_workload(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(IL, OL, B)`` arrays of a configuration table; B is the measured mean batch size."""
-    missing = [name for name in FRAME_INPUT_COLUMNS if name not in frame.columns]
-    if missing:
-        raise ConfigError(f"configuration table lacks column(s) {', '.join(missing)}")
+    col.require_columns(frame, FRAME_INPUT_COLUMNS, "configuration table")
     return (frame[col.INPUT_LEN_MEAN].to_numpy(dtype=float),
             frame[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float),
             frame[col.MEAN_BATCH_SIZE].to_numpy(dtype=float))

@@ -24,7 +24,6 @@ from slim.model.equations import (
     GAMMA_REFERENCE_HIDDEN_DIM,
     PARAM_NAMES,
     Ablation,
-    ArchitectureArrays,
     ArchitectureLookup,
     SlimParams,
     architectures_for_frame,
@@ -34,6 +33,7 @@ from slim.model.equations import (
     throughput_from_e2e,
 )
 from slim.model.metrics import mape_pct
+from slim.specs.architecture import ArchitectureArrays
 from slim.specs.hardware import Hardware
 
 ETA_LOWER_BOUND = 1e-4
@@ -164,9 +164,7 @@ class _TrainingData:
 
 
 def _training_data(frame: pd.DataFrame, architectures: ArchitectureLookup, split_name: str) -> _TrainingData:
-    missing = [name for name in FIT_INPUT_COLUMNS if name not in frame.columns]
-    if missing:
-        raise FitError(f"split '{split_name}': training table lacks column(s) {', '.join(missing)}")
+    col.require_columns(frame, FIT_INPUT_COLUMNS, f"split '{split_name}': training table", FitError)
     if len(frame) == 0:
         raise FitError(f"split '{split_name}': training table is empty; check the split's selection")
     il, ol, batch = frame_workload(frame)

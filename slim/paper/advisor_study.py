@@ -34,14 +34,14 @@ from slim.advisor.bca import (
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
 from slim.advisor.slim_bca import slim_bca
 from slim.errors import SplitError
-from slim.gpu.kv_memory import GIB, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
+from slim.gpu.kv_memory import kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim
 from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
 from slim.paper.splits import HeldOutSetting, select_rows
 from slim.specs.architecture import Architecture
-from slim.specs.hardware import Hardware
+from slim.specs.hardware import GIB, Hardware
 
 # --- measured curves -------------------------------------------------------------------
 

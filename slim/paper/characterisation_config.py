@@ -5,32 +5,16 @@ checked here, without the simulator, so the pipeline's config check can use it."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from slim.errors import ConfigError
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
+from slim.specs.workload import Workload
 
 CONFIG_KEY = "characterisation"
 SWEEP_QUANTITIES = ("batch_size", "input_len", "output_len")
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One offline run: ``batch_size`` requests of ``input_len`` + ``output_len`` tokens."""
-
-    batch_size: int
-    input_len: int
-    output_len: int
-
-    @property
-    def active_context_tokens(self) -> int:
-        """``B (IL + OL)``: the context attended at the last decode step (the paper's convention)."""
-        return self.batch_size * (self.input_len + self.output_len)
-
-    def with_value(self, quantity: str, value: int) -> Workload:
-        return replace(self, **{quantity: value})
 
 
 @dataclass(frozen=True)

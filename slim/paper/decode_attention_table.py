@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from slim import columns as col
 from slim.errors import ConfigError
 from slim.gpu.roofline import (
     attainable_flops_per_s,
@@ -80,9 +81,7 @@ def table1_frame(arch: Architecture, hw: Hardware, paper: pd.DataFrame) -> pd.Da
 
     Raises `ConfigError` if a stated active context disagrees with ``B (IL + OL)``.
     """
-    missing = [key for key in PAPER_TABLE1_KEYS if key not in paper.columns]
-    if missing:
-        raise ConfigError(f"table1_frame: the paper rows lack column(s) {', '.join(missing)}")
+    col.require_columns(paper, PAPER_TABLE1_KEYS, "table1_frame: the paper's rows")
     batch = paper["batch_size"].to_numpy(dtype=float)
     input_len = paper["input_len"].to_numpy(dtype=float)
     output_len = paper["output_len"].to_numpy(dtype=float)

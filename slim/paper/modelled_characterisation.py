@@ -24,7 +24,6 @@ from slim.errors import ConfigError
 from slim.paper.characterisation_config import (
     CONFIG_KEY,
     CharacterisationConfig,
-    Workload,
     parse_characterisation_config,
     resolve_characterisation,
 )
@@ -33,6 +32,7 @@ from slim.sim.cost import StepCostModel
 from slim.sim.engine import simulate_run
 from slim.specs.architecture import Architecture, load_architectures
 from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.workload import Workload
 
 TABLE_COLUMNS = (
     "sweep", "value", "model", "hardware", "batch_size", "input_len", "output_len", "active_context_tokens",

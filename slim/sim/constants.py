@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from slim.errors import ConfigError
+from slim.gpu.kv_memory import VllmMemoryProfile
+from slim.specs.hardware import GIB
 from slim.yaml_files import read_yaml_mapping
-
-GIB = 1024**3
 
 FITTED_CONSTANTS = (
     "gemm_compute_efficiency",
@@ -73,6 +73,14 @@ class SimConstants:
     logits_bytes_per_vocab_entry_per_seq: float = 36.0  # profile-run sampler buffers
     activation_bytes_per_token_per_hidden: float = 45.0  # profile-run hidden activations
     default_max_model_len: int = 2048
+
+    @property
+    def memory_profile(self) -> VllmMemoryProfile:
+        """The memory fields, as vLLM's reservation model (`slim.gpu.kv_memory`) takes them."""
+        return VllmMemoryProfile(self.device_reserved_bytes, self.non_torch_memory_bytes,
+                                 self.logits_bytes_per_vocab_entry_per_seq,
+                                 self.activation_bytes_per_token_per_hidden, self.max_num_batched_tokens,
+                                 self.block_size)
 
     def with_fitted(self, values: Mapping[str, float]) -> "SimConstants":
         """A copy with some fitted constants replaced."""

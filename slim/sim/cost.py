@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from slim.errors import ConfigError
+from slim.gpu.kv_memory import kv_bytes_per_token_per_rank
 from slim.sim.constants import SimConstants
 from slim.specs.architecture import BYTES_PER_FP16, Architecture
 from slim.specs.hardware import Hardware
@@ -52,16 +53,6 @@ def _layer_gemms(arch: Architecture, tensor_parallel: int) -> tuple[_Gemm, ...]:
         _Gemm(d, up_out // t),
         _Gemm(arch.ffn_dim // t, d),
     )
-
-
-def kv_dim_per_rank(arch: Architecture, tensor_parallel: int) -> int:
-    """KV width held by one rank: ``D_kv / t``, but at least one head (heads are replicated)."""
-    return max(arch.n_kv_heads // tensor_parallel, 1) * arch.head_dim
-
-
-def kv_bytes_per_token_per_rank(arch: Architecture, tensor_parallel: int) -> int:
-    """``2 (K, V) x L x D_kv,rank x b_kv``."""
-    return 2 * arch.n_layers * kv_dim_per_rank(arch, tensor_parallel) * BYTES_PER_FP16
 
 
 class StepCostModel:

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from slim.sim.constants import GIB
 from slim.sim.engine import METRICS_COLUMNS, SimResult
+from slim.specs.hardware import GIB
 
 FAKE_DATE = dt.datetime(2025, 1, 1, 0, 0, 0)
 VLLM_VERSION = "0.5.2.dev1210+g6f078ea3c"

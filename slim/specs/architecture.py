@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
+
+import numpy as np
 
 from slim.errors import ConfigError, UnknownModelError
 from slim.yaml_files import read_yaml_mapping
 
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2
+"""fp16/bf16 weights and KV cache: the ``b_kv = 2`` bytes of Eq. 11."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,42 @@ class Architecture:
     def kv_bytes_per_token(self, bytes_per_element: int = BYTES_PER_FP16) -> int:
         """KV-cache bytes per token: ``2 (K and V) x L x D_kv x b_kv``."""
         return 2 * self.n_layers * self.kv_dim * bytes_per_element
+
+
+@dataclass(frozen=True)
+class ArchitectureArrays:
+    """Architecture constants as float arrays, one entry per configuration: the vectorised
+    `Architecture` with which SLIM and the baselines evaluate many models at once.
+
+    `ffn_ratio` is None where the source does not give it: the baselines' feature tables
+    carry only ``L``, ``D``, ``H_q`` and ``H_kv`` (`baselines.features.ARCHITECTURE_COLUMNS`).
+    """
+
+    n_layers: np.ndarray             # L
+    hidden_dim: np.ndarray           # D
+    n_q_heads: np.ndarray            # H_q
+    n_kv_heads: np.ndarray           # H_kv
+    ffn_ratio: np.ndarray | None = None   # r_ff
+
+    @property
+    def kv_dim(self) -> np.ndarray:
+        """``D_kv = H_kv d_h = H_kv D / H_q`` (equals ``D`` without GQA)."""
+        return self.n_kv_heads * (self.hidden_dim / self.n_q_heads)
+
+    @classmethod
+    def stack(cls, architectures: Sequence[Architecture]) -> "ArchitectureArrays":
+        """One entry per architecture, in order."""
+        def values(name: str) -> np.ndarray:
+            return np.array([getattr(arch, name) for arch in architectures], dtype=float)
+
+        return cls(values("n_layers"), values("hidden_dim"), values("n_q_heads"), values("n_kv_heads"),
+                   values("ffn_ratio"))
+
+    def take(self, indices: np.ndarray) -> "ArchitectureArrays":
+        """The entries at `indices` (e.g. one per row of a table, from per-model constants)."""
+        return ArchitectureArrays(self.n_layers[indices], self.hidden_dim[indices], self.n_q_heads[indices],
+                                  self.n_kv_heads[indices],
+                                  None if self.ffn_ratio is None else self.ffn_ratio[indices])
 
 
 _REQUIRED_KEYS = (

@@ -8,6 +8,9 @@ from pathlib import Path
 from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping
 
+GIB = 2**30
+"""Bytes in a GiB (vLLM and the server logs print memory in GiB)."""
+
 _REQUIRED_KEYS = ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "memory_bytes", "gpu_memory_utilization")
 
 
