@@ -80,6 +80,7 @@ def _read_logs(run_dir: Path) -> dict[str, str]:
 
 
 def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
+    """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
     return {
         col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
         col.MAX_NUM_SEQS: math.nan, col.TENSOR_PARALLEL: 1, col.NUM_PROMPTS: math.nan,
@@ -198,41 +199,35 @@ def _detailed_lengths(content: dict[str, Any]) -> tuple[float, float] | None:
     return (sum(i for i, _ in pairs) / len(pairs), sum(o for _, o in pairs) / len(pairs))
 
 
-def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: ArchitectureCatalog) -> dict[str, Any]:
-    """One row for one run directory; problems become a status, never an exception."""
-    row = _empty_row(dataset, run_dir.relative_to(trace_root).as_posix())
-    logs = _read_logs(run_dir)
-    client_args: dict[str, Any] = {}
+def _client_args(logs: dict[str, str]) -> dict[str, Any]:
+    """The benchmark client's arguments: the first ``Namespace(...)`` line of a ``log_*.out``."""
     for name in sorted(logs):
         if name.startswith("log_") and name.endswith(".out"):
             client_args = parse_namespace_line(logs[name])
             if client_args:
-                break
+                return client_args
+    return {}
 
-    def finish(status: str, detail: str) -> dict[str, Any]:
-        row[col.STATUS], row[col.REASON_DETAIL] = status, detail
-        return row
 
-    json_paths = sorted(run_dir.glob("*.json"))
-    if len(json_paths) > 1:
-        return finish("ambiguous_results", "several JSON files: " + ", ".join(p.name for p in json_paths))
-    if not json_paths:
-        if client_args.get("model"):
-            row[col.MODEL] = _model_name({}, client_args, catalog)
-        failure = classify_failure(logs)
-        if failure:
-            return finish(*failure)
-        return finish("failed_unknown", "no benchmark JSON; logs name no known cause "
-                      f"(looked in: {', '.join(sorted(logs)) or 'no log files'})")
-    try:
-        content, trace_format = load_benchmark_json(json_paths[0])
-    except TraceFormatError as error:
-        return finish("corrupt", str(error))
-    row[col.TRACE_FORMAT] = trace_format
-    row[col.MODEL] = _model_name(content, client_args, catalog)
+Verdict = tuple[str, str]
+"""A run's status (a key of `REASON_CODES`) and the evidence for it."""
 
-    completed = _float(content, "completed")
-    row[col.COMPLETED] = completed
+
+def _failed_run(row: dict[str, Any], logs: dict[str, str], client_args: dict[str, Any],
+                catalog: ArchitectureCatalog) -> Verdict:
+    """A run that wrote no benchmark JSON: the failure its logs name, if any."""
+    if client_args.get("model"):
+        row[col.MODEL] = _model_name({}, client_args, catalog)
+    failure = classify_failure(logs)
+    if failure:
+        return failure
+    return ("failed_unknown", "no benchmark JSON; logs name no known cause "
+            f"(looked in: {', '.join(sorted(logs)) or 'no log files'})")
+
+
+def _read_benchmark_summary(row: dict[str, Any], content: dict[str, Any], client_args: dict[str, Any]) -> None:
+    """The client's summary: counts, duration, throughputs and mean latencies."""
+    row[col.COMPLETED] = _float(content, "completed")
     row[col.FAILED] = _float(content, "failed") if "failed" in content else math.nan
     num_prompts = _float(content, "num_prompts")
     if math.isnan(num_prompts):
@@ -246,10 +241,9 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
                         (col.MEAN_ITL_MS, "mean_itl_ms"), (col.MEAN_E2EL_MS, "mean_e2el_ms")):
         row[column] = _float(content, key)
 
-    max_num_seqs = _max_num_seqs(run_dir, content, client_args, logs)
-    row[col.MAX_NUM_SEQS] = max_num_seqs if max_num_seqs is not None else math.nan
-    row[col.TENSOR_PARALLEL] = _tensor_parallel(client_args, logs)
 
+def _read_cache_config(row: dict[str, Any], run_dir: Path) -> None:
+    """vLLM's KV reservation from the first readable ``cache_config*.txt`` (blocks, block size)."""
     for path in sorted(run_dir.glob("cache_config*.txt")):
         try:
             cache = parse_cache_config(path)
@@ -263,15 +257,25 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
             pass
         break
 
-    metrics, source, metrics_note = _engine_metrics(run_dir, logs)
+
+def _read_engine_metrics(row: dict[str, Any], metrics: EngineMetrics | None, source: str) -> None:
     if metrics is not None:
         row[col.MEAN_BATCH_SIZE] = metrics.mean_batch_size
         row[col.BATCH_SIZE_SOURCE] = source
         row[col.MAX_KV_CACHE_USAGE] = metrics.max_kv_cache_usage
         row[col.NUM_PREEMPTIONS] = metrics.num_preemptions
 
+
+def _measurement_verdict(row: dict[str, Any], json_name: str, content: dict[str, Any],
+                         client_args: dict[str, Any], catalog: ArchitectureCatalog, max_num_seqs: int | None,
+                         metrics: EngineMetrics | None, source: str, metrics_note: str) -> Verdict:
+    """Whether a run's measurement is usable, checked in order: something completed, the
+    summary is positive and finite, everything completed, the model is known, a batch size
+    and ``max_num_seqs`` were found, nothing was preempted. Fills in the lengths and the
+    Little's-law E2E latency on the way."""
+    completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
     if completed <= 0:
-        return finish("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+        return "incomplete", f"completed = {completed:g} of {num_prompts:g} prompts"
     lengths = _detailed_lengths(content) or (
         _float(content, "total_input_tokens") / completed, _float(content, "total_output_tokens") / completed)
     row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN] = lengths
@@ -283,27 +287,58 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
     }
     bad = [key for key, value in required.items() if not (value > 0)]  # NaN, zero and negatives all fail
     if bad:
-        return finish("invalid_values", f"{json_paths[0].name}: non-positive or NaN {', '.join(bad)}")
+        return "invalid_values", f"{json_name}: non-positive or NaN {', '.join(bad)}"
     row[col.INPUT_LEN_NOMINAL], row[col.OUTPUT_LEN_NOMINAL] = _nominal_lengths(
         client_args, row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN])
     if not math.isnan(num_prompts) and completed < num_prompts:
-        return finish("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+        return "incomplete", f"completed = {completed:g} of {num_prompts:g} prompts"
     if row[col.MODEL] not in catalog:
-        return finish("unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml")
+        return "unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml"
     if metrics is None:
-        return finish("missing_metrics", metrics_note)
+        return "missing_metrics", metrics_note
     if max_num_seqs is None:
-        return finish("missing_metadata",
-                      "max_num_seqs not in JSON metadata, client args, server log or directory name")
+        return "missing_metadata", "max_num_seqs not in JSON metadata, client args, server log or directory name"
     row[col.E2E_LATENCY_S] = row[col.MEAN_BATCH_SIZE] / row[col.REQUEST_THROUGHPUT]
     if row[col.NUM_PREEMPTIONS] > 0:
-        return finish("preempted", f"num_preemptions_total = {row[col.NUM_PREEMPTIONS]:g}")
-    return finish("ok", f"batch size from {source}" + (f" ({metrics_note})" if metrics_note else ""))
+        return "preempted", f"num_preemptions_total = {row[col.NUM_PREEMPTIONS]:g}"
+    return "ok", f"batch size from {source}" + (f" ({metrics_note})" if metrics_note else "")
+
+
+def _run_verdict(row: dict[str, Any], run_dir: Path, logs: dict[str, str], catalog: ArchitectureCatalog) -> Verdict:
+    """Fill `row` from the run's files as far as they can be read; the run's verdict."""
+    client_args = _client_args(logs)
+    json_paths = sorted(run_dir.glob("*.json"))
+    if len(json_paths) > 1:
+        return "ambiguous_results", "several JSON files: " + ", ".join(p.name for p in json_paths)
+    if not json_paths:
+        return _failed_run(row, logs, client_args, catalog)
+    try:
+        content, trace_format = load_benchmark_json(json_paths[0])
+    except TraceFormatError as error:
+        return "corrupt", str(error)
+    row[col.TRACE_FORMAT] = trace_format
+    row[col.MODEL] = _model_name(content, client_args, catalog)
+    _read_benchmark_summary(row, content, client_args)
+    max_num_seqs = _max_num_seqs(run_dir, content, client_args, logs)
+    row[col.MAX_NUM_SEQS] = max_num_seqs if max_num_seqs is not None else math.nan
+    row[col.TENSOR_PARALLEL] = _tensor_parallel(client_args, logs)
+    _read_cache_config(row, run_dir)
+    metrics, source, metrics_note = _engine_metrics(run_dir, logs)
+    _read_engine_metrics(row, metrics, source)
+    return _measurement_verdict(row, json_paths[0].name, content, client_args, catalog, max_num_seqs,
+                                metrics, source, metrics_note)
+
+
+def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: ArchitectureCatalog) -> dict[str, Any]:
+    """One row for one run directory; problems become a status, never an exception."""
+    row = _empty_row(dataset, run_dir.relative_to(trace_root).as_posix())
+    row[col.STATUS], row[col.REASON_DETAIL] = _run_verdict(row, run_dir, _read_logs(run_dir), catalog)
+    return row
 
 
 def ingest_traces(trace_root: str | Path, dataset: str, catalog: ArchitectureCatalog) -> pd.DataFrame:
     """One row per run directory under `trace_root` (see `slim.columns`), sorted by run_id."""
     trace_root = Path(trace_root)
     rows = [ingest_run_dir(run_dir, trace_root, dataset, catalog) for run_dir in find_run_dirs(trace_root)]
-    frame = pd.DataFrame(rows, columns=list(_empty_row(dataset, "").keys()))
+    frame = pd.DataFrame(rows, columns=list(col.RUN_COLUMNS))
     return frame.sort_values(col.RUN_ID, kind="stable").reset_index(drop=True)
