@@ -159,3 +159,12 @@ def test_mape_pct():
     for predicted, measured in (([1.0], [0.0]), ([np.nan], [1.0]), ([1.0, 2.0], [1.0]), ([], [])):
         with pytest.raises(ValueError):
             mape_pct(predicted, measured)
+
+
+def test_converged_says_whether_every_start_converged():
+    fit = fit_slim(synthetic_frame(TRUE_PARAMS), CATALOG, H100, split_name="exact")
+    assert fit.n_converged_starts == fit.n_starts and fit.converged
+    assert fit.to_dict()["converged"] is True
+    one_start_failed = dataclasses.replace(fit, n_converged_starts=fit.n_starts - 1)
+    assert not one_start_failed.converged
+    assert SlimFit.from_dict(one_start_failed.to_dict()).converged is False

@@ -89,6 +89,7 @@ class SlimFit:
     units; it is NaN for a parameter the data cannot identify (singular
     ``J^T J``) and for a parameter fixed by the ablation (see `free_parameters`).
     `residuals` are the relative throughput errors ``pred / meas - 1`` per row.
+    `message` is the optimiser's termination message of the best start.
     """
 
     params: SlimParams
@@ -97,7 +98,6 @@ class SlimFit:
     train_mape_e2e_pct: float
     n_train_points: int
     cost: float
-    converged: bool
     message: str
     ablation: Ablation
     split_name: str
@@ -105,6 +105,12 @@ class SlimFit:
     n_starts: int
     n_converged_starts: int
     residuals: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def converged(self) -> bool:
+        """Every start of the grid converged (least-squares status > 0). A fit only exists
+        when at least one did; False flags one whose optimum may depend on the start."""
+        return self.n_converged_starts == self.n_starts
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN becomes ``None``)."""
@@ -137,7 +143,6 @@ class SlimFit:
                 train_mape_e2e_pct=float(values["train_mape_e2e_pct"]),
                 n_train_points=int(values["n_train_points"]),
                 cost=float(values["cost"]),
-                converged=bool(values["converged"]),
                 message=str(values["message"]),
                 ablation=Ablation.from_dict(values["ablation"]),
                 split_name=str(values["split_name"]),
@@ -313,7 +318,6 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
         train_mape_e2e_pct=mape_pct(predicted_e2e_s, measured_e2e_s),
         n_train_points=n_points,
         cost=float(best.cost),
-        converged=True,
         message=str(best.message),
         ablation=ablation,
         split_name=split_name,
