@@ -4,12 +4,18 @@ It is the project's richer ground truth (scheduler + kernel roofline), not SLIM'
 closed form: `simulate_run` for one run, `simulate_grid` / `simulate_grid_to_dir` for a
 configured grid, `write_run_dir` for the public-trace file layout, `calibrate` to fit
 its few constants on real traces, `step_cost_breakdown` for per-component step costs.
+
+Modules: `constants` (calibrated and fixed constants), `cost` (kernel roofline cost of a
+step), `memory` (KV capacity at server start), `scheduler` (queues, blocks, requests),
+`jitter` and `step_timer` (step durations), `metrics` (counters, scraped samples,
+accounting), `result`, `engine` (the step loop, `simulate_run`), `grid`, `rundir`, `calibrate`.
 """
 
 from slim.sim.constants import FITTED_CONSTANTS, SimConstants, load_sim_constants
 from slim.sim.cost import StepCostModel, step_cost_breakdown
-from slim.sim.engine import SimResult, simulate_run
+from slim.sim.engine import simulate_run
 from slim.sim.memory import KvCachePlan, kv_cache_plan
+from slim.sim.result import SimResult
 
 __all__ = [
     "FITTED_CONSTANTS", "KvCachePlan", "SimConstants", "SimResult", "StepCostModel", "kv_cache_plan",

@@ -25,7 +25,8 @@ from slim import columns as col
 from slim.errors import FitError
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
 from slim.sim.cost import StepCostModel
-from slim.sim.engine import ScheduleStats, simulate_run
+from slim.sim.engine import simulate_run
+from slim.sim.metrics import ScheduleStats
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 

@@ -26,7 +26,8 @@ from typing import Any, Iterator, Mapping
 
 from slim.errors import ConfigError
 from slim.sim.constants import SimConstants
-from slim.sim.engine import SimResult, simulate_run
+from slim.sim.engine import simulate_run
+from slim.sim.result import SimResult
 from slim.sim.rundir import write_run_dir
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware

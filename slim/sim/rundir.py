@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from slim.sim.engine import METRICS_COLUMNS, SimResult
+from slim.sim.metrics import METRICS_COLUMNS
+from slim.sim.result import SimResult
 from slim.specs.hardware import GIB
 
 FAKE_DATE = dt.datetime(2025, 1, 1, 0, 0, 0)

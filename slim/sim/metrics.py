@@ -1,0 +1,171 @@
+"""What the simulated server reports and the simulator accounts: vLLM's Prometheus counters and
+gauges, scraped about once a second into the rows of ``metrics_engine.csv``; the inter-token
+gaps the client measures; and, for the simulator only, the prefill/decode time split, the
+step kinds and the jitter-weighted step statistics (`ScheduleStats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slim.sim.cost import StepCostModel
+from slim.sim.scheduler import ScheduledBatch, Scheduler
+from slim.sim.step_timer import StepTime
+
+SAMPLE_PERIOD_S = 1.0          # metrics scraper period (the real CSVs: about 1 s)
+SAMPLE_OFFSET_S = 0.13         # first scrape after server start
+
+METRICS_COLUMNS = (
+    "time [s]", "scheduler_total_time", "model_forward_total_time", "gpu_cache_usage_perc",
+    "num_requests_running", "num_requests_waiting", "num_preemptions_total",
+    "request_success_total", "prompt_tokens_total", "generation_tokens_total",
+)
+"""Columns of the scraped samples (and of ``metrics_engine.csv``), in order."""
+
+
+@dataclass
+class ScheduleStats:
+    """Jitter-weighted sufficient statistics of the main benchmark window.
+
+    ``duration = sum_T W_tokens[T] gpu_fixed(T) + sum_n W_sampled[n] lm_head(n)
+    + S_context x attention_s_per_token + S_pairs x prefill_s_per_pair
+    + W_steps x overhead_base + S_seqs x overhead_per_seq`` (all jitter-weighted).
+    """
+
+    w_tokens: np.ndarray
+    w_sampled: np.ndarray
+    s_context: float = 0.0
+    s_pairs: float = 0.0
+    s_seqs: float = 0.0
+    w_steps: float = 0.0
+    n_steps: int = 0
+
+    def duration_s(self, model: StepCostModel) -> float:
+        tokens_table, sampled_table = model.gpu_fixed_table(len(self.w_tokens) - 1, len(self.w_sampled) - 1)
+        consts = model.consts
+        return float(np.dot(self.w_tokens, tokens_table) + np.dot(self.w_sampled, sampled_table)
+                     + self.s_context * model.attention_s_per_context_token
+                     + self.s_pairs * model.prefill_s_per_pair
+                     + self.w_steps * consts.step_overhead_base_s + self.s_seqs * consts.step_overhead_per_seq_s)
+
+
+class ServerMetrics:
+    """Counters of one simulated server, and the samples scraped from it and its scheduler."""
+
+    def __init__(self, scheduler: Scheduler, stats_sizes: tuple[int, int]):
+        self.scheduler = scheduler
+        self.scheduler_time_s = 0.0          # Prometheus scheduler_total_time
+        self.forward_time_s = 0.0            # Prometheus model_forward_total_time
+        self.successes = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.itl_values: list[float] = []    # inter-token gap of each step with decodes ...
+        self.itl_weights: list[int] = []     # ... and how many gaps it was (its decodes)
+        self.itl_after_preemption: list[float] = []
+        self.samples: list[tuple] = []
+        self.next_sample_s = SAMPLE_OFFSET_S
+        # Simulator-only accounting.
+        self.prefill_time_s = 0.0
+        self.decode_time_s = 0.0
+        self.step_counts = {"decode_only": 0, "prefill_only": 0, "mixed": 0}
+        self.recording = False
+        self.stats = ScheduleStats(np.zeros(stats_sizes[0]), np.zeros(stats_sizes[1]))
+
+    def start_window(self, record_stats: bool) -> None:
+        """The main benchmark starts: phase accounting and step statistics cover it only."""
+        self.recording = record_stats
+        self.prefill_time_s = self.decode_time_s = 0.0
+        self.step_counts = dict.fromkeys(self.step_counts, 0)
+
+    # -- scraping -----------------------------------------------------------------------------
+    def gauges_row(self, scheduler_time_s: float, forward_time_s: float, used_blocks: int,
+                   generation_tokens: int) -> tuple:
+        """A sample's values after its time column (the scheduler's queues and preemptions now)."""
+        scheduler = self.scheduler
+        return (scheduler_time_s, forward_time_s, used_blocks / scheduler.num_blocks, len(scheduler.running),
+                len(scheduler.waiting), scheduler.preemptions, self.successes, self.prompt_tokens,
+                generation_tokens)
+
+    def record_samples_before(self, time_limit_s: float, row: tuple | None = None) -> None:
+        """Scrape the state at every sample time < `time_limit_s` (`row`: a snapshot taken
+        before the current step was scheduled; default the current state)."""
+        while self.next_sample_s < time_limit_s:
+            if row is None:
+                row = self.gauges_row(self.scheduler_time_s, self.forward_time_s, self.scheduler.used_blocks,
+                                      self.generation_tokens)
+            self.samples.append((self.next_sample_s,) + row)
+            self.next_sample_s += SAMPLE_PERIOD_S
+
+    # -- one step -----------------------------------------------------------------------------
+    def record_step(self, start_s: float, batch: ScheduledBatch, time: StepTime, gauges_before: tuple,
+                    decode_context_tokens: int, prefill_s_per_pair: float) -> None:
+        """Samples that fall inside the step (they see the state before it was scheduled), the
+        busy-time counters, the prefill/decode split and the step statistics of one step.
+
+        A mixed step's fixed part (GEMMs, LM head, launches, CPU overhead) is split between
+        the phases in proportion to its prefill and decode tokens; prefill attention goes to
+        prefill, decode attention to decode.
+        """
+        jit, duration = time.jitter, time.duration_s
+        if self.next_sample_s < start_s + duration:
+            used, n_running, n_waiting, n_preempted = gauges_before
+            row = (self.scheduler_time_s, self.forward_time_s, used / self.scheduler.num_blocks, n_running, n_waiting,
+                   n_preempted, self.successes, self.prompt_tokens, self.generation_tokens)
+            self.record_samples_before(start_s + duration, row)
+        self.scheduler_time_s += time.cpu_s * jit
+        self.forward_time_s += time.gpu_s * jit
+        prefill_part = jit * ((time.fixed_s + time.cpu_s) * (batch.prefill_tokens / batch.tokens)
+                              + batch.attention_pairs * prefill_s_per_pair)
+        self.prefill_time_s += prefill_part
+        self.decode_time_s += duration - prefill_part
+        self.step_counts[batch.kind] += 1
+        if self.recording:
+            stats = self.stats
+            stats.w_tokens[batch.tokens] += jit
+            stats.w_sampled[batch.sampled] += jit
+            stats.s_context += jit * decode_context_tokens
+            stats.s_pairs += jit * batch.attention_pairs
+            stats.s_seqs += jit * batch.sequences
+            stats.w_steps += jit
+            stats.n_steps += 1
+        self.generation_tokens += batch.n_decode
+        if batch.n_decode:
+            self.itl_values.append(duration)
+            self.itl_weights.append(batch.n_decode)
+        self.prompt_tokens += batch.prefill_tokens
+
+    def record_decode_stretch(self, ends_s: np.ndarray, gpu_s: np.ndarray, cpu_s: float, jit: np.ndarray,
+                              durations_s: np.ndarray, demand: np.ndarray, context_tokens: np.ndarray,
+                              n_decode: int) -> None:
+        """`record_step` for a stretch of pure-decode steps ending at `ends_s`, vectorised:
+        samples inside it see the counters of the steps completed before them."""
+        steps = len(durations_s)
+        scheduler_times = np.add.accumulate(np.concatenate(([self.scheduler_time_s], cpu_s * jit)))[1:]
+        forward_times = np.add.accumulate(np.concatenate(([self.forward_time_s], gpu_s * jit)))[1:]
+        used_blocks = self.scheduler.used_blocks
+        while self.next_sample_s < ends_s[-1]:
+            done = int(np.searchsorted(ends_s, self.next_sample_s, side="right"))
+            if done == 0:
+                row = self.gauges_row(self.scheduler_time_s, self.forward_time_s, used_blocks,
+                                      self.generation_tokens)
+            else:
+                row = self.gauges_row(float(scheduler_times[done - 1]), float(forward_times[done - 1]),
+                                      used_blocks + int(demand[done - 1]), self.generation_tokens + n_decode * done)
+            self.samples.append((self.next_sample_s,) + row)
+            self.next_sample_s += SAMPLE_PERIOD_S
+        self.decode_time_s = float(np.add.accumulate(np.concatenate(([self.decode_time_s], durations_s)))[-1])
+        self.step_counts["decode_only"] += steps
+        if self.recording:
+            stats = self.stats
+            stats.w_tokens[n_decode] += jit.sum()
+            stats.w_sampled[n_decode] += jit.sum()
+            stats.s_context += float(np.dot(jit, context_tokens))
+            stats.s_seqs += float(jit.sum()) * n_decode
+            stats.w_steps += float(jit.sum())
+            stats.n_steps += steps
+        self.scheduler_time_s = float(scheduler_times[-1])
+        self.forward_time_s = float(forward_times[-1])
+        self.generation_tokens += n_decode * steps
+        self.itl_values.extend(durations_s.tolist())
+        self.itl_weights.extend([n_decode] * steps)

@@ -1,0 +1,270 @@
+"""vLLM V0's scheduler with chunked prefill (``_schedule_chunked_prefill``), one engine step at a
+time: which requests run, how many prompt tokens each computes, and the KV blocks they hold.
+The rules are listed in `slim.sim.engine`'s module docstring.
+
+Block accounting is exact without per-sequence block lists: a decoding sequence needs a new
+block at the steps where its token count crosses a multiple of the block size, so the
+decodes are binned by that phase (``step mod block_size``) and a step's block demand is the
+size of its bin.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+
+from slim.gpu.kv_memory import KvCachePlan
+from slim.sim.constants import SimConstants
+
+MAX_STRETCH_STEPS = 1 << 16
+"""The longest pure-decode stretch advanced in one vectorised jump."""
+
+
+class Request:
+    """One request's progress. Times are on the server clock (NaN until they happen)."""
+
+    __slots__ = ("prompt_len", "prefilled", "generated", "decode_start_step", "decode_start_tokens",
+                 "first_token_at_s", "finished_at_s", "last_token_at_s")
+
+    def __init__(self, prompt_len: int):
+        self.prompt_len = prompt_len          # tokens to prefill: IL, or IL + generated after a preemption
+        self.prefilled = 0                    # prompt tokens computed so far
+        self.generated = 0                    # output tokens sampled so far
+        self.decode_start_step = -1           # step that sampled the token before its first decode
+        self.decode_start_tokens = 0          # IL + generated at that step
+        self.first_token_at_s = float("nan")
+        self.finished_at_s = float("nan")
+        self.last_token_at_s = float("nan")   # when it was preempted, for the next inter-token gap
+
+
+class ScheduledBatch(NamedTuple):
+    """What one step runs: every decoding sequence and the prompt chunks."""
+
+    n_decode: int                        # decoding sequences, one token each
+    chunks: list[tuple[int, int]]        # (request id, prompt tokens computed this step)
+    prefill_tokens: int
+    attention_pairs: int                 # causal (query, key) pairs of the prompt chunks
+    n_finishing_prefill: int             # chunks that complete their prompt (and sample a token)
+
+    @property
+    def tokens(self) -> int:
+        return self.n_decode + self.prefill_tokens
+
+    @property
+    def sequences(self) -> int:
+        return self.n_decode + len(self.chunks)
+
+    @property
+    def sampled(self) -> int:
+        return self.n_decode + self.n_finishing_prefill
+
+    @property
+    def kind(self) -> str:
+        if self.n_decode and self.prefill_tokens:
+            return "mixed"
+        return "decode_only" if self.n_decode else "prefill_only"
+
+
+class Scheduler:
+    """Queues, KV blocks and per-request progress of one simulated server."""
+
+    def __init__(self, plan: KvCachePlan, consts: SimConstants, input_len: int, output_len: int,
+                 max_num_seqs: int):
+        self.input_len, self.output_len, self.max_num_seqs = input_len, output_len, max_num_seqs
+        self.block_size = consts.block_size
+        self.token_budget = consts.max_num_batched_tokens
+        self.num_blocks = plan.num_gpu_blocks
+        self.watermark_blocks = int(consts.watermark_fraction * plan.num_gpu_blocks)
+        self.used_blocks = 0
+        self.requests: list[Request] = []
+        self.running: dict[int, None] = {}        # request ids in admission order (an ordered set)
+        self.prefilling: dict[int, None] = {}     # the running ones still in prefill
+        self.waiting: deque[int] = deque()
+        self.ignored: list[int] = []              # prompts that can never fit (AllocStatus.NEVER)
+        self.n_decoding = 0
+        self.decode_context_tokens = 0            # sum over decoding sequences of their tokens
+        self.block_demand_by_phase = [0] * self.block_size
+        self.completions_at_step: dict[int, list[int]] = {}
+        self.completion_heap: list[int] = []
+        self.preemptions = 0
+
+    def submit(self, count: int) -> list[int]:
+        """Queue `count` new requests of ``input_len`` prompt tokens; their ids."""
+        ids = list(range(len(self.requests), len(self.requests) + count))
+        self.requests.extend(Request(self.input_len) for _ in ids)
+        self.waiting.extend(ids)
+        return ids
+
+    def _blocks_of(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def _decode_phase(self, request: Request) -> int:
+        return (request.decode_start_step + 2 - request.decode_start_tokens) % self.block_size
+
+    # -- preemption -------------------------------------------------------------------------
+    def _preempt(self, r: int, step: int, now_s: float) -> None:
+        """Free ``r``'s blocks and reset it for recompute (vLLM PreemptionMode.RECOMPUTE)."""
+        request = self.requests[r]
+        if r in self.prefilling:
+            del self.prefilling[r]
+            self.used_blocks -= self._blocks_of(request.prompt_len)
+        else:
+            tokens = request.decode_start_tokens + (step - 1 - request.decode_start_step)
+            self.used_blocks -= self._blocks_of(tokens - 1)
+            self.n_decoding -= 1
+            self.decode_context_tokens -= tokens
+            self.block_demand_by_phase[self._decode_phase(request)] -= 1
+            finish_step = request.decode_start_step + self.output_len - (request.decode_start_tokens
+                                                                          - self.input_len)
+            self.completions_at_step[finish_step].remove(r)
+            request.generated = tokens - self.input_len
+            request.prompt_len = tokens
+            request.last_token_at_s = now_s
+        del self.running[r]
+        request.prefilled = 0
+        self.preemptions += 1
+
+    def _allocate_decode_blocks_with_preemption(self, step: int, now_s: float) -> list[int]:
+        phase_now = step % self.block_size
+        preempted: list[int] = []
+        for r in list(self.running):
+            if r not in self.running or r in self.prefilling or self._decode_phase(self.requests[r]) != phase_now:
+                continue
+            while self.num_blocks - self.used_blocks < 1:
+                victim = next(reversed(self.running))
+                self._preempt(victim, step, now_s)
+                preempted.append(victim)
+                if victim == r:
+                    break
+            if r in self.running:
+                self.used_blocks += 1
+        return preempted
+
+    # -- one step -----------------------------------------------------------------------------
+    def schedule(self, step: int, now_s: float) -> ScheduledBatch:
+        """Rules 1-3: blocks for every decode (preempting the youngest when none is free), the
+        next chunks of running prefills, then FCFS admission while budget and blocks last."""
+        need = self.block_demand_by_phase[step % self.block_size]
+        preempted: list[int] = []
+        if need > self.num_blocks - self.used_blocks:
+            preempted = self._allocate_decode_blocks_with_preemption(step, now_s)
+        else:
+            self.used_blocks += need
+        n_decode = self.n_decoding
+        budget = self.token_budget - n_decode
+        requests = self.requests
+        chunks: list[tuple[int, int]] = []
+        for r in self.prefilling:
+            if budget <= 0:
+                break
+            request = requests[r]
+            c = min(request.prompt_len - request.prefilled, budget)
+            chunks.append((r, c))
+            budget -= c
+        waiting, running = self.waiting, self.running
+        while budget > 0 and waiting and len(running) < self.max_num_seqs:
+            r = waiting[0]
+            request = requests[r]
+            blocks = self._blocks_of(request.prompt_len)
+            if self.num_blocks - blocks < self.watermark_blocks:      # AllocStatus.NEVER: vLLM ignores it
+                waiting.popleft()
+                self.ignored.append(r)
+                continue
+            if self.num_blocks - self.used_blocks - blocks < self.watermark_blocks:   # AllocStatus.LATER
+                break
+            waiting.popleft()
+            self.used_blocks += blocks
+            running[r] = None
+            self.prefilling[r] = None
+            c = min(request.prompt_len, budget)
+            chunks.append((r, c))
+            budget -= c
+        if preempted:
+            waiting.extendleft(preempted)
+        pairs = 0
+        finishing = 0
+        for r, c in chunks:
+            done = requests[r].prefilled
+            pairs += c * (2 * done + c + 1) // 2
+            if done + c == requests[r].prompt_len:
+                finishing += 1
+        return ScheduledBatch(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
+
+    def end_prefill(self, r: int, step: int) -> bool:
+        """``r``'s prompt is computed and its next token was sampled in `step` (rule 4): it
+        finishes if that was its last token (True), else it starts decoding."""
+        del self.prefilling[r]
+        request = self.requests[r]
+        if request.generated >= self.output_len:
+            self.used_blocks -= self._blocks_of(request.prompt_len)
+            del self.running[r]
+            return True
+        tokens = self.input_len + request.generated
+        request.decode_start_step = step
+        request.decode_start_tokens = tokens
+        self.block_demand_by_phase[(step + 2 - tokens) % self.block_size] += 1
+        self.n_decoding += 1
+        self.decode_context_tokens += tokens
+        finish_step = step + self.output_len - request.generated
+        if finish_step not in self.completions_at_step:
+            self.completions_at_step[finish_step] = []
+            heapq.heappush(self.completion_heap, finish_step)
+        self.completions_at_step[finish_step].append(r)
+        return False
+
+    def finish_decodes(self, step: int) -> list[int]:
+        """Free the sequences whose last token was produced in `step` (rule 4); their ids."""
+        finished = self.completions_at_step.pop(step, None)
+        if not finished:
+            return []
+        for r in finished:
+            request = self.requests[r]
+            tokens = request.decode_start_tokens + (step - request.decode_start_step)
+            self.used_blocks -= self._blocks_of(tokens - 1)
+            self.decode_context_tokens -= tokens
+            self.n_decoding -= 1
+            self.block_demand_by_phase[self._decode_phase(request)] -= 1
+            del self.running[r]
+            request.generated = self.output_len
+        return finished
+
+    # -- pure-decode stretches -----------------------------------------------------------------
+    def _next_completion_step(self) -> int:
+        heap = self.completion_heap
+        while heap and not self.completions_at_step.get(heap[0]):
+            heapq.heappop(heap)
+        return heap[0] if heap else -1
+
+    def decode_stretch_length(self, step: int) -> int:
+        """How many steps from `step` on are pure decode with nothing to admit, no completion
+        before the last of them and every needed block free (0 when fewer than two)."""
+        if self.prefilling or self.n_decoding == 0:
+            return 0
+        free = self.num_blocks - self.used_blocks
+        need = self.block_demand_by_phase[step % self.block_size]
+        if need > free:
+            return 0
+        if self.waiting and len(self.running) < self.max_num_seqs and self.n_decoding < self.token_budget:
+            blocks = self._blocks_of(self.requests[self.waiting[0]].prompt_len)
+            if self.num_blocks - blocks < self.watermark_blocks:
+                return 0
+            if free - need - blocks >= self.watermark_blocks:
+                return 0
+        finish = self._next_completion_step()
+        limit = min(finish - step + 1, MAX_STRETCH_STEPS) if finish >= 0 else MAX_STRETCH_STEPS
+        if limit < 2:
+            return 0
+        demand = self.stretch_block_demand(step, limit)
+        return int(min(limit, np.searchsorted(demand, free, side="right")))
+
+    def stretch_block_demand(self, step: int, steps: int) -> np.ndarray:
+        """Cumulative new blocks the decodes need over `steps` steps from `step`."""
+        return np.cumsum(np.asarray(self.block_demand_by_phase)[(step + np.arange(steps)) % self.block_size])
+
+    def advance_stretch(self, steps: int, demand: np.ndarray) -> None:
+        """Hold the stretch's blocks and its decode tokens (`demand` from `stretch_block_demand`)."""
+        self.used_blocks += int(demand[-1])
+        self.decode_context_tokens += self.n_decoding * steps
