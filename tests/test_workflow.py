@@ -1,5 +1,8 @@
-"""The Snakemake workflow: lint, dry run, and config errors that stop before any job runs."""
+"""The Snakemake workflow: lint, formatting, dry runs (default and Slurm profiles), provenance of the
+config files, config errors that stop before any job runs, and the config documentation."""
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +60,86 @@ def test_a_wrong_config_fails_before_any_job_naming_the_key(tmp_path, override, 
     assert result.returncode != 0
     assert expected_message in output
     assert "Job stats" not in output  # nothing was scheduled
+
+
+def test_snakefmt_finds_nothing_to_change():
+    result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/rules"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_default_workflow_profile_is_used(shared_traces_dir):
+    # Snakemake reads profiles/default on every run: rerun-incomplete recovers a killed run.
+    assert yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())["rerun-incomplete"] is True
+    result = _snakemake("-n", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "workflow specific profile profiles/default" in result.stderr
+
+
+def test_the_slurm_profile_dry_runs_all(shared_traces_dir):
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm"   # needs snakemake-executor-plugin-slurm (the test extra)
+    result = _snakemake("--profile", "profiles/slurm", "-n", "all", "--forceall")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Using profiles profiles/slurm" in result.stderr
+    # Every cluster job carries the memory and run time its rule declares.
+    jobs = result.stdout.split("\nrule ")[1:]
+    assert jobs and all("mem_mb=" in job and "runtime=" in job for job in jobs)
+
+
+def _planned_rules(output: str) -> set[str]:
+    return set(re.findall(r"^(?:local)?rule (\w+):", output, re.M))
+
+
+def test_editing_the_models_file_plans_the_jobs_that_read_it(tmp_path, shared_traces_dir):
+    # A copy of the workflow whose every output exists and is up to date (created empty,
+    # then marked with --touch); a change to config/models.yaml must plan every rule that
+    # reads it, because the models file is a rule input, not a param.
+    workdir = tmp_path / "repo"
+    workdir.mkdir()
+    (tmp_path / "shared").symlink_to(shared_traces_dir.parents[1])
+    for item in ("Snakefile", "workflow", "config", "profiles", "README.md", "environment.yml"):
+        source = REPO / item
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
+    planned = _snakemake("-n", "all", "--forceall", cwd=workdir)
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    outputs = {path.strip() for line in planned.stdout.splitlines() if line.strip().startswith("output:")
+               for path in line.split(":", 1)[1].split(",")}
+    for output in outputs:
+        path = workdir / output
+        if output == "raw_traces/simulated":     # the simulator's directory() output
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    touched = _snakemake("--touch", "--cores", "1", "all", cwd=workdir)
+    assert touched.returncode == 0, touched.stderr[-3000:]
+    assert _planned_rules(_snakemake("-n", "all", cwd=workdir).stdout) == set()
+    models = workdir / "config" / "models.yaml"
+    models.write_text(models.read_text() + "# edited\n")
+    replanned = _snakemake("-n", "all", cwd=workdir)
+    assert replanned.returncode == 0, replanned.stderr[-3000:]
+    readers = {"simulate", "calibrate_simulator", "ingest", "evaluate_setting", "bca_tables", "bca_sensitivity",
+               "bca_memory", "bca_advisors", "generalisation", "modelled_characterisation", "table1"}
+    assert readers <= _planned_rules(replanned.stdout)
+
+
+def _schema_key_paths(node: dict, prefix: str = "") -> list[str]:
+    """Dotted paths of every key a config schema defines; a mapping of names is ``<name>``."""
+    paths = []
+    for key, child in node.get("properties", {}).items():
+        paths.append(prefix + key)
+        paths += _schema_key_paths(child, f"{prefix}{key}.")
+    names = node.get("additionalProperties")
+    if isinstance(names, dict) and "properties" in names:
+        paths += _schema_key_paths(names, f"{prefix}<name>.")
+    return paths
+
+
+def test_config_readme_documents_every_key_of_the_schema():
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    readme = (REPO / "config" / "README.md").read_text()
+    section = readme.split("## `config/config.yaml`", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `([^`]+)` \|", section, re.M)
+    assert len(documented) == len(set(documented))
+    assert set(documented) == set(_schema_key_paths(schema))

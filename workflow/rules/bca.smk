@@ -1,8 +1,9 @@
+# Fitting SLIM per target (Tables V-VI, Fig. 12) and leave-one-curve-out (the advisor
+# comparison) are cluster jobs; Fig. 13 only reads the measured curves.
+
+
 localrules:
-    bca_tables,
-    bca_sensitivity,
     bca_memory,
-    bca_advisors,
 
 
 rule bca_tables:
@@ -10,6 +11,8 @@ rule bca_tables:
         clean="results/{dataset}/clean.parquet",
         settings=settings_file,
         bca_config=bca_config_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         table5=report("figures/{dataset}/table5.tex", caption="../report/table5.rst", category="Advisor"),
         table5_csv="results/{dataset}/table5.csv",
@@ -18,11 +21,15 @@ rule bca_tables:
         table6_md="results/{dataset}/table6.md",
     params:
         dataset_label=dataset_label,
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
         hardware=hardware_name,
     log:
         "logs/{dataset}/bca_tables.log",
+    benchmark:
+        "benchmarks/{dataset}/bca_tables.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     conda:
         "../../environment.yml"
     script:
@@ -34,17 +41,23 @@ rule bca_sensitivity:
         clean="results/{dataset}/clean.parquet",
         settings=settings_file,
         bca_config=bca_config_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         pdf=report("figures/{dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"),
         png="figures/{dataset}/fig12.png",
         grid="results/{dataset}/fig12.csv",
     params:
         dataset_label=dataset_label,
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
         hardware=hardware_name,
     log:
         "logs/{dataset}/bca_sensitivity.log",
+    benchmark:
+        "benchmarks/{dataset}/bca_sensitivity.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     conda:
         "../../environment.yml"
     script:
@@ -55,14 +68,14 @@ rule bca_memory:
     input:
         clean="results/{dataset}/clean.parquet",
         bca_config=bca_config_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         pdf=report("figures/{dataset}/fig13.pdf", caption="../report/fig13.rst", category="Advisor"),
         png="figures/{dataset}/fig13.png",
         memory="results/{dataset}/fig13.csv",
     params:
         dataset_label=dataset_label,
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
         hardware=hardware_name,
     log:
         "logs/{dataset}/bca_memory.log",
@@ -76,19 +89,23 @@ rule bca_advisors:
     input:
         clean="results/{dataset}/clean.parquet",
         bca_config=bca_config_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
-        table=report(
-            "figures/{dataset}/table_advisors.tex", caption="../report/table_advisors.rst", category="Advisor"
-        ),
+        table=report("figures/{dataset}/table_advisors.tex", caption="../report/table_advisors.rst", category="Advisor"),
         csv="results/{dataset}/table_advisors.csv",
         md="results/{dataset}/table_advisors.md",
     params:
         dataset_label=dataset_label,
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
         hardware=hardware_name,
     log:
         "logs/{dataset}/bca_advisors.log",
+    benchmark:
+        "benchmarks/{dataset}/bca_advisors.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
     conda:
         "../../environment.yml"
     script:

@@ -1,3 +1,7 @@
+localrules:
+    clean,
+
+
 rule clean:
     input:
         runs="results/{dataset}/runs.parquet",

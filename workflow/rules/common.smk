@@ -15,9 +15,24 @@ SETTINGS = {
 }
 EVALUATED_DATASETS = list(SETTINGS)
 # Artefacts copied from figures/<default dataset>/ to the top of figures/.
-DEFAULT_ARTEFACTS = ["table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png",
-                     "fig2.pdf", "fig2.png", "table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf",
-                     "fig13.png", "table_advisors.tex"]
+DEFAULT_ARTEFACTS = [
+    "table3.tex",
+    "table3_paper.tex",
+    "table4.tex",
+    "fig9.pdf",
+    "fig9.png",
+    "fig10.pdf",
+    "fig10.png",
+    "fig2.pdf",
+    "fig2.png",
+    "table5.tex",
+    "table6.tex",
+    "fig12.pdf",
+    "fig12.png",
+    "fig13.pdf",
+    "fig13.png",
+    "table_advisors.tex",
+]
 
 # Only these names match default_artefact's figures/{artefact}, so rules writing other
 # top-level figures (figures/table1.tex, figures/fig3.pdf) need no ruleorder.
@@ -144,8 +159,12 @@ def all_targets():
         targets += ["results/modelled/characterisation.csv"]
         targets += [f"figures/fig{number}.{ext}" for number in (3, 4, 5, 6) for ext in ("pdf", "png")]
     if config.get("generalisation", {}).get("dataset") in DATASETS:
-        targets += ["figures/fig11.pdf", "figures/fig11.png", "figures/table_fig11.tex",
-                    "results/generalisation/fig11_predictions.csv"]
+        targets += [
+            "figures/fig11.pdf",
+            "figures/fig11.png",
+            "figures/table_fig11.tex",
+            "results/generalisation/fig11_predictions.csv",
+        ]
     if "simulator" in config:
         targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:

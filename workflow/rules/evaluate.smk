@@ -2,18 +2,22 @@ rule evaluate_setting:
     input:
         clean="results/{dataset}/clean.parquet",
         settings=settings_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         predictions="results/{dataset}/evaluation/{setting}.parquet",
         fits="results/{dataset}/fits/{setting}.json",
     params:
         setting="{setting}",
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
         hardware=hardware_name,
     log:
         "logs/{dataset}/evaluate_{setting}.log",
     benchmark:
         "benchmarks/{dataset}/evaluate_{setting}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     conda:
         "../../environment.yml"
     script:

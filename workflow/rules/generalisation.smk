@@ -5,13 +5,14 @@
 
 
 localrules:
-    generalisation,
     fig11,
 
 
 rule generalisation:
     input:
         clean=GENERALISATION.clean_table,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         predictions="results/generalisation/fig11_predictions.csv",
         fit="results/generalisation/fig11_fit.json",
@@ -27,10 +28,14 @@ rule generalisation:
         train_models=GENERALISATION.train_models,
         target_models=GENERALISATION.target_models,
         hardware=GENERALISATION.hardware_name,
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
     log:
         "logs/generalisation/generalisation.log",
+    benchmark:
+        "benchmarks/generalisation/generalisation.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     conda:
         "../../environment.yml"
     script:

@@ -3,7 +3,6 @@
 
 
 localrules:
-    modelled_characterisation,
     modelled_fig3,
     modelled_fig4,
     modelled_fig5,
@@ -21,6 +20,12 @@ rule modelled_characterisation:
         characterisation=config["characterisation"],
     log:
         "logs/modelled/characterisation.log",
+    benchmark:
+        "benchmarks/modelled/characterisation.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
     conda:
         "../../environment.yml"
     script:

@@ -1,20 +1,23 @@
+localrules:
+    sim_validation_table,
+
+
 rule simulate:
     input:
         grid=config["simulator"]["grid"],
         constants=config["simulator"]["constants"],
+        models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         traces=directory("raw_traces/simulated"),
-    params:
-        models_file=config["models_file"],
-        hardware_file=config["hardware_file"],
-    threads: 2
-    resources:
-        mem_mb=2000,
-        runtime=10,
     log:
         "logs/simulated/simulate.log",
     benchmark:
         "benchmarks/simulated/simulate.tsv"
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=10,
     conda:
         "../../environment.yml"
     script:
@@ -24,18 +27,22 @@ rule simulate:
 rule calibrate_simulator:
     input:
         runs=f"results/{config['simulator']['calibration_dataset']}/runs.parquet",
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+        constants=config["simulator"]["constants"],
     output:
         constants="results/simulator/h100-64gb-sim.yaml",
         validation="results/simulator/validation_per_curve.csv",
     params:
-        models_file=config["models_file"],
         hardware=simulator_calibration_hardware,
-        hardware_file=config["hardware_file"],
-        constants=config["simulator"]["constants"],
     log:
         "logs/simulator/calibrate.log",
     benchmark:
         "benchmarks/simulator/calibrate.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
     conda:
         "../../environment.yml"
     script:
@@ -46,11 +53,11 @@ rule sim_validation_table:
     input:
         validation="results/simulator/validation_per_curve.csv",
     output:
-        table=report("figures/table_sim_validation.tex", caption="../report/table_sim_validation.rst",
-                     category="Simulator"),
+        table=report(
+            "figures/table_sim_validation.tex", caption="../report/table_sim_validation.rst", category="Simulator"
+        ),
         pdf="figures/sim_validation.pdf",
-        png=report("figures/sim_validation.png", caption="../report/table_sim_validation.rst",
-                   category="Simulator"),
+        png=report("figures/sim_validation.png", caption="../report/table_sim_validation.rst", category="Simulator"),
     log:
         "logs/simulator/validation_table.log",
     conda:

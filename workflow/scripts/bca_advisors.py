@@ -5,7 +5,7 @@ import pandas as pd
 
 from slim.paper.advisor_study import advisor_comparison
 from slim.paper.advisor_study_config import load_bca_config
-from slim.paper.tables import advisors_display, latex_escaped_columns, to_booktabs
+from slim.paper.tables import advisors_display, latex_escaped_columns, to_booktabs, to_markdown
 from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -14,8 +14,8 @@ log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label
 clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
-comparison = advisor_comparison(clean, load_architectures(snakemake.params.models_file), hardware,
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+comparison = advisor_comparison(clean, load_architectures(snakemake.input.models), hardware,
                                 study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)
 write_csv(comparison, snakemake.output.csv)
 log.info("advisors:\n%s", comparison.to_string())
@@ -26,9 +26,5 @@ Path(snakemake.output.table).write_text(to_booktabs(
     f"{label}: cap, measured throughput retained (\\% of the curve's peak), measured E2E (s) at the cap and "
     f"KV memory of the cap (GiB); epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x.",
     "tab:advisors"))
-lines = ["| curve | " + " | ".join(" ".join(c) for c in shown.columns) + " |",
-         "|---|" + "---|" * len(shown.columns)]
-lines += [f"| {curve} | " + " | ".join(v if isinstance(v, str) else ("--" if pd.isna(v) else f"{v:.1f}")
-                                     for v in row) + " |" for curve, row in zip(shown.index, shown.values)]
 Path(snakemake.output.md).write_text(f"Advisors on every measured curve of **{label}** data:\n\n"
-                                     + "\n".join(lines) + "\n")
+                                     + to_markdown(shown, index_label="curve"))

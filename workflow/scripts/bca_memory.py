@@ -12,8 +12,8 @@ from slim.specs.hardware import load_hardware
 log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
-memory = memory_breakdown(clean, study.fig13_curves, load_architectures(snakemake.params.models_file), hardware,
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+memory = memory_breakdown(clean, study.fig13_curves, load_architectures(snakemake.input.models), hardware,
                           study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)
 write_csv(memory, snakemake.output.memory)
 log.info("memory breakdown:\n%s", memory.to_string())

@@ -14,8 +14,8 @@ log = open_log(snakemake.log[0])
 clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
 settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
-catalog = load_architectures(snakemake.params.models_file)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+catalog = load_architectures(snakemake.input.models)
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 grid = pd.concat([sensitivity_grid(clean, settings[name], catalog, hardware, study.sensitivity_epsilons,
                                    study.sensitivity_slo_multipliers, study.slo_reference_max_num_seqs)
                   for name in study.fig12_transfers], ignore_index=True)

@@ -6,7 +6,7 @@ import pandas as pd
 from slim.paper.advisor_study import table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs
+from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs, to_markdown
 from slim.pipeline.io import open_log, write_csv
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -15,9 +15,9 @@ log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label
 clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 
-decisions = table5(clean, study.table5, load_architectures(snakemake.params.models_file), hardware,
+decisions = table5(clean, study.table5, load_architectures(snakemake.input.models), hardware,
                    study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)
 write_csv(decisions, snakemake.output.table5_csv)
 log.info("Table V:\n%s", decisions.to_string())
@@ -36,9 +36,6 @@ Path(snakemake.output.table6).write_text(to_booktabs(
     latex_escaped_columns(cost_shown),
     f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}.",
     "tab:table6"))
-lines = ["| setting | Prof. | Pred. | Pt. save (%) | Time save (%) |", "|---|---|---|---|---|"]
-lines += [f"| {setting} | {row['Prof.']} | {row['Pred.']} | {row['Pt. save (%)']:.1f} | {row['Time save (%)']:.1f} |"
-          for setting, row in cost_shown.iterrows()]
 Path(snakemake.output.table6_md).write_text(
-    f"Table VI on **{label}** data (profiling cost):\n\n" + "\n".join(lines) + "\n\n"
+    f"Table VI on **{label}** data (profiling cost):\n\n{to_markdown(cost_shown)}\n"
     f"Mean profiling time saved: **{cost['Time save (%)'].iloc[-1]:.1f}%** (paper: 43.85%).\n")

@@ -10,11 +10,11 @@ from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 runs = pd.read_parquet(snakemake.input.runs)
-architectures = load_architectures(snakemake.params.models_file)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+architectures = load_architectures(snakemake.input.models)
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 fit_rows = runs[runs[col.STATUS] == "ok"]
 validation_rows = runs[runs[col.STATUS].isin(["ok", "preempted"])]
-initial_constants = load_sim_constants(snakemake.params.constants)
+initial_constants = load_sim_constants(snakemake.input.constants)
 constants, residuals = calibrate(fit_rows, architectures, hardware, initial=initial_constants)
 _, curves = validate(validation_rows, architectures, hardware, constants)
 write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,

@@ -12,9 +12,9 @@ from slim.specs.hardware import load_hardware
 log = open_log(snakemake.log[0])
 settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
 setting = settings[snakemake.params.setting]
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 evaluation = evaluate_setting(pd.read_parquet(snakemake.input.clean), setting,
-                              load_architectures(snakemake.params.models_file), hardware)
+                              load_architectures(snakemake.input.models), hardware)
 for name, fit in evaluation.slim_fits.items():
     log.info("SLIM %s fit on %d points: train MAPE %.2f%%, %s", name, fit.n_train_points,
              fit.train_mape_throughput_pct, fit.params)

@@ -19,8 +19,8 @@ log = open_log(snakemake.log[0])
 config = GeneralisationConfig(snakemake.params.dataset, tuple(snakemake.params.train_models),
                               tuple(snakemake.params.target_models))
 clean = pd.read_parquet(snakemake.input.clean)
-hardware = load_hardware(snakemake.params.hardware_file)[snakemake.params.hardware]
-result = evaluate_generalisation(clean, config, load_architectures(snakemake.params.models_file), hardware)
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+result = evaluate_generalisation(clean, config, load_architectures(snakemake.input.models), hardware)
 write_csv(result.predictions, snakemake.output.predictions)
 with open(snakemake.output.fit, "w") as handle:
     json.dump(result.fit.to_dict(), handle, indent=2, sort_keys=True)

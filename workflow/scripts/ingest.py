@@ -4,7 +4,7 @@ from slim.specs.architecture import load_architectures
 from slim.traces.ingest import ingest_traces
 
 log = open_log(snakemake.log[0])
-runs = ingest_traces(snakemake.input.traces, snakemake.params.dataset, load_architectures(snakemake.params.models_file))
+runs = ingest_traces(snakemake.input.traces, snakemake.params.dataset, load_architectures(snakemake.input.models))
 log.info("ingested %d run directories from %s: %s", len(runs), snakemake.input.traces,
          runs["status"].value_counts().to_dict())
 write_parquet(runs, snakemake.output.runs)

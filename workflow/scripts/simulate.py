@@ -14,7 +14,7 @@ log = open_log(snakemake.log[0])
 out_dir = Path(snakemake.output.traces)
 shutil.rmtree(out_dir, ignore_errors=True)
 run_dirs = simulate_grid_to_dir(
-    yaml.safe_load(Path(snakemake.input.grid).read_text()), load_architectures(snakemake.params.models_file),
-    load_hardware(snakemake.params.hardware_file), load_sim_constants(snakemake.input.constants), out_dir,
+    yaml.safe_load(Path(snakemake.input.grid).read_text()), load_architectures(snakemake.input.models),
+    load_hardware(snakemake.input.hardware), load_sim_constants(snakemake.input.constants), out_dir,
     workers=snakemake.threads)
 log.info("simulated %d run directories into %s", len(run_dirs), out_dir)
