@@ -1,4 +1,4 @@
-"""Regression baselines of the SLIM paper (digest section 3), reconstructed as
+"""Regression baselines of the SLIM paper (Section VI-E, refs. [10] and [11]), reconstructed as
 scikit-learn estimators: LLMVisor-Agg and IMAI OOD-LR."""
 
 from baselines.imai import ImaiOodLr

@@ -17,7 +17,7 @@ from slim.model.equations import throughput_from_e2e
 from slim.specs.architecture import ArchitectureArrays, ArchitectureCatalog
 from slim.specs.workload import Workload
 
-# Architecture columns (digest section 8 symbols: L, D, H_q, H_kv).
+# Architecture columns (the paper's Section VI-A symbols: L, D, H_q, H_kv).
 N_LAYERS = "n_layers"
 HIDDEN_DIM = "hidden_dim"
 N_Q_HEADS = "n_q_heads"

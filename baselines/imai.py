@@ -1,7 +1,7 @@
 """IMAI OOD-LR: linear regression of E2E latency on workload and model features.
 
 A reconstruction after Imai et al. ("Predicting LLM Inference Latency: A
-Roofline-Driven ML Method", 2024; no public code); digest section 3.
+Roofline-Driven ML Method", 2024; no public code); paper Section VI-E.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """LLMVisor-Agg: the aggregate, per-configuration adaptation of LLMVisor (Jin et al.).
 
-A reconstruction (no public code exists); digest section 3. Two piecewise-linear
+A reconstruction (no public code exists); paper Section VI-E. Two piecewise-linear
 token-count functions, one for the prefill (fitted to TTFT) and one for decode
 steps (fitted to mean ITL), combined into the end-to-end latency.
 """

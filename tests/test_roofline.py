@@ -1,5 +1,5 @@
-"""The knee note's zero-parameter roofline reproduces the note's published numbers
-(digest section 7), and decode-attention intensity matches Table I (section 6).
+"""The knee note's zero-parameter roofline reproduces the note's published numbers, and the
+decode-attention intensity matches the paper's Table I.
 
 Printed precision. The note prints its values without saying how it rounds, and it
 is not consistent: B_knee 59.60 is printed as 60 (nearest) but 208.62 as 208

@@ -1,5 +1,5 @@
-"""Zero-parameter roofline models of LLM decode: the knee note's batch-size knee
-(digest section 7) and the decode-attention arithmetic intensity (digest section 6).
+"""Zero-parameter roofline models of LLM decode: the knee note's batch-size knee and the
+decode-attention arithmetic intensity (paper Section V, Table I).
 
 Knee note (`shared/paper/bknee-note.txt`). Per decode step the GPU reads
 
@@ -146,7 +146,7 @@ def recommend_knee(arch: Architecture, hw: Hardware, ctx_len: float,
     )
 
 
-# --- Decode-attention arithmetic intensity (digest section 6, paper Table I) ---------
+# --- Decode-attention arithmetic intensity (paper Section V, Table I) ----------------
 
 def decode_context_len(input_len: ArrayLike, output_len: ArrayLike,
                        step: ArrayLike | None = None) -> np.ndarray:

@@ -4,7 +4,7 @@ Every function is a pure, vectorised numpy function: ``il``, ``ol`` and ``batch`
 broadcast against each other, and the architecture may be a single
 `Architecture` or an `ArchitectureArrays` (one row of constants per
 configuration), so predictions for many models at once stay vectorised.
-Symbols follow the digest (section 2): ``L`` layers, hidden size ``D``, KV width
+Symbols follow the paper (Section VI-A, Eq. 4): ``L`` layers, hidden size ``D``, KV width
 ``D_kv`` (GQA), FFN ratio ``r_ff``, ``F_max`` peak FLOP/s, ``BW_max`` HBM bandwidth.
 """
 
@@ -27,7 +27,7 @@ GAMMA_REFERENCE_HIDDEN_DIM = 1024
 
 @dataclass(frozen=True)
 class SlimParams:
-    """SLIM's calibrated constants (digest section 2), in SI units.
+    """SLIM's calibrated constants (paper Eqs. 5, 7, 9 and 10), in SI units.
 
     ============================  ==========  =============================================
     field                         paper       meaning

@@ -2,7 +2,7 @@
 
 One global parameter set is fit over every training configuration (all models
 and lengths together, no per-model refit), minimising
-``sum_i (T_pred,i / T_meas,i - 1)^2`` (digest section 2) with
+``sum_i (T_pred,i / T_meas,i - 1)^2`` (paper Section VI-E) with
 `scipy.optimize.least_squares` from a fixed grid of starting points.
 """
 
@@ -257,7 +257,7 @@ def _standard_errors_free(jacobian: np.ndarray, cost: float, n_points: int) -> n
 
 def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
              ablation: Ablation = FULL, split_name: str = "?") -> SlimFit:
-    """Fit one global `SlimParams` to measured throughput (digest section 2).
+    """Fit one global `SlimParams` to measured throughput (paper Section VI-E, Eqs. 5-12).
 
     `frame` needs `columns.MODEL`, `INPUT_LEN_MEAN`, `OUTPUT_LEN_MEAN`,
     `MEAN_BATCH_SIZE` and `TOTAL_TOKEN_THROUGHPUT` (measured ``T``). Minimises

@@ -16,7 +16,8 @@ METRICS = (("mape_throughput_pct", "Thr."), ("mape_e2e_pct", "E2E"))
 
 
 def load_paper_reference(path: str | Path = "config/paper_reference.yaml") -> dict:
-    """The paper's reported numbers (digest), for side-by-side columns only."""
+    """The paper's reported numbers (Tables III, IV and VI, the Section VI-F and VII-B headlines),
+    for side-by-side columns only."""
     return yaml.safe_load(Path(path).read_text())
 
 

@@ -1,6 +1,6 @@
 """Transformer architectures (public model configs) loaded from `config/models.yaml`.
 
-Symbols follow the SLIM paper (digest section 2): ``L`` layers, hidden size ``D``,
+Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size ``D``,
 ``H_q`` query heads, ``H_kv`` key/value heads, head dim ``d_h = D / H_q``,
 ``D_kv = H_kv d_h``, and the FFN ratio ``r_ff``.
 """
