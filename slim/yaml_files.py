@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +25,11 @@ def read_yaml_mapping(path: str | Path, missing_message: str, expected: str = "a
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected {expected}")
     return raw
+
+
+def require_keys(entry: Mapping[str, Any], required: Iterable[str], where: str) -> None:
+    """Raise `ConfigError` naming every key of `required` that the config entry lacks:
+    ``"<where> lacks key(s) a, b"``."""
+    missing = [key for key in required if key not in entry]
+    if missing:
+        raise ConfigError(f"{where} lacks key(s) {', '.join(missing)}")

@@ -25,6 +25,7 @@ from slim.gpu.roofline import (
 from slim.paper.tables import to_booktabs
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
+from slim.yaml_files import require_keys
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,7 @@ def load_paper_table1(path: str | Path = "config/paper_table1.yaml") -> PaperTab
         if not isinstance(raw, dict) or key not in raw:
             raise ConfigError(f"{path}: missing top-level key '{key}'")
     for index, row in enumerate(raw["rows"]):
-        missing = [key for key in PAPER_TABLE1_KEYS if key not in row]
-        if missing:
-            raise ConfigError(f"{path}: rows[{index}] lacks key(s) {', '.join(missing)}")
+        require_keys(row, PAPER_TABLE1_KEYS, f"{path}: rows[{index}]")
     rows = pd.DataFrame(raw["rows"], columns=list(PAPER_TABLE1_KEYS))
     return PaperTable1(source=str(raw["source"]), model=str(raw["model"]), hardware=str(raw["hardware"]),
                        rows=rows)

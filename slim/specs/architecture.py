@@ -14,7 +14,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from slim.errors import ConfigError, UnknownModelError
-from slim.yaml_files import read_yaml_mapping
+from slim.yaml_files import read_yaml_mapping, require_keys
 
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2
@@ -110,9 +110,7 @@ _REQUIRED_KEYS = (
 
 
 def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architecture:
-    missing = [key for key in _REQUIRED_KEYS if key not in entry]
-    if missing:
-        raise ConfigError(f"{source}: model '{name}' lacks key(s) {', '.join(missing)}")
+    require_keys(entry, _REQUIRED_KEYS, f"{source}: model '{name}'")
     if entry["ffn_kind"] not in ("two_matrix", "swiglu"):
         raise ConfigError(
             f"{source}: model '{name}' has ffn_kind '{entry['ffn_kind']}'; "

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from slim.errors import ConfigError
-from slim.yaml_files import read_yaml_mapping
+from slim.yaml_files import read_yaml_mapping, require_keys
 
 GIB = 2**30
 """Bytes in a GiB (vLLM and the server logs print memory in GiB)."""
@@ -33,9 +32,7 @@ class Hardware:
 
 def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Hardware:
     """Build a `Hardware` from one config entry, naming the missing key on error."""
-    missing = [key for key in _REQUIRED_KEYS if key not in entry]
-    if missing:
-        raise ConfigError(f"{source}: hardware '{name}' lacks key(s) {', '.join(missing)}")
+    require_keys(entry, _REQUIRED_KEYS, f"{source}: hardware '{name}'")
     return Hardware(
         name=name,
         peak_flops_per_s=float(entry["peak_flops_per_s"]),
