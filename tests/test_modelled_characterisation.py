@@ -1,6 +1,6 @@
-"""slim.paper.modelled_characterisation (paper Figs. 3-6, modelled): config parsing, the sweep table's known truths
-(shares, monotone trends, the decode-attention intensity and roofline), the cost model's
-GEMM split, the figures and byte-identical CSV output."""
+"""The modelled characterisation (paper Figs. 3-6, `slim.paper.modelled_characterisation`):
+config parsing, the sweep table's known truths (shares, monotone trends, the decode-attention
+intensity and roofline), the cost model's GEMM split, the figures and byte-identical CSV output."""
 
 import re
 from copy import deepcopy
