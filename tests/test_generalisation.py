@@ -208,10 +208,11 @@ def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
                    "table": str(out / "table.tex"), "summary": str(out / "table.md"), "pdf": str(out / "fig11.pdf"),
                    "png": str(out / "fig11.png")}
         out.mkdir()
-        _run_adapter("generalisation.py", {"clean": str(tmp_path / "clean.parquet")}, outputs, {
+        inputs = {"clean": str(tmp_path / "clean.parquet"), "models": str(models_file),
+                  "hardware": str(hardware_file)}
+        _run_adapter("generalisation.py", inputs, outputs, {
             "dataset": "synthetic", "dataset_label": "synthetic (simulated)", "train_models": list(TRAIN),
-            "target_models": list(TARGETS), "hardware": HW.name,
-            "models_file": str(models_file), "hardware_file": str(hardware_file)}, out / "generalisation.log")
+            "target_models": list(TARGETS), "hardware": HW.name}, out / "generalisation.log")
         _run_adapter("plot_fig11.py", {"predictions": outputs["predictions"]}, outputs,
                      {"dataset_label": "synthetic (simulated)", "train_models": list(TRAIN)}, out / "fig11.log")
         digests.append({name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in outputs.items()})
