@@ -25,7 +25,6 @@ from slim.errors import ConfigError
 from slim.model.equations import SlimParams, predict_throughput_tokens_per_s
 from slim.paper.figures.generalisation import plot_generalisation
 from slim.paper.generalisation import (
-    TENSOR_PARALLEL,
     GeneralisationConfig,
     evaluate_generalisation,
     generalisation_mapes,
@@ -72,7 +71,7 @@ def _runs(model: str, input_len: int, output_len: int, tensor_parallel: int = 1,
         col.MAX_NUM_SEQS: BATCHES, col.INPUT_LEN_MEAN: float(input_len), col.OUTPUT_LEN_MEAN: float(output_len),
         col.INPUT_LEN_NOMINAL: float(input_len), col.OUTPUT_LEN_NOMINAL: float(output_len),
         col.MEAN_BATCH_SIZE: mean_batch, col.TOTAL_TOKEN_THROUGHPUT: throughput,
-        col.E2E_LATENCY_S: mean_batch * (input_len + output_len) / throughput, TENSOR_PARALLEL: tensor_parallel,
+        col.E2E_LATENCY_S: mean_batch * (input_len + output_len) / throughput, col.TENSOR_PARALLEL: tensor_parallel,
     })
 
 
@@ -99,7 +98,7 @@ def test_fit_on_train_models_predicts_unseen_architectures_to_under_one_percent(
     assert (mapes["n_runs"] == 2 * len(BATCHES)).all()
     assert (mapes["mape_throughput_pct"] < 1.0).all(), mapes
     assert (mapes["mape_e2e_pct"] < 1.0).all(), mapes
-    assert mapes.loc["opt-big", TENSOR_PARALLEL] == "2"
+    assert mapes.loc["opt-big", col.TENSOR_PARALLEL] == "2"
 
 
 def test_gqa_model_is_predicted_through_its_kv_width(result):
@@ -168,7 +167,8 @@ def test_models_without_clean_runs_and_sharded_training_runs_are_config_errors(c
     with pytest.raises(ConfigError, match=r"generalisation\.train_models\[0\]"):
         evaluate_generalisation(clean[clean[col.MODEL] != "opt-a"], GeneralisationConfig("synthetic", TRAIN, TARGETS),
                                 CATALOG, HW)
-    sharded = clean.assign(**{TENSOR_PARALLEL: np.where(clean[col.MODEL] == "opt-c", 2, clean[TENSOR_PARALLEL])})
+    tensor_parallel = np.where(clean[col.MODEL] == "opt-c", 2, clean[col.TENSOR_PARALLEL])
+    sharded = clean.assign(**{col.TENSOR_PARALLEL: tensor_parallel})
     with pytest.raises(ConfigError, match="single-GPU"):
         evaluate_generalisation(sharded, GeneralisationConfig("synthetic", TRAIN, TARGETS), CATALOG, HW)
 
@@ -218,7 +218,7 @@ def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
         digests.append({name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in outputs.items()})
     assert digests[0] == digests[1]
     written = pd.read_csv(tmp_path / "out0" / "predictions.csv")
-    assert written.groupby(col.MODEL)[TENSOR_PARALLEL].first().to_dict() == {"opt-big": 2, "mha-7b": 1, "gqa-7b": 1}
+    assert written.groupby(col.MODEL)[col.TENSOR_PARALLEL].first().to_dict() == {"opt-big": 2, "mha-7b": 1, "gqa-7b": 1}
 
 
 def test_snakemake_names_a_wrong_dataset_before_any_job(tmp_path, shared_traces_dir):

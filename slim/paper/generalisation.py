@@ -34,12 +34,6 @@ from slim.specs.hardware import Hardware
 SECTION = "generalisation"
 SETTING_NAME = "generalisation"
 TARGET_ROLE = "target"
-TENSOR_PARALLEL = col.TENSOR_PARALLEL
-"""GPUs a run's model is sharded over (vLLM ``--tensor-parallel-size``; 1 = single GPU), from ingest."""
-
-PREDICTION_COLUMNS = col.GENERALISATION_PREDICTION_COLUMNS
-"""Columns of `fig11_predictions.csv`: one row per target run."""
-MAPE_COLUMNS = col.GENERALISATION_MAPE_COLUMNS
 
 
 # ------------------------------------------------------------------ configuration
@@ -85,7 +79,7 @@ def generalisation_setting(clean: pd.DataFrame, config: GeneralisationConfig) ->
 class GeneralisationResult:
     """SLIM's fit on the training models and its predictions for every target run."""
 
-    predictions: pd.DataFrame     # PREDICTION_COLUMNS, in target-model, OL, max_num_seqs order
+    predictions: pd.DataFrame     # columns.GENERALISATION_PREDICTION_COLUMNS, in target-model, OL, max_num_seqs order
     fit: SlimFit
     setting: HeldOutSetting
     n_train_runs: int
@@ -100,54 +94,55 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
                             hw: Hardware) -> GeneralisationResult:
     """Fit SLIM on the training models and predict every target run (Eqs. 5 and 6).
 
-    `clean` needs the ingested `TENSOR_PARALLEL` column. Training
+    `clean` needs the ingested `columns.TENSOR_PARALLEL` column. Training
     runs must be single-GPU (the paper fits on single-GPU OPT runs). Targets are
     predicted with one GPU's ``F_max`` and ``BW_max`` from `hw` and the *whole*
     model's ``L, D, D_kv, r_ff``: no tensor-parallel sharding is modelled, as in
     the paper. The x value is each run's measured mean batch size, as in the
     held-out evaluation (`slim.model.equations.predict_frame`).
     """
-    col.require_columns(clean, (TENSOR_PARALLEL,), "the cleaned table", ConfigError,
+    col.require_columns(clean, (col.TENSOR_PARALLEL,), "the cleaned table", ConfigError,
                         fix="re-run ingest (snakemake --forcerun ingest)")
     setting = generalisation_setting(clean, config)
     split = split_setting(clean, setting)
-    sharded = split.train[split.train[TENSOR_PARALLEL] != 1]
+    sharded = split.train[split.train[col.TENSOR_PARALLEL] != 1]
     if not sharded.empty:
         raise ConfigError(f"{SECTION}.train_models: run '{sharded[col.RUN_ID].iloc[0]}' uses tensor parallelism "
-                          f"{int(sharded[TENSOR_PARALLEL].iloc[0])}; SLIM is fitted on single-GPU runs only")
+                          f"{int(sharded[col.TENSOR_PARALLEL].iloc[0])}; SLIM is fitted on single-GPU runs only")
     fit = fit_slim(split.train, catalog, hw, split_name=SETTING_NAME)
     order = {model: position for position, model in enumerate(config.target_models)}
     targets = split.validate.sort_values([col.MODEL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.RUN_ID],
                                          key=lambda values: values.map(order) if values.name == col.MODEL else values)
     e2e_s, throughput = predict_frame(catalog, hw, fit.params, targets)
     rows = prediction_rows(SETTING_NAME, SLIM, targets, TARGET_ROLE, throughput, e2e_s)
-    rows[TENSOR_PARALLEL] = targets[TENSOR_PARALLEL].to_numpy()
-    predictions = rows[list(PREDICTION_COLUMNS)].reset_index(drop=True)
+    rows[col.TENSOR_PARALLEL] = targets[col.TENSOR_PARALLEL].to_numpy()
+    predictions = rows[list(col.GENERALISATION_PREDICTION_COLUMNS)].reset_index(drop=True)
     return GeneralisationResult(predictions, fit, setting, len(split.train))
 
 
 def generalisation_mapes(predictions: pd.DataFrame) -> pd.DataFrame:
     """MAPE (%) of throughput and E2E latency per target model, over all its runs."""
-    col.require_columns(predictions, PREDICTION_COLUMNS, "the Fig. 11 predictions table", PlotInputError)
+    col.require_columns(predictions, col.GENERALISATION_PREDICTION_COLUMNS, "the Fig. 11 predictions table",
+                        PlotInputError)
     records = []
     for model, rows in predictions.groupby(col.MODEL, sort=False):
         records.append({
-            col.MODEL: model, TENSOR_PARALLEL: _tensor_parallel_label(rows), col.N_RUNS: len(rows),
+            col.MODEL: model, col.TENSOR_PARALLEL: _tensor_parallel_label(rows), col.N_RUNS: len(rows),
             **{metric.mape: mape_pct(rows[metric.predicted], rows[metric.measured])
                for metric in col.PREDICTION_METRICS},
         })
-    return pd.DataFrame.from_records(records, columns=list(MAPE_COLUMNS))
+    return pd.DataFrame.from_records(records, columns=list(col.GENERALISATION_MAPE_COLUMNS))
 
 
 def _tensor_parallel_label(rows: pd.DataFrame) -> str:
     """``"4"``, or ``"2/4"`` should one model have been served at several sizes."""
-    return "/".join(str(size) for size in sorted(set(rows[TENSOR_PARALLEL].astype(int))))
+    return "/".join(str(size) for size in sorted(set(rows[col.TENSOR_PARALLEL].astype(int))))
 
 
 def table_fig11_display(mapes: pd.DataFrame) -> pd.DataFrame:
     """Per target model: GPUs, runs, throughput and E2E MAPE (%)."""
     return pd.DataFrame({
-        "GPUs (TP)": mapes[TENSOR_PARALLEL].astype(str).to_numpy(),
+        "GPUs (TP)": mapes[col.TENSOR_PARALLEL].astype(str).to_numpy(),
         "Runs": mapes[col.N_RUNS].astype(int).astype(str).to_numpy(),
         "Thr. MAPE": mapes[col.THROUGHPUT_METRIC.mape].to_numpy(),
         "E2E MAPE": mapes[col.E2E_METRIC.mape].to_numpy(),
