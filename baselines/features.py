@@ -8,6 +8,8 @@ the missing or non-finite column.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -78,6 +80,54 @@ def target_array(y: object, n_rows: int, name: str = "y (measured E2E latency, s
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ConfigError(f"{name} must be finite and strictly positive")
     return values
+
+
+NULL_SINGULAR_VALUE_RATIO = 1e-10
+"""A direction of a (column-scaled) training design whose singular value is below this
+fraction of the largest is one the training rows leave undetermined."""
+
+DETERMINED_PROJECTION_TOLERANCE = 1e-8
+"""A new design row whose component along the undetermined directions is below this
+fraction of its own norm is predicted the same by every equally good fit."""
+
+
+@dataclass(frozen=True)
+class DesignNullSpace:
+    """The coefficient directions a linear fit's training design cannot determine.
+
+    A linear model ``y = design @ coef`` fitted on rank-deficient rows has a whole
+    affine set of equally good coefficient vectors (all differ by a vector of this
+    null space); a regression library returns one of them (the minimal-norm one).
+    A new row's prediction is the same for all of them exactly when the row is
+    orthogonal to the null space, i.e. lies in the span of the training rows.
+    """
+
+    column_scale: np.ndarray
+    basis: np.ndarray          # (k, p): orthonormal rows, in unit-norm column units
+
+    @classmethod
+    def of(cls, design: np.ndarray) -> "DesignNullSpace":
+        design = np.asarray(design, dtype=float)
+        scale = np.linalg.norm(design, axis=0)
+        scale[scale == 0] = 1.0
+        scaled = design / scale
+        _, singular_values, vt = np.linalg.svd(scaled, full_matrices=True)
+        padded = np.zeros(scaled.shape[1])
+        padded[:singular_values.size] = singular_values
+        null = padded <= NULL_SINGULAR_VALUE_RATIO * (padded[0] if padded.size else 0.0)
+        return cls(scale, vt[null])
+
+    @property
+    def dimensions(self) -> int:
+        return int(self.basis.shape[0])
+
+    def determines(self, design: np.ndarray) -> np.ndarray:
+        """Per row of `design`: True where every equally good fit predicts the same value."""
+        scaled = np.asarray(design, dtype=float) / self.column_scale
+        if self.dimensions == 0:
+            return np.ones(scaled.shape[0], dtype=bool)
+        along_null = np.linalg.norm(scaled @ self.basis.T, axis=1)
+        return along_null <= DETERMINED_PROJECTION_TOLERANCE * np.maximum(np.linalg.norm(scaled, axis=1), 1e-300)
 
 
 class ThroughputFromE2EMixin:

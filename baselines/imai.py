@@ -12,6 +12,7 @@ from sklearn.linear_model import LinearRegression, Ridge
 
 from baselines.features import (
     ArchitectureArrays,
+    DesignNullSpace,
     ThroughputFromE2EMixin,
     Workload,
     architecture_arrays,
@@ -106,6 +107,8 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     feature_mean_, feature_scale_ : standardisation of the active features.
     active_features_ : boolean mask of the non-constant features.
     regressor_ : the fitted scikit-learn model (on standardised active features).
+    training_null_space_ : `DesignNullSpace` of ``[1, features]`` over the training rows;
+        `prediction_determined` tells for which new rows the minimal-norm choice matters.
     n_train_ : number of training configurations.
     """
 
@@ -147,6 +150,7 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         self.feature_scale_ = scale
         self.active_features_ = active
         self.regressor_ = regressor
+        self.training_null_space_ = DesignNullSpace.of(np.column_stack([np.ones(len(design)), design]))
         self.n_train_ = len(workload.batch_size)
         return self
 
@@ -155,6 +159,18 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         check_fitted(self, "coef_")
         design = imai_features(workload_arrays(X), architecture_arrays(X))
         return self.intercept_ + design @ self.coef_
+
+    def prediction_determined(self, X) -> np.ndarray:
+        """Per row: True where the training data determine the prediction.
+
+        False where the row reaches a direction the training design leaves free (a
+        model characteristic that was constant, or collinear with another, over the
+        training rows): every coefficient vector along that direction fits the training
+        data equally well, and `predict` returns the minimal-norm one's prediction.
+        """
+        check_fitted(self, "coef_")
+        design = imai_features(workload_arrays(X), architecture_arrays(X))
+        return self.training_null_space_.determines(np.column_stack([np.ones(len(design)), design]))
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "coef_")

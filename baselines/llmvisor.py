@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from baselines.features import (
+    DesignNullSpace,
     ThroughputFromE2EMixin,
     Workload,
     check_fitted,
@@ -27,6 +30,12 @@ from slim.errors import ConfigError, FitError
 PREFILL_FEATURE_NAMES = ("intercept", "batch_prefill_tokens", "batch_squared_prefill_tokens", "batch_size")
 DECODE_FEATURE_NAMES = ("intercept", "batch_size", "batch_context_tokens")
 TTFT_TARGETS = ("in_batch", "measured")
+
+MINIMUM_NORM_RIDGE = 1e-10
+"""Ridge on the unit-norm scaled columns of every segment fit (see `weighted_least_squares`)."""
+
+BREAKPOINT_TIE_TOLERANCE = 1e-9
+"""Relative SSE difference below which two breakpoints count as equally good."""
 LOSSES = ("relative", "absolute")
 
 
@@ -62,16 +71,25 @@ class PiecewiseLinearFit:
 
     Rows with ``split <= breakpoint`` use `coef_low`, the others `coef_high`;
     ``breakpoint = inf`` means a single segment (both coefficient vectors equal).
+    `null_low` / `null_high` are the directions each segment's training rows leave
+    undetermined (see `baselines.features.DesignNullSpace`).
     """
 
     breakpoint: float
     coef_low: np.ndarray
     coef_high: np.ndarray
     weighted_sse: float
+    null_low: DesignNullSpace
+    null_high: DesignNullSpace
 
     def predict(self, design: np.ndarray, split: np.ndarray) -> np.ndarray:
         low = split <= self.breakpoint
         return np.where(low, design @ self.coef_low, design @ self.coef_high)
+
+    def determined(self, design: np.ndarray, split: np.ndarray) -> np.ndarray:
+        """Per row: True where every equally good fit of its segment predicts the same."""
+        low = split <= self.breakpoint
+        return np.where(low, self.null_low.determines(design), self.null_high.determines(design))
 
 
 def weighted_least_squares(
@@ -82,9 +100,16 @@ def weighted_least_squares(
     Columns are scaled to unit weighted norm before solving, so the answer does
     not depend on feature units. Rank-deficient designs (e.g. one input length
     only, where ``B IL`` and ``B`` are proportional) get the minimal-norm
-    solution in those scaled units (`numpy.linalg.lstsq`); predictions inside
-    the span of the training rows are unique either way. With `nonnegative`,
-    every coefficient is constrained to ``>= 0`` (`scipy.optimize.nnls`).
+    solution in those scaled units; predictions inside the span of the training
+    rows are unique either way. With `nonnegative`, every coefficient is
+    constrained to ``>= 0`` (`scipy.optimize.nnls`), and the minimal-norm
+    non-negative solution is taken.
+
+    The minimal-norm choice is made by a ridge of `MINIMUM_NORM_RIDGE` on the
+    scaled columns (rows ``sqrt(ridge) I`` appended), not by a rank cut-off: a
+    cut-off or an active-set choice between equally good solutions flips with
+    floating-point noise (another BLAS kernel), the ridge does not. The returned
+    SSE is that of the data rows alone.
     """
     root_w = np.sqrt(weights)
     weighted_design = design * root_w[:, None]
@@ -92,10 +117,13 @@ def weighted_least_squares(
     scale = np.linalg.norm(weighted_design, axis=0)
     scale[scale == 0] = 1.0
     scaled = weighted_design / scale
+    n_features = scaled.shape[1]
+    augmented = np.vstack([scaled, math.sqrt(MINIMUM_NORM_RIDGE) * np.eye(n_features)])
+    augmented_target = np.concatenate([weighted_target, np.zeros(n_features)])
     if nonnegative:
-        scaled_coef, _ = nnls(scaled, weighted_target)
+        scaled_coef, _ = nnls(augmented, augmented_target)
     else:
-        scaled_coef = np.linalg.lstsq(scaled, weighted_target, rcond=None)[0]
+        scaled_coef = np.linalg.lstsq(augmented, augmented_target, rcond=None)[0]
     coef = scaled_coef / scale
     residual = weighted_design @ coef - weighted_target
     return coef, float(residual @ residual)
@@ -116,11 +144,13 @@ def fit_two_segments(
     Candidate breakpoints are the midpoints between consecutive distinct values
     of `split` that leave at least `min_segment_size` rows on each side. Each
     segment is fitted independently by `weighted_least_squares`; the candidate
-    with the smallest total weighted SSE wins (ties: the smallest breakpoint).
+    with the smallest total weighted SSE wins. Candidates within
+    `BREAKPOINT_TIE_TOLERANCE` (relative) of the smallest SSE are ties, and the
+    smallest breakpoint among them wins, so noise cannot pick between them.
     Without any admissible candidate (or with ``n_segments = 1``) one segment
     is fitted to all rows.
     """
-    best: PiecewiseLinearFit | None = None
+    candidates: list[PiecewiseLinearFit] = []
     if n_segments == 2:
         distinct = np.unique(split)
         for breakpoint in (distinct[:-1] + distinct[1:]) / 2.0:
@@ -131,11 +161,17 @@ def fit_two_segments(
             coef_high, sse_high = weighted_least_squares(
                 design[~low], target[~low], weights[~low], nonnegative=nonnegative
             )
-            if best is None or sse_low + sse_high < best.weighted_sse:
-                best = PiecewiseLinearFit(float(breakpoint), coef_low, coef_high, sse_low + sse_high)
+            candidates.append(PiecewiseLinearFit(float(breakpoint), coef_low, coef_high, sse_low + sse_high,
+                                                 DesignNullSpace.of(design[low]), DesignNullSpace.of(design[~low])))
+    best: PiecewiseLinearFit | None = None
+    if candidates:
+        smallest_sse = min(candidate.weighted_sse for candidate in candidates)
+        tied = [c for c in candidates if c.weighted_sse <= smallest_sse * (1.0 + BREAKPOINT_TIE_TOLERANCE)]
+        best = min(tied, key=lambda candidate: candidate.breakpoint)
     if best is None:
         coef, sse = weighted_least_squares(design, target, weights, nonnegative=nonnegative)
-        best = PiecewiseLinearFit(float("inf"), coef, coef.copy(), sse)
+        null_space = DesignNullSpace.of(design)
+        best = PiecewiseLinearFit(float("inf"), coef, coef.copy(), sse, null_space, null_space)
     if not (np.all(np.isfinite(best.coef_low)) and np.all(np.isfinite(best.coef_high))):
         raise FitError("LLMVisor-Agg: piecewise least squares produced non-finite coefficients")
     return best
@@ -307,6 +343,19 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         check_fitted(self, "decode_fit_")
         workload = workload_arrays(X)
         return self.predict_ttft_s(X) + self.predict_itl_s(X) * (workload.output_len - 1.0)
+
+    def prediction_determined(self, X) -> np.ndarray:
+        """Per row: True where the training data determine both functions' predictions.
+
+        False where a row reaches a direction its segment's training design leaves free
+        (e.g. one input length in training makes ``B IL``, ``B IL^2`` and ``B``
+        proportional, so a new input length is extrapolated by the minimal-norm split).
+        """
+        check_fitted(self, "decode_fit_")
+        workload = workload_arrays(X)
+        batch = workload.batch_size
+        return (self.prefill_fit_.determined(prefill_features(workload), batch)
+                & self.decode_fit_.determined(decode_features(workload), batch))
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "decode_fit_")

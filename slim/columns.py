@@ -94,19 +94,41 @@ MAPE_E2E_PCT = "mape_e2e_pct"
 MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT)
 """Columns of a held-out MAPE table, in order."""
 
+# --- What the training data decide: one row per (setting, predictor)
+# (results/<dataset>/evaluation/<setting>_identifiability.parquet, merged into table3.csv).
+VALIDATION_DETERMINED = "validation_determined"  # every equally good fit predicts the validation rows alike
+UNIDENTIFIED = "unidentified"                    # what the fit leaves open, in words ("identified" if nothing)
+N_EQUIVALENT_SOLUTIONS = "n_equivalent_solutions"  # sampled training-equivalent SLIM fits (0: none needed)
+MAPE_THROUGHPUT_LOW_PCT = "mape_throughput_pct_equivalent_low"   # range over the training-equivalent fits
+MAPE_THROUGHPUT_HIGH_PCT = "mape_throughput_pct_equivalent_high"
+MAPE_E2E_LOW_PCT = "mape_e2e_pct_equivalent_low"
+MAPE_E2E_HIGH_PCT = "mape_e2e_pct_equivalent_high"
+
+IDENTIFIABILITY_COLUMNS = (
+    SETTING, PREDICTOR, VALIDATION_DETERMINED, UNIDENTIFIED, N_EQUIVALENT_SOLUTIONS,
+    MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT, MAPE_E2E_LOW_PCT, MAPE_E2E_HIGH_PCT,
+)
+"""Columns of a held-out identifiability table, in order; `table3.csv` is the MAPE table
+joined with it on (setting, predictor)."""
+
 
 @dataclass(frozen=True)
 class PredictionMetric:
-    """One predicted quantity: its measured and predicted columns and the column of its MAPE."""
+    """One predicted quantity: its measured and predicted columns, the column of its MAPE,
+    and the columns of that MAPE's range over the training-equivalent fits."""
 
     name: str
     measured: str
     predicted: str
     mape: str
+    mape_low: str
+    mape_high: str
 
 
-THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT)
-E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT)
+THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT,
+                                     MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT)
+E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT, MAPE_E2E_LOW_PCT,
+                              MAPE_E2E_HIGH_PCT)
 PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
 """Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
 

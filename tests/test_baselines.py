@@ -308,3 +308,43 @@ def test_llmvisor_cannot_tell_models_apart():
     assert _mape(model.predict(large), large[col.E2E_LATENCY_S]) > 30
     imai = ImaiOodLr().fit(frame, frame[col.E2E_LATENCY_S])
     assert _mape(imai.predict(frame), frame[col.E2E_LATENCY_S]) < 15
+
+
+# --- what the training rows determine ---------------------------------------
+
+def test_imai_knows_which_predictions_its_training_rows_determine():
+    two_models = _imai_truth_frame(seed=12, models=("a", "b"))
+    model = ImaiOodLr().fit(two_models, two_models[col.E2E_LATENCY_S])
+    # The training models themselves, at new batch sizes: in the span of the training rows.
+    assert model.prediction_determined(_imai_truth_frame(seed=13, models=("a", "b"))).all()
+    # A third architecture: L, D, H_q, H_kv vary together over two models, so how the
+    # weight splits between them (the minimal-norm choice) decides its prediction.
+    assert not model.prediction_determined(_imai_truth_frame(seed=14, models=("e",))).any()
+    every_model = _imai_truth_frame(seed=15)
+    full = ImaiOodLr().fit(every_model, every_model[col.E2E_LATENCY_S])
+    assert full.training_null_space_.dimensions == 0
+    assert full.prediction_determined(_imai_truth_frame(seed=16, models=("e",))).all()
+
+
+def test_llmvisor_knows_that_a_single_input_length_leaves_another_undetermined():
+    frame = _realistic_frame(seed=17)     # IL 242 only: B IL, B IL^2 and B are proportional
+    model = LLMVisorAgg(nonnegative=True).fit(frame, frame[col.E2E_LATENCY_S])
+    assert model.prediction_determined(frame).all()
+    other_input = frame.assign(**{col.INPUT_LEN_MEAN: 250.0})
+    assert not model.prediction_determined(other_input).any()
+
+
+def test_minimal_norm_segment_fits_do_not_flip_with_noise():
+    """Rank-deficient non-negative fits are made unique by the ridge, not by the active set."""
+    rng = np.random.default_rng(18)
+    batch = np.repeat([1.0, 4.0, 16.0, 64.0], 3)
+    design = prefill_features(workload_arrays(pd.DataFrame({
+        col.MEAN_BATCH_SIZE: batch, col.INPUT_LEN_MEAN: 242.0, col.OUTPUT_LEN_MEAN: 390.0})))
+    target = 0.01 + 2e-5 * batch * 242 + rng.normal(0, 1e-4, batch.size)
+    weights = 1.0 / target**2
+    first = fit_two_segments(design, target, weights, batch, min_segment_size=5, nonnegative=True)
+    nudged = fit_two_segments(design, target * (1 + 1e-9 * rng.uniform(-1, 1, batch.size)), weights, batch,
+                              min_segment_size=5, nonnegative=True)
+    assert first.breakpoint == nudged.breakpoint
+    np.testing.assert_allclose(first.coef_low, nudged.coef_low, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(first.coef_high, nudged.coef_high, rtol=1e-6, atol=1e-12)

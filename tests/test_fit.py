@@ -12,10 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import slim.model.fit as fit_module
 from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
-from slim.model.fit import SlimFit, _Objective, _training_data, fit_slim, free_parameter_names
+from slim.model.fit import (
+    EQUIVALENT_COST_TOLERANCE,
+    FIT_PARAMETERS,
+    SlimFit,
+    _Objective,
+    _training_data,
+    fit_slim,
+    free_parameter_names,
+    start_grid,
+)
 from slim.model.metrics import mape_pct
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -168,3 +178,59 @@ def test_converged_says_whether_every_start_converged():
     one_start_failed = dataclasses.replace(fit, n_converged_starts=fit.n_starts - 1)
     assert not one_start_failed.converged
     assert SlimFit.from_dict(one_start_failed.to_dict()).converged is False
+
+
+def two_models_one_output_length(noise: float = 0.01, seed: int = 4) -> pd.DataFrame:
+    """The real model transfer's shape: two OPT models, one IL, one OL, a B sweep."""
+    rows = list(itertools.product(("opt-1.3b", "opt-2.7b"), [242.0], [390.0], [1.0, 4.0, 16.0, 64.0, 128.0, 256.0]))
+    frame = pd.DataFrame(rows, columns=[col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MEAN_BATCH_SIZE])
+    _, throughput = predict_frame(CATALOG, H100, TRUE_PARAMS, frame)
+    frame[col.TOTAL_TOKEN_THROUGHPUT] = throughput * (1.0 + noise * np.random.default_rng(seed).standard_normal(12))
+    return frame
+
+
+def test_an_unidentifiable_fit_reports_its_valley_and_samples_it():
+    fit = fit_slim(two_models_one_output_length(), CATALOG, H100, split_name="valley")
+    identifiability = fit.identifiability
+    # t_fixed + alpha OL, gamma L (D/1024)^2 OL and B0 M_dec are per-model constants: three
+    # unknowns from two models, and t_fixed vs alpha OL at a single OL.
+    assert identifiability.unidentified_dimensions == 2
+    assert {"alpha_s_per_token", "t_fixed_s"} <= set(identifiability.unidentified_parameters)
+    assert "unidentified" in identifiability.describe()
+    solutions = identifiability.equivalent_params
+    assert len(solutions) >= 16
+    objective = _Objective(_training_data(two_models_one_output_length(), CATALOG, "valley"), H100, FULL, PARAM_NAMES)
+    for params in solutions:   # training-equivalent: the same cost to the stated tolerance
+        vector = np.array([getattr(params, name) / p.unit_in_si for name, p in zip(PARAM_NAMES, FIT_PARAMETERS)])
+        assert objective.cost(vector) <= fit.cost * (1 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * 12
+    # ... and they really differ: the valley is sampled, not one point repeated.
+    t_fixed = [params.t_fixed_s for params in solutions]
+    assert max(t_fixed) - min(t_fixed) > 0.01
+    # An unseen model (another D and L) is predicted differently along the valley.
+    unseen = two_models_one_output_length().assign(**{col.MODEL: "llama-2-7b"})
+    predictions = [predict_frame(CATALOG, H100, params, unseen)[1] for params in (fit.params, *solutions)]
+    assert np.ptp(np.array(predictions), axis=0).max() / predictions[0].max() > 0.01
+
+
+def test_the_identifiability_rule_picks_one_point_of_the_valley_whatever_the_noise_or_start_order():
+    frame = two_models_one_output_length()
+    fit = fit_slim(frame, CATALOG, H100, split_name="valley")
+    nudged = frame.assign(**{col.TOTAL_TOKEN_THROUGHPUT: frame[col.TOTAL_TOKEN_THROUGHPUT]
+                             * (1 + 1e-9 * np.random.default_rng(0).uniform(-1, 1, len(frame)))})
+    reversed_starts = fit_slim(frame, CATALOG, H100, split_name="valley",
+                               starts=lambda specs: list(reversed(start_grid(specs))))
+    for other in (fit_slim(nudged, CATALOG, H100, split_name="valley"), reversed_starts):
+        for name in PARAM_NAMES:
+            assert getattr(other.params, name) == pytest.approx(getattr(fit.params, name), rel=1e-5, abs=1e-9), name
+
+
+def test_the_roofline_prior_leaves_an_identified_fit_alone(monkeypatch):
+    """On data that determine every constant the prior moves nothing measurable."""
+    frame = synthetic_frame(TRUE_PARAMS, noise=0.01, seed=1)
+    fit = fit_slim(frame, CATALOG, H100, split_name="noisy")
+    assert fit.identifiability.identified and fit.identifiability.equivalent_params == ()
+    assert fit.identifiability.describe() == "identified"
+    monkeypatch.setattr(fit_module, "ROOFLINE_PRIOR_WEIGHT", 0.0)
+    without_prior = fit_slim(frame, CATALOG, H100, split_name="no prior")
+    for name in PARAM_NAMES:
+        assert getattr(fit.params, name) == pytest.approx(getattr(without_prior.params, name), rel=1e-4), name

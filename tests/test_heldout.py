@@ -7,7 +7,7 @@ import yaml
 from slim.paper.headlines import check_headlines, load_expected
 from slim.paper.heldout import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
 from slim.paper.splits import load_settings
-from slim.paper.tables import table3, to_booktabs
+from slim.paper.tables import RANGE_NOTE, UNDETERMINED_NOTE, identifiability_notes, table3, to_booktabs, to_markdown
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 from slim.traces.clean import clean_runs
@@ -21,8 +21,9 @@ def public_mapes(shared_traces_dir) -> pd.DataFrame:
     clean, _ = clean_runs(runs)
     hardware = load_hardware()["h100-64gb"]
     settings = load_settings("config/settings/h100-public.yaml")
-    predictions = [evaluate_setting(clean, s, catalog, hardware).predictions for s in settings if s.applicable]
-    return mape_table(pd.concat(predictions, ignore_index=True))
+    evaluations = [evaluate_setting(clean, s, catalog, hardware) for s in settings if s.applicable]
+    return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
+                      pd.concat([e.identifiability for e in evaluations], ignore_index=True))
 
 
 def _mape(mapes: pd.DataFrame, setting: str, predictor: str, metric: str = "mape_throughput_pct") -> float:
@@ -71,3 +72,16 @@ def test_average_reduction_is_computed_from_the_table(public_mapes):
         for baseline in (LLMVISOR, IMAI):
             by_hand.append(1 - slim_mean / (sum(_mape(public_mapes, s, baseline, metric) for s in settings) / 2))
     assert reduction == pytest.approx(100 * sum(by_hand) / 4)
+
+
+def test_table3_shows_what_the_training_data_cannot_decide(public_mapes):
+    settings = load_settings("config/settings/h100-public.yaml")
+    table = table3(public_mapes, settings)
+    model_row = table.loc["Model (Llama-2-7B, OL 390)"]
+    slim_cell, imai_cell = model_row[(SLIM, "Thr.")], model_row[(IMAI, "Thr.")]
+    assert isinstance(slim_cell, str) and "[" in slim_cell and slim_cell.endswith("]")
+    assert isinstance(imai_cell, str) and imai_cell.endswith("*")
+    assert isinstance(table.loc["Same curve"][(SLIM, "Thr.")], float)   # identified: a plain number
+    assert identifiability_notes(table) == [RANGE_NOTE, UNDETERMINED_NOTE]
+    markdown = to_markdown(table)
+    assert slim_cell in markdown and imai_cell in markdown

@@ -1,9 +1,10 @@
 """Calibrating SLIM's constants by nonlinear least squares on relative throughput errors.
 
-One global parameter set is fit over every training configuration (all models
-and lengths together, no per-model refit), minimising
-``sum_i (T_pred,i / T_meas,i - 1)^2`` (paper Section VI-E) with
-`scipy.optimize.least_squares` from a fixed grid of starting points.
+One global parameter set is fit over every training configuration (all models and
+lengths together, no per-model refit), minimising ``sum_i (T_pred,i / T_meas,i - 1)^2``
+(paper Section VI-E, Eqs. 5-12) with `scipy.optimize.least_squares` from a fixed grid of
+starting points, plus a weak roofline prior that makes the answer unique where the
+training data leave directions of the parameter space undetermined (see `fit_slim`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from slim.model.equations import (
     e2e_components_s,
     frame_workload,
     kv_bytes_read_per_request,
+    prefill_flops,
     throughput_from_e2e,
 )
 from slim.model.metrics import mape_pct
@@ -38,6 +40,30 @@ from slim.specs.hardware import Hardware
 
 ETA_LOWER_BOUND = 1e-4
 """Efficiencies are physically in (0, 1]; the optimiser keeps them above this."""
+
+ROOFLINE_PRIOR_WEIGHT = 1e-6
+"""``lambda``: weight of the roofline prior against the data term (see `fit_slim`).
+
+Small enough that it moves no identified quantity measurably (validation MAPEs of the
+public traces change by at most 0.001 points against the unregularised fit), large
+enough that the optimum along an unidentified direction is fixed far above
+floating-point noise (the prior's curvature there is 1e10 times the noise level)."""
+
+NULL_SINGULAR_VALUE_RATIO = 1e-8
+"""A direction of the data Jacobian (optimiser units) whose singular value is below this
+fraction of the largest is reported as unidentified."""
+
+EQUIVALENT_COST_TOLERANCE = 1e-6
+"""Training-equivalent solutions: data cost within this relative tolerance of the fit's
+(training RMS relative error within 5e-7 relative)."""
+
+VALLEY_SAMPLES = 32
+"""Seeded reference points projected onto the set of training-equivalent solutions."""
+
+VALLEY_SEED = 0
+
+POLISH_TOLERANCE = 1e-14
+"""``xtol = ftol = gtol`` of the final refinement from the best start."""
 
 
 @dataclass(frozen=True)
@@ -81,15 +107,73 @@ def free_parameter_names(ablation: Ablation) -> tuple[str, ...]:
     return tuple(name for name in PARAM_NAMES if name not in fixed)
 
 
+def start_grid(free_specs: Sequence[FitParameter]) -> list[tuple[float, ...]]:
+    """Every combination of the free parameters' starting values, in a fixed order."""
+    return sorted(set(itertools.product(*(parameter.starts for parameter in free_specs))))
+
+
+@dataclass(frozen=True)
+class Identifiability:
+    """What the training data of a fit determine (see `fit_slim`).
+
+    ``unidentified_dimensions`` is the number of directions of the free, not-at-bound
+    parameters along which the training cost is flat (relative singular value below
+    `NULL_SINGULAR_VALUE_RATIO`); ``unidentified_parameters`` are the parameters with a
+    share of at least 1e-3 in that null space (basis-independent: the diagonal of its
+    projector). ``at_bounds`` are free parameters the optimum pushed onto a bound.
+    ``equivalent_params`` are distinct training-equivalent solutions (data cost within
+    `EQUIVALENT_COST_TOLERANCE` of the fit's), found by projecting `VALLEY_SAMPLES`
+    seeded reference points onto that set; they bound what the data cannot decide.
+    """
+
+    unidentified_dimensions: int
+    unidentified_parameters: tuple[str, ...]
+    at_bounds: tuple[str, ...]
+    equivalent_params: tuple[SlimParams, ...]
+
+    @property
+    def identified(self) -> bool:
+        return self.unidentified_dimensions == 0
+
+    def describe(self) -> str:
+        """One line for tables and logs, e.g. ``2 unidentified directions (alpha, t_fixed)``."""
+        parts = []
+        if self.unidentified_dimensions:
+            plural = "s" if self.unidentified_dimensions > 1 else ""
+            parts.append(f"{self.unidentified_dimensions} unidentified direction{plural} "
+                         f"({', '.join(self.unidentified_parameters)})")
+        if self.at_bounds:
+            parts.append(f"at bound: {', '.join(self.at_bounds)}")
+        return "; ".join(parts) or "identified"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unidentified_dimensions": self.unidentified_dimensions,
+            "unidentified_parameters": list(self.unidentified_parameters),
+            "at_bounds": list(self.at_bounds),
+            "equivalent_params": [params.to_dict() for params in self.equivalent_params],
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "Identifiability":
+        return cls(
+            unidentified_dimensions=int(values["unidentified_dimensions"]),
+            unidentified_parameters=tuple(values["unidentified_parameters"]),
+            at_bounds=tuple(values["at_bounds"]),
+            equivalent_params=tuple(SlimParams.from_dict(p) for p in values["equivalent_params"]),
+        )
+
+
 @dataclass(frozen=True)
 class SlimFit:
-    """Result of `fit_slim`: parameters, uncertainties, fit quality and provenance.
+    """Result of `fit_slim`: parameters, uncertainties, identifiability, fit quality and provenance.
 
     `standard_errors` maps every parameter name to its standard error in SI
     units; it is NaN for a parameter the data cannot identify (singular
     ``J^T J``) and for a parameter fixed by the ablation (see `free_parameters`).
     `residuals` are the relative throughput errors ``pred / meas - 1`` per row.
     `message` is the optimiser's termination message of the best start.
+    `cost` is the data term ``0.5 sum r_i^2`` at `params` (without the prior).
     """
 
     params: SlimParams
@@ -104,6 +188,7 @@ class SlimFit:
     free_parameters: tuple[str, ...]
     n_starts: int
     n_converged_starts: int
+    identifiability: Identifiability
     residuals: np.ndarray = field(repr=False, compare=False)
 
     @property
@@ -128,6 +213,7 @@ class SlimFit:
             "message": self.message,
             "n_starts": self.n_starts,
             "n_converged_starts": self.n_converged_starts,
+            "identifiability": self.identifiability.to_dict(),
             "residuals": [float(value) for value in self.residuals],
         }
 
@@ -149,6 +235,7 @@ class SlimFit:
                 free_parameters=tuple(values["free_parameters"]),
                 n_starts=int(values["n_starts"]),
                 n_converged_starts=int(values["n_converged_starts"]),
+                identifiability=Identifiability.from_dict(values["identifiability"]),
                 residuals=np.asarray(values["residuals"], dtype=float),
             )
         except KeyError as error:
@@ -166,6 +253,11 @@ class _TrainingData:
     ol: np.ndarray
     batch: np.ndarray
     throughput: np.ndarray
+
+    @property
+    def measured_e2e_s(self) -> np.ndarray:
+        """Little's-law E2E implied by the measured throughput (Eq. 6 inverted)."""
+        return self.batch * (self.il + self.ol) / self.throughput
 
 
 def _training_data(frame: pd.DataFrame, architectures: ArchitectureLookup, split_name: str) -> _TrainingData:
@@ -220,6 +312,10 @@ class _Objective:
     def residuals(self, free_values: np.ndarray) -> np.ndarray:
         return self._predict(free_values)[3] / self.data.throughput - 1.0
 
+    def cost(self, free_values: np.ndarray) -> float:
+        residuals = self.residuals(free_values)
+        return 0.5 * float(residuals @ residuals)
+
     def jacobian(self, free_values: np.ndarray) -> np.ndarray:
         params, components, e2e_s, predicted = self._predict(free_values)
         d_e2e = {
@@ -236,35 +332,209 @@ class _Objective:
         return np.column_stack(columns) * self.units
 
 
+@dataclass(frozen=True)
+class RooflineReference:
+    """A point in the prior's linear coordinates (see `_RooflinePrior`).
+
+    ``inverse_eta_*`` are ``1 / eta``; ``kv_offset_over_eta`` is ``B0 / eta_m``; the
+    rest are the SI constants. The ideal roofline machine is ``(1, 1, 0, 0, 0, 0)``.
+    """
+
+    inverse_eta_compute: float = 1.0
+    inverse_eta_memory: float = 1.0
+    kv_offset_over_eta: float = 0.0
+    alpha_s_per_token: float = 0.0
+    gamma_s_per_token: float = 0.0
+    t_fixed_s: float = 0.0
+
+
+IDEAL_ROOFLINE = RooflineReference()
+
+
+class _RooflinePrior:
+    """Residuals ``sqrt(lambda) excess_ij / E2E_i`` of the time each term adds beyond a reference.
+
+    Per training row ``i`` and free term ``j`` the excess is the term's time minus the
+    time it would take at the reference, in coordinates in which E2E is linear:
+    ``F_pre/F_max (1/eta_c - r)``, ``B M_dec/BW_max (1/eta_m - r)``,
+    ``M_dec/BW_max (B0/eta_m - r)``, ``OL (alpha - r)``, ``L (D/1024)^2 OL (gamma - r)``,
+    ``t_fixed - r`` (Eq. 7, 9, 10, 5). Divided by the measured E2E, each is a share of the
+    measured latency, so the prior is unit-free. Being a positive-definite quadratic in
+    those coordinates, it has a unique minimiser on every set of training-equivalent
+    solutions (an affine subspace in the same coordinates, cut by the bounds).
+    """
+
+    def __init__(self, objective: _Objective, weight: float, reference: RooflineReference = IDEAL_ROOFLINE):
+        data, hw = objective.data, objective.hw
+        self.objective, self.reference = objective, reference
+        self.root_weight_over_e2e = math.sqrt(weight) / data.measured_e2e_s
+        self.ideal_prefill_s = prefill_flops(data.arch, data.il, data.batch) / hw.peak_flops_per_s
+        self.kv_per_request_s = objective.kv_bytes / hw.hbm_bandwidth_bytes_per_s
+        self.ideal_kv_scan_s = data.batch * self.kv_per_request_s
+
+    def _terms(self, free_values: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """(excess seconds per row, {parameter: d excess / d parameter in SI}) per free term."""
+        names = self.objective.free_names
+        params = _params_from_vector(free_values, names)
+        ref, data = self.reference, self.objective.data
+        ones = np.ones_like(data.il)
+        terms = []
+        if "eta_compute" in names:
+            terms.append((self.ideal_prefill_s * (1.0 / params.eta_compute - ref.inverse_eta_compute),
+                          {"eta_compute": -self.ideal_prefill_s / params.eta_compute**2}))
+        if "eta_memory" in names:
+            terms.append((self.ideal_kv_scan_s * (1.0 / params.eta_memory - ref.inverse_eta_memory),
+                          {"eta_memory": -self.ideal_kv_scan_s / params.eta_memory**2}))
+        if "batch_offset" in names:
+            terms.append((self.kv_per_request_s * (params.batch_offset / params.eta_memory - ref.kv_offset_over_eta),
+                          {"batch_offset": self.kv_per_request_s / params.eta_memory,
+                           "eta_memory": -self.kv_per_request_s * params.batch_offset / params.eta_memory**2}))
+        if "alpha_s_per_token" in names:
+            terms.append((data.ol * (params.alpha_s_per_token - ref.alpha_s_per_token),
+                          {"alpha_s_per_token": data.ol}))
+        if "gamma_s_per_token" in names:
+            terms.append((self.objective.width_factor_ol * (params.gamma_s_per_token - ref.gamma_s_per_token),
+                          {"gamma_s_per_token": self.objective.width_factor_ol}))
+        if "t_fixed_s" in names:
+            terms.append((ones * (params.t_fixed_s - ref.t_fixed_s), {"t_fixed_s": ones}))
+        return terms
+
+    def residuals(self, free_values: np.ndarray) -> np.ndarray:
+        return np.concatenate([excess * self.root_weight_over_e2e for excess, _ in self._terms(free_values)])
+
+    def jacobian(self, free_values: np.ndarray) -> np.ndarray:
+        names = self.objective.free_names
+        blocks = []
+        for _, derivatives in self._terms(free_values):
+            block = np.zeros((len(self.root_weight_over_e2e), len(names)))
+            for name, derivative in derivatives.items():
+                block[:, names.index(name)] = derivative * self.root_weight_over_e2e
+            blocks.append(block)
+        return np.vstack(blocks) * self.objective.units
+
+
+def _solve(objective: _Objective, prior: _RooflinePrior, start: np.ndarray, lower: np.ndarray,
+           upper: np.ndarray, tolerance: float, split_name: str):
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([objective.residuals(x), prior.residuals(x)])
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        return np.vstack([objective.jacobian(x), prior.jacobian(x)])
+
+    try:
+        return least_squares(residuals, np.clip(start, lower, upper), jac=jacobian, bounds=(lower, upper),
+                             method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance, max_nfev=2000)
+    except ValueError as error:  # non-finite residuals at a start
+        raise FitError(f"split '{split_name}': least squares failed from start {start}: {error}") from error
+
+
 def _standard_errors_free(jacobian: np.ndarray, cost: float, n_points: int) -> np.ndarray:
     """``sqrt(diag((J^T J)^-1) s^2)`` with ``s^2 = 2 cost / (n - p)``, NaN where unidentifiable.
 
-    A parameter with a component along a (numerically) null direction of ``J``
-    cannot be identified; the others' variances come from the non-null part of
-    the SVD, which equals the inverse on the identifiable subspace.
+    A parameter with a component along a null direction of ``J`` (relative singular value
+    below `NULL_SINGULAR_VALUE_RATIO`) cannot be identified; the others' variances come
+    from the non-null part of the SVD, which equals the inverse on the identifiable subspace.
     """
     n_free = jacobian.shape[1]
     if n_points <= n_free:
         return np.full(n_free, np.nan)
     residual_variance = 2.0 * cost / (n_points - n_free)
     _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=False)
-    tolerance = max(jacobian.shape) * np.finfo(float).eps * (singular_values[0] if singular_values.size else 0.0)
-    null = singular_values <= max(tolerance, 1e-300)
+    null = singular_values <= NULL_SINGULAR_VALUE_RATIO * (singular_values[0] if singular_values.size else 0.0)
     variances = (vt[~null].T ** 2) @ (1.0 / singular_values[~null] ** 2) * residual_variance
     unidentifiable = (np.abs(vt[null]) > 1e-6).any(axis=0) if null.any() else np.zeros(n_free, dtype=bool)
     return np.where(unidentifiable, np.nan, np.sqrt(variances))
 
 
+def _null_space_shares(jacobian: np.ndarray) -> np.ndarray:
+    """Diagonal of the projector onto the Jacobian's null space (basis-independent)."""
+    if jacobian.shape[1] == 0:
+        return np.zeros(0)
+    _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=True)
+    padded = np.zeros(jacobian.shape[1])
+    padded[:singular_values.size] = singular_values
+    null = padded <= NULL_SINGULAR_VALUE_RATIO * padded[0]
+    return (vt[null] ** 2).sum(axis=0)
+
+
+def _valley_references(prior: _RooflinePrior, rng: np.random.Generator, count: int) -> list[RooflineReference]:
+    """Seeded references spread over the physically admissible box.
+
+    Efficiencies are drawn uniformly in ``[ETA_LOWER_BOUND, 1]``; each overhead constant
+    uniformly between zero and the value at which its term alone would take the median
+    measured E2E of the training rows.
+    """
+    data, objective = prior.objective.data, prior.objective
+    e2e_s = data.measured_e2e_s
+    caps = (float(np.median(e2e_s / prior.kv_per_request_s)), float(np.median(e2e_s / data.ol)),
+            float(np.median(e2e_s / objective.width_factor_ol)), float(np.median(e2e_s)))
+    references = []
+    for _ in range(count):
+        draws = rng.uniform(size=6)
+        references.append(RooflineReference(
+            inverse_eta_compute=1.0 / (ETA_LOWER_BOUND + draws[0] * (1.0 - ETA_LOWER_BOUND)),
+            inverse_eta_memory=1.0 / (ETA_LOWER_BOUND + draws[1] * (1.0 - ETA_LOWER_BOUND)),
+            kv_offset_over_eta=draws[2] * caps[0], alpha_s_per_token=draws[3] * caps[1],
+            gamma_s_per_token=draws[4] * caps[2], t_fixed_s=draws[5] * caps[3]))
+    return references
+
+
+def _identifiability(objective: _Objective, best_x: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                     split_name: str) -> Identifiability:
+    names = objective.free_names
+    scale = np.maximum(1.0, np.abs(best_x))
+    at_bound = (np.abs(best_x - lower) <= 1e-9 * scale) | (np.abs(best_x - upper) <= 1e-9 * scale)
+    shares = _null_space_shares(objective.jacobian(best_x)[:, ~at_bound])
+    interior = [name for name, bound in zip(names, at_bound) if not bound]
+    unidentified = tuple(name for name, share in zip(interior, shares) if share >= 1e-3)
+    dimensions = int(round(float(shares.sum())))
+
+    best_cost = objective.cost(best_x)
+    threshold = best_cost * (1.0 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * len(objective.data.il)
+    rng = np.random.default_rng(VALLEY_SEED)
+    probe_prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT)
+    equivalent = []
+    if dimensions:
+        for reference in _valley_references(probe_prior, rng, VALLEY_SAMPLES):
+            prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT, reference)
+            result = _solve(objective, prior, best_x, lower, upper, POLISH_TOLERANCE, split_name)
+            if np.isfinite(result.x).all() and objective.cost(result.x) <= threshold:
+                equivalent.append(_params_from_vector(result.x, names))
+    return Identifiability(dimensions, unidentified, tuple(name for name, bound in zip(names, at_bound) if bound),
+                           tuple(equivalent))
+
+
 def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
-             ablation: Ablation = FULL, split_name: str = "?") -> SlimFit:
+             ablation: Ablation = FULL, split_name: str = "?",
+             starts: Callable[[Sequence[FitParameter]], list[tuple[float, ...]]] | None = None) -> SlimFit:
     """Fit one global `SlimParams` to measured throughput (paper Section VI-E, Eqs. 5-12).
 
     `frame` needs `columns.MODEL`, `INPUT_LEN_MEAN`, `OUTPUT_LEN_MEAN`,
     `MEAN_BATCH_SIZE` and `TOTAL_TOKEN_THROUGHPUT` (measured ``T``). Minimises
-    ``sum (T_pred / T_meas - 1)^2`` under ``0 < eta_c, eta_m <= 1`` and
-    ``B0, alpha, gamma, t_fixed >= 0`` from every start of the grid in
-    `FIT_PARAMETERS`, keeping the converged start of lowest cost. Constants of
-    terms removed by `ablation` are fixed (they cannot be identified).
+
+        ``0.5 sum_i (T_pred,i / T_meas,i - 1)^2 + 0.5 lambda sum_i sum_j (x_ij / E2E_i)^2``
+
+    under ``0 < eta_c, eta_m <= 1`` and ``B0, alpha, gamma, t_fixed >= 0`` from every
+    start of ``starts(free_specs)`` (default `start_grid`, the grid in `FIT_PARAMETERS`), keeping the start of lowest
+    objective and refining it with tolerance `POLISH_TOLERANCE`. Constants of terms removed
+    by `ablation` are fixed (they cannot be identified).
+
+    **The identifiability rule.** The second sum is a weak prior toward the ideal roofline
+    machine: ``x_ij`` is the time term ``j`` adds to row ``i`` beyond the ideal roofline
+    (efficiencies of one, no offset, no dense-decode or fixed overhead), as a share of the
+    row's measured E2E (`_RooflinePrior`), with ``lambda = ROOFLINE_PRIOR_WEIGHT = 1e-6``.
+    Where the training data determine the parameters, it changes nothing measurable. Where
+    they do not (e.g. two models at one output length: ``t_fixed + alpha OL``,
+    ``gamma L (D/1024)^2 OL`` and ``B0 M_dec`` act as per-model constants, three unknowns
+    from two models), every point of the resulting valley fits equally well, and the rule
+    picks the one whose overhead terms account for the least time: the unique minimiser of
+    the prior on the valley. The fit is then a function of the data alone, not of the
+    BLAS kernel, the start order or floating-point noise.
+
+    What the data cannot decide is recorded in `SlimFit.identifiability`: the unidentified
+    directions (from the SVD of the data Jacobian), the parameters on a bound, and a seeded
+    sample of training-equivalent solutions (data cost within `EQUIVALENT_COST_TOLERANCE`),
+    over which a validation MAPE can be given as a range.
 
     Raises `FitError` (naming `split_name`) on missing columns, NaN or
     non-positive inputs, fewer rows than free parameters, no converged start,
@@ -280,49 +550,45 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
             f"parameters ({', '.join(free_names)}); add training configurations"
         )
     objective = _Objective(data, hw, ablation, free_names)
+    prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT)
     lower = np.array([p.lower for p in free_specs])
     upper = np.array([p.upper for p in free_specs])
-    starts = sorted(set(itertools.product(*(p.starts for p in free_specs))))
-    results = []
-    for start in starts:
-        try:
-            result = least_squares(objective.residuals, np.array(start), jac=objective.jacobian,
-                                   bounds=(lower, upper), method="trf", xtol=1e-10, ftol=1e-10,
-                                   gtol=1e-10, max_nfev=2000)
-        except ValueError as error:  # non-finite residuals at a start
-            raise FitError(f"split '{split_name}': least squares failed from start {start}: {error}") from error
-        results.append(result)
+    start_points = (starts or start_grid)(free_specs)
+    results = [_solve(objective, prior, np.array(start, dtype=float), lower, upper, 1e-10, split_name)
+               for start in start_points]
     converged = [result for result in results if result.status > 0]
     if not converged:
         raise FitError(
             f"split '{split_name}': no start of the SLIM fit converged "
             f"(last message: {results[-1].message}); check the training data"
         )
-    best = min(converged, key=lambda result: result.cost)
+    best = _solve(objective, prior, min(converged, key=lambda result: result.cost).x, lower, upper,
+                  POLISH_TOLERANCE, split_name)
     if not np.isfinite(best.x).all() or not np.isfinite(best.cost):
         raise FitError(f"split '{split_name}': SLIM fit produced non-finite parameters {best.x}")
 
     params = _params_from_vector(best.x, free_names)
-    free_se = _standard_errors_free(best.jac, best.cost, n_points) * objective.units
+    cost = objective.cost(best.x)
+    free_se = _standard_errors_free(objective.jacobian(best.x), cost, n_points) * objective.units
     standard_errors = {name: math.nan for name in PARAM_NAMES}
     standard_errors.update({name: float(se) for name, se in zip(free_names, free_se)})
 
     residuals = objective.residuals(best.x)
     predicted = data.throughput * (1.0 + residuals)
-    measured_e2e_s = data.batch * (data.il + data.ol) / data.throughput
     predicted_e2e_s = data.batch * (data.il + data.ol) / predicted
     return SlimFit(
         params=params,
         standard_errors=standard_errors,
         train_mape_throughput_pct=mape_pct(predicted, data.throughput),
-        train_mape_e2e_pct=mape_pct(predicted_e2e_s, measured_e2e_s),
+        train_mape_e2e_pct=mape_pct(predicted_e2e_s, data.measured_e2e_s),
         n_train_points=n_points,
-        cost=float(best.cost),
+        cost=cost,
         message=str(best.message),
         ablation=ablation,
         split_name=split_name,
         free_parameters=free_names,
-        n_starts=len(starts),
+        n_starts=len(start_points),
         n_converged_starts=len(converged),
+        identifiability=_identifiability(objective, best.x, lower, upper, split_name),
         residuals=residuals,
     )

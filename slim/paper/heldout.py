@@ -29,12 +29,21 @@ IMAI = "IMAI OOD-LR"
 MAIN_PREDICTORS = (SLIM, LLMVISOR, IMAI)
 ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
 
+PREDICTION_DETERMINED_TOLERANCE = 1e-3
+"""Relative change of a validation prediction across the training-equivalent SLIM fits up
+to which the training data count as determining it (0.1%, far below run-to-run noise;
+the equivalent fits themselves differ by up to about 3e-5 on the training rows)."""
+
+
 @dataclass(frozen=True)
 class SettingEvaluation:
-    """Predictions of every predictor on one setting, and the SLIM fits behind them."""
+    """Predictions of every predictor on one setting, the SLIM fits behind them, and what
+    the training data leave undecided (`identifiability`, columns
+    `columns.IDENTIFIABILITY_COLUMNS`, one row per predictor)."""
 
     predictions: pd.DataFrame
     slim_fits: dict[str, SlimFit]
+    identifiability: pd.DataFrame
 
     def fits_as_dict(self) -> dict[str, Any]:
         return {name: fit.to_dict() for name, fit in self.slim_fits.items()}
@@ -61,7 +70,7 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     Returns predictions for the validation rows (role ``validate``) and, for SLIM,
     for the training rows too (role ``train``, used by the figures).
     """
-    frames, fits = [], {}
+    frames, fits, identifiability = [], {}, []
     split = split_setting(clean, setting)
     for ablation_name, ablation in ABLATIONS.items():
         fit = fit_slim(split.train, catalog, hw, ablation=ablation, split_name=setting.name)
@@ -71,19 +80,72 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         for role, rows in roles:
             e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
             frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s))
+        identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
-    llmvisor_throughput, llmvisor_e2e_s = _llmvisor_predictions(train_x, validate_x)
+    llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = _llmvisor_predictions(train_x, validate_x)
     frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
                                    llmvisor_throughput, llmvisor_e2e_s))
+    identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
     imai = ImaiOodLr().fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
     frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
                                    imai.predict_throughput(validate_x), imai.predict(validate_x)))
-    return SettingEvaluation(pd.concat(frames, ignore_index=True), fits)
+    identifiability.append(_baseline_identifiability(setting.name, IMAI, frames[-1],
+                                                     imai.prediction_determined(validate_x)))
+    return SettingEvaluation(pd.concat(frames, ignore_index=True), fits,
+                             pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)))
 
 
-def _llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """LLMVisor-Agg's (throughput, E2E) for the validation rows.
+def _slim_identifiability(setting: str, predictor: str, fit: SlimFit, validate: pd.DataFrame,
+                          catalog: ArchitectureCatalog, hw: Hardware) -> dict[str, Any]:
+    """The validation MAPEs' range over the fit and its training-equivalent solutions."""
+    measured = {col.THROUGHPUT_METRIC.name: validate[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
+                col.E2E_METRIC.name: validate[col.E2E_LATENCY_S].to_numpy(dtype=float)}
+    mapes = {metric.name: [] for metric in col.PREDICTION_METRICS}
+    largest_change = 0.0
+    reference = None
+    for params in (fit.params, *fit.identifiability.equivalent_params):
+        e2e_s, throughput = predict_frame(catalog, hw, params, validate, fit.ablation)
+        predicted = {col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s}
+        reference = throughput if reference is None else reference
+        largest_change = max(largest_change, float(np.max(np.abs(throughput / reference - 1.0))))
+        for metric in col.PREDICTION_METRICS:
+            mapes[metric.name].append(mape_pct(predicted[metric.name], measured[metric.name]))
+    record: dict[str, Any] = {
+        col.SETTING: setting, col.PREDICTOR: predictor,
+        col.VALIDATION_DETERMINED: largest_change <= PREDICTION_DETERMINED_TOLERANCE,
+        col.UNIDENTIFIED: fit.identifiability.describe(),
+        col.N_EQUIVALENT_SOLUTIONS: len(fit.identifiability.equivalent_params),
+    }
+    for metric in col.PREDICTION_METRICS:
+        record[metric.mape_low] = min(mapes[metric.name])
+        record[metric.mape_high] = max(mapes[metric.name])
+    return record
+
+
+def _baseline_identifiability(setting: str, predictor: str, predictions: pd.DataFrame,
+                              determined: np.ndarray) -> dict[str, Any]:
+    """A linear baseline's verdict: its range is its MAPE where the training data determine
+    every validation prediction, and unknown (NaN) where its minimal-norm choice decides."""
+    all_determined = bool(np.all(determined))
+    undetermined = int(np.size(determined) - np.count_nonzero(determined))
+    record: dict[str, Any] = {
+        col.SETTING: setting, col.PREDICTOR: predictor, col.VALIDATION_DETERMINED: all_determined,
+        col.UNIDENTIFIED: ("identified" if all_determined else
+                           f"{undetermined} of {np.size(determined)} validation predictions not determined by "
+                           "the training data (minimal-norm fit)"),
+        col.N_EQUIVALENT_SOLUTIONS: 0,
+    }
+    for metric in col.PREDICTION_METRICS:
+        value = mape_pct(predictions[metric.predicted], predictions[metric.measured]) if all_determined else np.nan
+        record[metric.mape_low] = value
+        record[metric.mape_high] = value
+    return record
+
+
+def _llmvisor_predictions(train_x: pd.DataFrame,
+                          validate_x: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LLMVisor-Agg's (throughput, E2E, prediction determined) for the validation rows.
 
     LLMVisor profiles one deployment: its features are token counts only, with
     no model characteristics. Where every validation model was profiled (the
@@ -102,16 +164,22 @@ def _llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame) -> tu
     groups = validate_x.groupby(col.MODEL, sort=False) if per_model else [(None, validate_x)]
     throughput = pd.Series(np.nan, index=validate_x.index)
     e2e_s = pd.Series(np.nan, index=validate_x.index)
+    determined = pd.Series(False, index=validate_x.index)
     for model, validate_rows in groups:
         train_rows = train_x[train_x[col.MODEL] == model] if per_model else train_x
         estimator = LLMVisorAgg(nonnegative=True).fit(train_rows, train_rows[col.E2E_LATENCY_S].to_numpy())
         throughput[validate_rows.index] = estimator.predict_throughput(validate_rows)
         e2e_s[validate_rows.index] = estimator.predict(validate_rows)
-    return throughput.to_numpy(), e2e_s.to_numpy()
+        determined[validate_rows.index] = estimator.prediction_determined(validate_rows)
+    return throughput.to_numpy(), e2e_s.to_numpy(), determined.to_numpy()
 
 
-def mape_table(predictions: pd.DataFrame) -> pd.DataFrame:
-    """MAPE (%) of throughput and E2E per setting and predictor, over the validation rows."""
+def mape_table(predictions: pd.DataFrame, identifiability: pd.DataFrame | None = None) -> pd.DataFrame:
+    """MAPE (%) of throughput and E2E per setting and predictor, over the validation rows.
+
+    With `identifiability` (`SettingEvaluation.identifiability` of the same settings), its
+    columns are joined on (setting, predictor): the table of `table3.csv`.
+    """
     validation = predictions[predictions[col.ROLE] == "validate"]
     records = []
     for (setting, predictor), rows in validation.groupby([col.SETTING, col.PREDICTOR], sort=False):
@@ -120,7 +188,10 @@ def mape_table(predictions: pd.DataFrame) -> pd.DataFrame:
             **{metric.mape: mape_pct(rows[metric.predicted], rows[metric.measured])
                for metric in col.PREDICTION_METRICS},
         })
-    return pd.DataFrame.from_records(records)
+    mapes = pd.DataFrame.from_records(records, columns=list(col.MAPE_COLUMNS))
+    if identifiability is None:
+        return mapes
+    return mapes.merge(identifiability, on=[col.SETTING, col.PREDICTOR], how="left", validate="one_to_one")
 
 
 def applicable_setting_names(settings: list[HeldOutSetting]) -> list[str]:

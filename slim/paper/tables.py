@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
+from slim import columns as col
 from slim.paper.heldout import ABLATION_LABELS, MAIN_PREDICTORS, SLIM
 from slim.paper.splits import HeldOutSetting
 
-METRICS = (("mape_throughput_pct", "Thr."), ("mape_e2e_pct", "E2E"))
+METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
+
+UNDETERMINED_MARK = "*"
+RANGE_NOTE = ("[a-b]: range over the training-equivalent SLIM fits, which the training data cannot tell "
+              "apart (the value before it is the fit's identifiability rule).")
+UNDETERMINED_NOTE = (f"{UNDETERMINED_MARK}: the training data do not determine this baseline's validation "
+                     "predictions; the value is its minimal-norm fit, one of infinitely many equally good ones.")
 
 
 def load_paper_reference(path: str | Path = "config/paper_reference.yaml") -> dict:
@@ -21,23 +29,54 @@ def load_paper_reference(path: str | Path = "config/paper_reference.yaml") -> di
     return yaml.safe_load(Path(path).read_text())
 
 
+def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) -> object:
+    """One MAPE as shown in Tables III and IV.
+
+    A plain number where the training data determine the validation predictions (or where
+    `row` has no identifiability columns); ``value [low-high]`` for a SLIM fit whose
+    training-equivalent solutions disagree on them; ``value*`` for a baseline whose
+    prediction is its minimal-norm choice (`UNDETERMINED_MARK`).
+    """
+    value = float(row[metric.mape])
+    if col.VALIDATION_DETERMINED not in row.index or bool(row[col.VALIDATION_DETERMINED]):
+        return value
+    low, high = float(row[metric.mape_low]), float(row[metric.mape_high])
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{value:.{precision}f}{UNDETERMINED_MARK}"
+    return f"{value:.{precision}f} [{low:.{precision}f}-{high:.{precision}f}]"
+
+
 def mape_matrix(mapes: pd.DataFrame, settings: list[HeldOutSetting], predictors: tuple[str, ...]) -> pd.DataFrame:
-    """Rows = settings (labels), columns = (predictor, metric); n/a settings carry their note."""
+    """Rows = settings (labels), columns = (predictor, metric); n/a settings carry their note.
+
+    Cells are `mape_cell`s: numbers, or text where the training data leave the MAPE open.
+    """
     columns = pd.MultiIndex.from_tuples([(p, label) for p in predictors for _, label in METRICS])
     rows = {}
     for setting in settings:
         values: list[object] = []
         for predictor in predictors:
-            match = mapes[(mapes["setting"] == setting.name) & (mapes["predictor"] == predictor)]
+            match = mapes[(mapes[col.SETTING] == setting.name) & (mapes[col.PREDICTOR] == predictor)]
             for metric, _ in METRICS:
                 if not setting.applicable:
                     values.append(setting.not_applicable if not values else "")
                 elif match.empty:
                     values.append(math.nan)
                 else:
-                    values.append(float(match[metric].iloc[0]))
+                    values.append(mape_cell(match.iloc[0], metric))
         rows[setting.label] = values
     return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+
+
+def identifiability_notes(matrix: pd.DataFrame) -> list[str]:
+    """The notes a table needs: `RANGE_NOTE` if a cell shows a range, `UNDETERMINED_NOTE` if one is marked."""
+    cells = [value for value in matrix.to_numpy().ravel() if isinstance(value, str)]
+    notes = []
+    if any("[" in cell for cell in cells):
+        notes.append(RANGE_NOTE)
+    if any(cell.endswith(UNDETERMINED_MARK) for cell in cells):
+        notes.append(UNDETERMINED_NOTE)
+    return notes
 
 
 def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
@@ -61,6 +100,51 @@ def table4(mapes: pd.DataFrame, settings: list[HeldOutSetting], transfers: tuple
     """Table IV: the ablation on the named transfers (full SLIM vs each term removed)."""
     chosen = [s for s in settings if s.name in transfers]
     return mape_matrix(mapes, chosen, (SLIM, *ABLATION_LABELS.values()))
+
+
+@dataclass(frozen=True)
+class HeldOutTables:
+    """Tables III and IV of one dataset: LaTeX files and the README's Markdown summary."""
+
+    table3_latex: str
+    table3_paper_latex: str
+    table4_latex: str
+    summary_markdown: str
+
+
+def heldout_tables(mapes: pd.DataFrame, settings: list[HeldOutSetting], reference: dict, dataset_label: str,
+                   ablation_transfers: tuple[str, ...], reduction_pct: float) -> HeldOutTables:
+    """Tables III (ours and the paper's) and IV from `table3.csv`'s rows, with the notes
+    that explain ranges and marked cells, and the average-MAPE-reduction headline."""
+    ours = table3(mapes, settings)
+    ours_notes = identifiability_notes(ours)
+    paper = paper_matrix(reference, "table3", settings, MAIN_PREDICTORS)
+    ablation = table4(mapes, settings, ablation_transfers)
+    ablation_notes = identifiability_notes(ablation)
+
+    def notes_markdown(notes: list[str]) -> str:
+        return "".join(f"{note}\n\n" for note in notes)
+
+    summary = (
+        f"Table III on **{dataset_label}** data (MAPE %, throughput / E2E latency):\n\n{to_markdown(ours)}\n"
+        f"{notes_markdown(ours_notes)}"
+        f"The paper's Table III (its own traces):\n\n{to_markdown(paper)}\n"
+        f"Ablation (Table IV):\n\n{to_markdown(ablation)}\n{notes_markdown(ablation_notes)}"
+        f"Average MAPE reduction of SLIM vs the two baselines (mean over both baselines and both metrics "
+        f"of 1 - mean_SLIM / mean_baseline across the applicable settings): **{reduction_pct:.1f}%** "
+        f"(paper: {reference['headline_mape_reduction_pct']}%).\n")
+    return HeldOutTables(
+        table3_latex=to_booktabs(ours, " ".join([
+            f"MAPE (\\%) of throughput and E2E latency on the held-out settings, {dataset_label} data.",
+            *ours_notes]), "tab:table3"),
+        table3_paper_latex=to_booktabs(
+            paper, "MAPE (\\%) reported by the SLIM paper (its own traces; targets OPT-6.7B / OL 512).",
+            "tab:table3-paper"),
+        table4_latex=to_booktabs(ablation, " ".join([
+            f"Ablation: MAPE (\\%) with one SLIM term removed, {dataset_label} data.", *ablation_notes]),
+            "tab:table4"),
+        summary_markdown=summary,
+    )
 
 
 def to_booktabs(frame: pd.DataFrame, caption: str, label: str, precision: int = 1) -> str:

@@ -90,6 +90,17 @@ def evaluation_files(wildcards):
     return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
 
 
+def recorded_headline_tables(wildcards):
+    """The table3.csv of every evaluated dataset, in EVALUATED_DATASETS order."""
+    return [f"results/{name}/table3.csv" for name in EVALUATED_DATASETS]
+
+
+def identifiability_files(wildcards):
+    """What each setting's training data leave undecided (one table per setting)."""
+    return [f"results/{wildcards.dataset}/identifiability/{name}.parquet"
+            for name in applicable_settings(wildcards.dataset)]
+
+
 def bca_config_file(wildcards):
     """The dataset's advisor configuration (config/bca/<dataset>.yaml)."""
     return f"config/bca/{wildcards.dataset}.yaml"

@@ -6,6 +6,7 @@ rule evaluate_setting:
         hardware=config["hardware_file"],
     output:
         predictions="results/{dataset}/evaluation/{setting}.parquet",
+        identifiability="results/{dataset}/identifiability/{setting}.parquet",
         fits="results/{dataset}/fits/{setting}.json",
     params:
         setting="{setting}",

@@ -16,9 +16,10 @@ hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 evaluation = evaluate_setting(pd.read_parquet(snakemake.input.clean), setting,
                               load_architectures(snakemake.input.models), hardware)
 for name, fit in evaluation.slim_fits.items():
-    log.info("SLIM %s fit on %d points: train MAPE %.2f%%, %s", name, fit.n_train_points,
-             fit.train_mape_throughput_pct, fit.params)
+    log.info("SLIM %s fit on %d points: train MAPE %.2f%%, %s; %s", name, fit.n_train_points,
+             fit.train_mape_throughput_pct, fit.params, fit.identifiability.describe())
 write_parquet(evaluation.predictions, snakemake.output.predictions)
+write_parquet(evaluation.identifiability, snakemake.output.identifiability)
 with open(snakemake.output.fits, "w") as handle:
     json.dump(evaluation.fits_as_dict(), handle, indent=2, sort_keys=True)
     handle.write("\n")

@@ -1,0 +1,189 @@
+"""Every MAPE of Table III is a function of the data alone (no BLAS kernel, noise or start order).
+
+For the real public traces and the simulated grid, the full held-out evaluation (SLIM, its
+ablations, LLMVisor-Agg, IMAI OOD-LR, and the ranges over training-equivalent SLIM fits)
+must move by less than 0.05 MAPE points under
+(a) another OpenBLAS kernel (`OPENBLAS_CORETYPE`, in a subprocess; only kernels this CPU runs),
+(b) each measured throughput multiplied by ``1 + 1e-9 u`` (u seeded uniform in [-1, 1] per run),
+(c) the SLIM start grid in reverse order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import slim.model.fit as fit_module
+from slim import columns as col
+from slim.paper.heldout import evaluate_setting, mape_table
+from slim.paper.splits import load_settings
+from slim.sim.constants import load_sim_constants
+from slim.sim.grid import simulate_grid_to_dir
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
+from slim.traces.clean import clean_runs
+from slim.traces.ingest import ingest_traces
+
+REPO = Path(__file__).resolve().parents[1]
+TOLERANCE_PCT_POINTS = 0.05
+MAPE_VALUE_COLUMNS = tuple(name for metric in col.PREDICTION_METRICS
+                           for name in (metric.mape, metric.mape_low, metric.mape_high))
+SETTINGS_FILES = {"h100-public": REPO / "config/settings/h100-public.yaml",
+                  "simulated": REPO / "config/settings/paper.yaml"}
+
+EVALUATE_SCRIPT = """
+import json, sys
+import pandas as pd
+from threadpoolctl import threadpool_info
+from slim.paper.heldout import evaluate_setting, mape_table
+from slim.paper.splits import load_settings
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
+catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
+for clean_path, settings_path, out_path in zip(*[iter(sys.argv[1:])] * 3):
+    evaluations = [evaluate_setting(pd.read_parquet(clean_path), s, catalog, hardware)
+                   for s in load_settings(settings_path) if s.applicable]
+    table = mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
+                       pd.concat([e.identifiability for e in evaluations], ignore_index=True))
+    table.to_csv(out_path, index=False)
+print(json.dumps(sorted({info.get("architecture", "?") for info in threadpool_info()
+                         if info.get("internal_api") == "openblas"})))
+"""
+
+
+def evaluate(clean: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
+    evaluations = [evaluate_setting(clean, setting, catalog, hardware)
+                   for setting in load_settings(SETTINGS_FILES[dataset]) if setting.applicable]
+    return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
+                      pd.concat([e.identifiability for e in evaluations], ignore_index=True))
+
+
+def largest_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
+    """Largest absolute difference of any MAPE (or range bound) between two tables; a
+    bound that is NaN (undetermined baseline) must be NaN in both."""
+    keys = [col.SETTING, col.PREDICTOR]
+    merged = first.merge(second, on=keys, suffixes=("_a", "_b"), validate="one_to_one")
+    assert len(merged) == len(first) == len(second)
+    changes = []
+    for name in MAPE_VALUE_COLUMNS:
+        a, b = merged[f"{name}_a"].to_numpy(float), merged[f"{name}_b"].to_numpy(float)
+        assert (np.isnan(a) == np.isnan(b)).all(), name
+        finite = ~np.isnan(a)
+        changes.append(float(np.max(np.abs(a[finite] - b[finite]), initial=0.0)))
+    assert (merged[f"{col.VALIDATION_DETERMINED}_a"] == merged[f"{col.VALIDATION_DETERMINED}_b"]).all()
+    return max(changes)
+
+
+@pytest.fixture(scope="module")
+def clean_tables(shared_traces_dir, tmp_path_factory) -> dict[str, pd.DataFrame]:
+    """The cleaned tables of the real traces and of the full simulated grid."""
+    catalog = load_architectures()
+    real, _ = clean_runs(ingest_traces(shared_traces_dir / "output_length", "h100-public", catalog))
+    grid = yaml.safe_load((REPO / "config/sim_grid.yaml").read_text())
+    sim_dir = tmp_path_factory.mktemp("simulated")
+    simulate_grid_to_dir(grid, catalog, load_hardware(), load_sim_constants(REPO / "config/hardware/h100-64gb-sim.yaml"),
+                         sim_dir, workers=min(2, os.cpu_count() or 1))
+    simulated, _ = clean_runs(ingest_traces(sim_dir, "simulated", catalog))
+    return {"h100-public": real, "simulated": simulated}
+
+
+@pytest.fixture(scope="module")
+def reference_tables(clean_tables) -> dict[str, pd.DataFrame]:
+    return {dataset: evaluate(clean, dataset) for dataset, clean in clean_tables.items()}
+
+
+def supported_kernels() -> list[str]:
+    """OpenBLAS kernels this CPU can run (x86-64 only; elsewhere none)."""
+    try:
+        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return []
+    kernels = []
+    if "sse3" in flags or "pni" in flags:
+        kernels.append("Prescott")
+    if "avx" in flags:
+        kernels.append("Sandybridge")
+    if {"avx2", "fma"} <= flags:
+        kernels.append("Haswell")
+    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
+        kernels.append("SkylakeX")
+    return kernels
+
+
+def test_table3_is_the_same_under_every_blas_kernel(clean_tables, reference_tables, tmp_path):
+    kernels = supported_kernels()
+    if not kernels:
+        pytest.skip("no x86-64 OpenBLAS kernels to compare on this CPU")
+    arguments = []
+    for dataset, clean in clean_tables.items():
+        clean.to_parquet(tmp_path / f"{dataset}.parquet")
+        arguments += [str(tmp_path / f"{dataset}.parquet"), str(SETTINGS_FILES[dataset]), f"{dataset}.csv"]
+    script = tmp_path / "evaluate.py"
+    script.write_text(EVALUATE_SCRIPT)
+    default_kernel = None
+    for kernel in [None, *kernels]:   # None: the machine's default kernel
+        if kernel is not None and [kernel] == default_kernel:
+            continue                  # already run as the default
+        env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+        if kernel is not None:
+            env["OPENBLAS_CORETYPE"] = kernel
+        run_dir = tmp_path / (kernel or "default")
+        run_dir.mkdir()
+        result = subprocess.run([sys.executable, str(script), *[str(run_dir / a) if a.endswith(".csv") else a
+                                                                 for a in arguments]],
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        used = json.loads(result.stdout.strip().splitlines()[-1])
+        if kernel is None:
+            default_kernel = used
+        else:   # OpenBLAS names some kernels otherwise (Prescott: "Katmai"), so compare with the default
+            assert used != default_kernel, f"OPENBLAS_CORETYPE={kernel} had no effect: {used}"
+        for dataset in clean_tables:
+            table = pd.read_csv(run_dir / f"{dataset}.csv")
+            change = largest_change(reference_tables[dataset], table)
+            assert change < TOLERANCE_PCT_POINTS, f"{dataset} under {kernel or 'default'} ({used}): {change}"
+
+
+@pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
+def test_table3_is_the_same_when_throughputs_move_by_1e_9(dataset, clean_tables, reference_tables):
+    clean = clean_tables[dataset].copy()
+    factor = 1.0 + 1e-9 * np.random.default_rng(20261201).uniform(-1.0, 1.0, len(clean))
+    for name in (col.TOTAL_TOKEN_THROUGHPUT, col.REQUEST_THROUGHPUT, col.OUTPUT_TOKEN_THROUGHPUT):
+        clean[name] = clean[name] * factor
+    clean[col.E2E_LATENCY_S] = clean[col.MEAN_BATCH_SIZE] / clean[col.REQUEST_THROUGHPUT]
+    assert largest_change(reference_tables[dataset], evaluate(clean, dataset)) < TOLERANCE_PCT_POINTS
+
+
+@pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
+def test_table3_is_the_same_with_the_start_grid_reversed(dataset, clean_tables, reference_tables, monkeypatch):
+    grid = fit_module.start_grid
+    monkeypatch.setattr(fit_module, "start_grid", lambda specs: list(reversed(grid(specs))))
+    assert fit_module.start_grid([fit_module.FIT_PARAMETERS[0]]) == [(0.75,), (0.25,)]
+    assert largest_change(reference_tables[dataset], evaluate(clean_tables[dataset], dataset)) < TOLERANCE_PCT_POINTS
+
+
+def test_the_real_model_transfer_reports_what_the_data_cannot_decide(reference_tables):
+    """Two OPT models at one output length leave SLIM's overhead constants open: Table III
+    must show a range for it, and mark both baselines' Llama-2 predictions as undetermined."""
+    table = reference_tables["h100-public"].set_index([col.SETTING, col.PREDICTOR])
+    slim_row = table.loc[("model", "SLIM")]
+    assert not slim_row[col.VALIDATION_DETERMINED]
+    assert slim_row[col.N_EQUIVALENT_SOLUTIONS] > 0 and "unidentified" in slim_row[col.UNIDENTIFIED]
+    low, high = slim_row[col.MAPE_THROUGHPUT_LOW_PCT], slim_row[col.MAPE_THROUGHPUT_HIGH_PCT]
+    assert low <= slim_row[col.MAPE_THROUGHPUT_PCT] <= high and high - low > 5.0
+    for baseline in ("LLMVisor-Agg", "IMAI OOD-LR"):
+        assert not table.loc[("model", baseline)][col.VALIDATION_DETERMINED]
+        assert np.isnan(table.loc[("model", baseline)][col.MAPE_THROUGHPUT_LOW_PCT])
+    same_curve = table.loc[("same_curve", "SLIM")]
+    assert same_curve[col.VALIDATION_DETERMINED] and same_curve[col.UNIDENTIFIED] == "identified"
+    assert same_curve[col.MAPE_THROUGHPUT_LOW_PCT] == same_curve[col.MAPE_THROUGHPUT_HIGH_PCT]
