@@ -7,9 +7,8 @@ steps (fitted to mean ITL), combined into the end-to-end latency.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import nnls

@@ -90,8 +90,8 @@ def clean_tables(shared_traces_dir, tmp_path_factory) -> dict[str, pd.DataFrame]
     real, _ = clean_runs(ingest_traces(shared_traces_dir / "output_length", "h100-public", catalog))
     grid = yaml.safe_load((REPO / "config/sim_grid.yaml").read_text())
     sim_dir = tmp_path_factory.mktemp("simulated")
-    simulate_grid_to_dir(grid, catalog, load_hardware(), load_sim_constants(REPO / "config/hardware/h100-64gb-sim.yaml"),
-                         sim_dir, workers=min(2, os.cpu_count() or 1))
+    constants = load_sim_constants(REPO / "config/hardware/h100-64gb-sim.yaml")
+    simulate_grid_to_dir(grid, catalog, load_hardware(), constants, sim_dir, workers=min(2, os.cpu_count() or 1))
     simulated, _ = clean_runs(ingest_traces(sim_dir, "simulated", catalog))
     return {"h100-public": real, "simulated": simulated}
 

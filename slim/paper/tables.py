@@ -17,8 +17,8 @@ from slim.paper.splits import HeldOutSetting
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
 
 UNDETERMINED_MARK = "*"
-RANGE_NOTE = ("[a-b]: range over the training-equivalent SLIM fits, which the training data cannot tell "
-              "apart (the value before it is the fit's identifiability rule).")
+RANGE_NOTE = ("[a-b]: the range of this MAPE over all SLIM fits that match the training data equally well; "
+              "the number before it is the fit the identifiability rule picks (slim.model.fit).")
 UNDETERMINED_NOTE = (f"{UNDETERMINED_MARK}: the training data do not determine this baseline's validation "
                      "predictions; the value is its minimal-norm fit, one of infinitely many equally good ones.")
 

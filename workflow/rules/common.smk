@@ -97,8 +97,9 @@ def recorded_headline_tables(wildcards):
 
 def identifiability_files(wildcards):
     """What each setting's training data leave undecided (one table per setting)."""
-    return [f"results/{wildcards.dataset}/identifiability/{name}.parquet"
-            for name in applicable_settings(wildcards.dataset)]
+    return [
+        f"results/{wildcards.dataset}/identifiability/{name}.parquet" for name in applicable_settings(wildcards.dataset)
+    ]
 
 
 def bca_config_file(wildcards):

@@ -52,7 +52,7 @@ rule record_headlines:
     input:
         mapes=recorded_headline_tables,
     output:
-        copy="results/headlines_recorded.yaml",
+        recorded="results/headlines_recorded.yaml",
     params:
         datasets=EVALUATED_DATASETS,
         record="config/headlines.yaml",

@@ -10,5 +10,5 @@ log = open_log(snakemake.log[0])
 tables = {dataset: pd.read_csv(path) for dataset, path in zip(snakemake.params.datasets, snakemake.input.mapes)}
 text = record_as_yaml(record_headlines(load_record(snakemake.params.record), tables))
 Path(snakemake.params.record).write_text(text)
-Path(snakemake.output.copy).write_text(text)
+Path(snakemake.output.recorded).write_text(text)
 log.info("recorded the headlines of %s into %s", ", ".join(sorted(tables)), snakemake.params.record)
