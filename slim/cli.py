@@ -91,7 +91,7 @@ def advise(traces: str | Path, model: str, input_len: float, output_len: float, 
     hw = hardware_catalog[hardware]
     arch = catalog[model]
     runs = _usable_runs(Path(traces), catalog)
-    fit = fit_slim(runs, catalog, hw, split_name=f"all usable runs under {traces}")
+    fit = fit_slim(runs, catalog, hw, split_name=f"all usable runs under {traces}", sample_valley=False)
     capacity_tokens, capacity_source = _kv_capacity_tokens(runs, arch, hw)
     capacity = kv_capacity_sequences(capacity_tokens, input_len, output_len)
     if capacity < 1:

@@ -37,7 +37,7 @@ from slim.errors import SplitError
 from slim.gpu.kv_memory import kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
-from slim.model.fit import fit_slim
+from slim.model.fit import fit_slim, start_at
 from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
 from slim.paper.splits import HeldOutSetting, select_rows
 from slim.specs.architecture import Architecture
@@ -88,7 +88,7 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
         full = full_profile_bca(curve, slo_s, epsilon)
         for training in experiment.training:
             train = select_rows(frame, training.select)
-            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}")
+            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}", sample_valley=False)
             slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
             rows.append({
                 "target": experiment.target.label,
@@ -156,7 +156,8 @@ def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures
     (% of the profiled peak) and KV memory saved (GiB, `kv_saved_gib`)."""
     curve = single_curve(frame, CurveSelection(setting.label, setting.validate))
     arch = architectures[curve.model]
-    fit = fit_slim(select_rows(frame, setting.train), architectures, hw, split_name=setting.name)
+    fit = fit_slim(select_rows(frame, setting.train), architectures, hw, split_name=setting.name,
+                   sample_valley=False)
     rows = []
     for multiplier in slo_multipliers:
         slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
@@ -211,6 +212,9 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
     leave-one-curve-out: SLIM is fitted on every other curve of the table.
     """
     rows = []
+    # Each leave-one-curve-out refit starts from the fit on every curve (one refinement, not
+    # the 16-start grid): the data differ by one curve out of many.
+    every_curve = fit_slim(frame, architectures, hw, split_name="all curves", sample_valley=False)
     for curve in measured_curves(frame):
         arch = architectures[curve.model]
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
@@ -219,7 +223,8 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
         others = frame[~((frame[col.MODEL] == curve.model)
                          & (frame[col.INPUT_LEN_NOMINAL] == curve.input_len_nominal)
                          & (frame[col.OUTPUT_LEN_NOMINAL] == curve.output_len_nominal))]
-        fit = fit_slim(others, architectures, hw, split_name=f"all curves but {curve.label}")
+        fit = fit_slim(others, architectures, hw, split_name=f"all curves but {curve.label}",
+                       starts=start_at(every_curve.params), sample_valley=False)
         slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
         row: dict[str, Any] = {"model": curve.model, "input_len": curve.input_len_nominal,
                                "output_len": curve.output_len_nominal, "slo_s": slo_s,

@@ -13,8 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from baselines import ImaiOodLr, LLMVisorAgg
-from baselines.features import add_architecture_columns
 from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.fit import SlimFit, fit_slim
@@ -70,6 +68,12 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     Returns predictions for the validation rows (role ``validate``) and, for SLIM,
     for the training rows too (role ``train``, used by the figures).
     """
+    # The baselines (scikit-learn estimators) are imported here, not at the top: importing
+    # scikit-learn costs about 1 s, which every table and figure job importing this module for
+    # `mape_table` or the predictor names would pay without fitting anything.
+    from baselines import ImaiOodLr
+    from baselines.features import add_architecture_columns
+
     frames, fits, identifiability = [], {}, []
     split = split_setting(clean, setting)
     for ablation_name, ablation in ABLATIONS.items():
@@ -160,6 +164,8 @@ def _llmvisor_predictions(train_x: pd.DataFrame,
     B in {1, 4, 8} extrapolates to negative ITL at B = 512 (a third of the
     same-curve predictions were non-positive on the public traces).
     """
+    from baselines import LLMVisorAgg   # see evaluate_setting
+
     per_model = set(validate_x[col.MODEL]) <= set(train_x[col.MODEL])
     groups = validate_x.groupby(col.MODEL, sort=False) if per_model else [(None, validate_x)]
     throughput = pd.Series(np.nan, index=validate_x.index)

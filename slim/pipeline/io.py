@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,3 +27,9 @@ def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
 def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, float_format="%.6g", lineterminator="\n")
+
+
+def worker_count(threads: int) -> int:
+    """Processes a job may start: its Snakemake `threads`, but never more than the CPUs this
+    process may run on (`snakemake --cores 8` on a 2-CPU machine gives 2, not 8)."""
+    return max(1, min(int(threads), len(os.sched_getaffinity(0))))

@@ -1,10 +1,16 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
+import os
 import re
 from pathlib import Path
 
 from slim.paper.splits import load_settings
 from slim.pipeline.config import check_config
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
+
+# One BLAS thread per job: Snakemake already runs up to --cores jobs at once, and OpenBLAS's
+# own threads (which spin while idle) would oversubscribe the CPUs. An exported value wins.
+for blas_threads_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(blas_threads_variable, "1")
 
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]
