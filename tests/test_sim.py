@@ -68,6 +68,10 @@ def test_no_preemption_when_the_kv_cache_is_ample(catalog, h100):
     ("opt-1.3b", 242, 130, 4, 40, False),
     ("opt-125m", 100, 40, 512, 300, False),
     ("opt-125m", 100, 200, 16, 40, True),
+    # Identical waves (B IL <= 512: B prompts admitted and prefilled in one step) advanced at once.
+    ("opt-1.3b", 256, 130, 1, 50, False),
+    ("opt-2.7b", 128, 33, 2, 41, False),
+    ("opt-125m", 128, 3, 4, 30, False),
 ])
 def test_jump_equals_step_by_step(catalog, h100, model, il, ol, batch, n, tiny):
     arch = catalog[model]
@@ -75,8 +79,9 @@ def test_jump_equals_step_by_step(catalog, h100, model, il, ol, batch, n, tiny):
     jumped, stepped = (simulate_run(arch, h100, consts, il, ol, batch, n, seed=5, jump=jump, max_model_len=512)
                        for jump in (True, False))
     assert jumped.benchmark_summary() == stepped.benchmark_summary()
-    assert jumped.samples.equals(stepped.samples)
+    assert jumped.samples.equals(stepped.samples) and jumped.samples.dtypes.equals(stepped.samples.dtypes)
     assert np.array_equal(jumped.itl_s, stepped.itl_s)
+    assert np.array_equal(jumped.ttft_s, stepped.ttft_s) and np.array_equal(jumped.e2e_s, stepped.e2e_s)
     assert (jumped.prefill_time_s, jumped.decode_time_s, jumped.num_preemptions) == (
         stepped.prefill_time_s, stepped.decode_time_s, stepped.num_preemptions)
 

@@ -50,7 +50,7 @@ from slim.sim.jitter import StepJitter
 from slim.sim.memory import kv_cache_plan
 from slim.sim.metrics import METRICS_COLUMNS, SAMPLE_PERIOD_S, ServerMetrics
 from slim.sim.result import SimResult
-from slim.sim.scheduler import Request, Scheduler
+from slim.sim.scheduler import MAX_STRETCH_STEPS, Request, Scheduler
 from slim.sim.step_timer import StepTimer
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
@@ -131,11 +131,126 @@ class ServingEngine:
 
     def run_until_idle(self) -> None:
         while self.scheduler.running or self.scheduler.waiting:
+            if self.jump and self.run_identical_waves():
+                continue
             steps = self.scheduler.decode_stretch_length(self.step) if self.jump else 0
             if steps >= 2:
                 self.run_decode_stretch(steps)
             elif not self.run_step():
                 break
+
+    # -- identical waves -----------------------------------------------------------------------
+    def _wave_fits(self) -> bool:
+        """Whether the next `max_num_seqs` waiting requests form a wave: with nothing running,
+        all of them are admitted and prefilled in one step and decode together, without a
+        preemption, to finish in one step (``B IL <= budget``, their KV blocks always free)."""
+        scheduler = self.scheduler
+        batch, il, ol = scheduler.max_num_seqs, scheduler.input_len, scheduler.output_len
+        if scheduler.running or len(scheduler.waiting) < 2 * batch or ol < 3 or ol - 1 > MAX_STRETCH_STEPS:
+            return False
+        if self.metrics.recording or scheduler.preemptions or scheduler.used_blocks:
+            return False   # the step statistics, and any recompute in the queue, take the exact path
+        if batch * il > scheduler.token_budget:
+            return False
+        held = batch * -(-(il + ol) // scheduler.block_size)
+        return scheduler.num_blocks - held >= scheduler.watermark_blocks
+
+    def run_identical_waves(self) -> bool:
+        """Advance every wave but the last one at once; False (nothing done) unless `_wave_fits`.
+
+        A wave is one prefill step that admits and prefills ``B`` requests, then a stretch of
+        ``OL - 1`` decode steps after which all of them finish, leaving the scheduler as it
+        found it. Since the schedule does not depend on time, all such waves are the same
+        steps; only their jitter differs. They are laid out as arrays and every counter,
+        sample and request time is computed with the same floating-point expressions, in the
+        same order, as `run_step` and `run_decode_stretch` would (see
+        `tests/test_sim.py::test_jump_equals_step_by_step`). The last wave runs step by step,
+        so that what follows it (a shorter wave, the end of the run) is simulated as usual.
+        """
+        if not self._wave_fits():
+            return False
+        scheduler, timer, metrics = self.scheduler, self.timer, self.metrics
+        batch, il, ol = scheduler.max_num_seqs, scheduler.input_len, scheduler.output_len
+        waves = len(scheduler.waiting) // batch - 1
+        steps_per_wave = ol
+        total = waves * steps_per_wave
+        jit = timer.jitter.factors(self.step, total)
+        prefill_at = np.arange(0, total, steps_per_wave)
+        decode_mask = np.ones(total, dtype=bool)
+        decode_mask[prefill_at] = False
+
+        # The prefill step: B prompts of IL tokens from position 0, all sampling a first token.
+        prefill_tokens = batch * il
+        pairs = batch * (il * (2 * 0 + il + 1) // 2)
+        prefill_fixed = timer.gpu_by_tokens[prefill_tokens] + timer.gpu_by_sampled[batch]
+        prefill_gpu = prefill_fixed + 0 * timer.attention_s_per_context_token + pairs * timer.prefill_s_per_pair
+        prefill_cpu = timer.cpu_by_sequences[batch]
+        # The decode stretch: B sequences whose context grows by B tokens a step.
+        context = batch * (il + 1) + batch * np.arange(ol - 1)
+        decode_fixed = timer.gpu_by_tokens[batch] + timer.gpu_by_sampled[batch]
+        decode_gpu = decode_fixed + context * timer.attention_s_per_context_token
+        decode_cpu = timer.cpu_by_sequences[batch]
+
+        gpu = np.empty(total)
+        gpu[prefill_at] = prefill_gpu
+        gpu.reshape(waves, steps_per_wave)[:, 1:] = decode_gpu
+        cpu = np.where(decode_mask, decode_cpu, prefill_cpu)
+        durations = (gpu + cpu) * jit
+        ends = np.add.accumulate(np.concatenate(([self.now_s], durations)))[1:]
+        scheduler_times = np.add.accumulate(np.concatenate(([metrics.scheduler_time_s], cpu * jit)))
+        forward_times = np.add.accumulate(np.concatenate(([metrics.forward_time_s], gpu * jit)))
+        prefill_parts = jit[prefill_at] * ((prefill_fixed + prefill_cpu) * (prefill_tokens / prefill_tokens)
+                                           + pairs * timer.prefill_s_per_pair)
+        decode_increments = durations.copy()
+        decode_increments[prefill_at] = durations[prefill_at] - prefill_parts
+
+        # The samples inside the waves see the state before the step they fall in (step k: the
+        # k-th of the waves), computed for those steps only.
+        sample_times = []
+        while metrics.next_sample_s < ends[-1]:
+            sample_times.append(metrics.next_sample_s)
+            metrics.next_sample_s += SAMPLE_PERIOD_S
+        k = np.searchsorted(ends, np.asarray(sample_times, dtype=float), side="right")
+        wave_of, offset = np.divmod(k, steps_per_wave)
+        decoding = offset > 0
+        blocks_per_prompt = -(-il // scheduler.block_size)
+        new_blocks = ((np.arange(ol - 1) + il) % scheduler.block_size == 0) * batch
+        blocks_before_decode = np.concatenate(([0], np.cumsum(new_blocks)))
+        used_before = np.where(decoding, batch * blocks_per_prompt + blocks_before_decode[np.maximum(offset - 1, 0)], 0)
+        rows = zip(sample_times, scheduler_times[k].tolist(), forward_times[k].tolist(),
+                   (used_before / scheduler.num_blocks).tolist(), (decoding * batch).tolist(),
+                   (len(scheduler.waiting) - wave_of * batch - decoding * batch).tolist(),
+                   (metrics.successes + wave_of * batch).tolist(),
+                   (metrics.prompt_tokens + (wave_of + decoding) * prefill_tokens).tolist(),
+                   (metrics.generation_tokens + wave_of * batch * ol + decoding * (batch + batch * (offset - 1))).tolist())
+        metrics.samples.extend((time, sched, forward, usage, running, waiting, scheduler.preemptions, successes, prompt,
+                                generation)
+                               for time, sched, forward, usage, running, waiting, successes, prompt, generation in rows)
+
+        metrics.scheduler_time_s = float(scheduler_times[-1])
+        metrics.forward_time_s = float(forward_times[-1])
+        metrics.prefill_time_s = float(np.add.accumulate(np.concatenate(([metrics.prefill_time_s],
+                                                                           prefill_parts)))[-1])
+        metrics.decode_time_s = float(np.add.accumulate(np.concatenate(([metrics.decode_time_s],
+                                                                          decode_increments)))[-1])
+        metrics.step_counts["prefill_only"] += waves
+        metrics.step_counts["decode_only"] += total - waves
+        metrics.generation_tokens += waves * batch * ol
+        metrics.prompt_tokens += waves * prefill_tokens
+        metrics.successes += waves * batch
+        metrics.add_inter_token_gaps(durations[decode_mask], np.full(total - waves, batch, dtype=np.int64))
+
+        first_token_at = ends[prefill_at].tolist()
+        finished_at = ends[prefill_at + steps_per_wave - 1].tolist()
+        for wave in range(waves):
+            for _ in range(batch):
+                request = scheduler.requests[scheduler.waiting.popleft()]
+                request.prefilled, request.generated = il, ol
+                request.first_token_at_s = first_token_at[wave]
+                request.finished_at_s = finished_at[wave]
+        self.now_s = float(ends[-1])
+        self.step += total
+        return True
 
 
 def simulate_run(arch: Architecture, hw: Hardware, sim_constants: SimConstants, il: int, ol: int,
@@ -188,7 +303,7 @@ def _fill_result(result: SimResult, engine: ServingEngine, ids: list[int], start
     done = np.isfinite(finish)
     end = float(np.max(finish[done])) if done.any() else start_s
     metrics.record_samples_before(end + SAMPLE_PERIOD_S * TAIL_SAMPLES)
-    itl = np.repeat(np.asarray(metrics.itl_values), np.asarray(metrics.itl_weights, dtype=np.int64))
+    itl = metrics.inter_token_gaps_s()
     if include_test_prompt and result.output_len > 1:
         itl = itl[result.output_len - 1:]                 # the test prompt's own inter-token gaps
     result.benchmark_start_s = start_s

@@ -25,13 +25,12 @@ class StepJitter:
         if block not in self._arrays:
             normal = np.random.default_rng([self.seed, block]).standard_normal(1 << JITTER_BLOCK_BITS)
             self._arrays[block] = 1.0 + self.sigma * np.clip(normal, -3.0, 3.0)
-            self._lists[block] = self._arrays[block].tolist()
         return self._arrays[block]
 
     def factor(self, step: int) -> float:
         block = step >> JITTER_BLOCK_BITS
-        if block not in self._lists:
-            self._block(block)
+        if block not in self._lists:   # Python floats for the step loop, made on first use
+            self._lists[block] = self._block(block).tolist()
         return self._lists[block][step & self.mask]
 
     def factors(self, start: int, count: int) -> np.ndarray:

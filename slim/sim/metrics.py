@@ -60,8 +60,11 @@ class ServerMetrics:
         self.successes = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
-        self.itl_values: list[float] = []    # inter-token gap of each step with decodes ...
-        self.itl_weights: list[int] = []     # ... and how many gaps it was (its decodes)
+        # Inter-token gap of each step with decodes, and how many gaps it was (its decodes):
+        # single steps append to the lists, stretches of steps add whole arrays (in order).
+        self.itl_values: list[float] = []
+        self.itl_weights: list[int] = []
+        self._itl_segments: list[tuple[np.ndarray, np.ndarray]] = []
         self.itl_after_preemption: list[float] = []
         self.samples: list[tuple] = []
         self.next_sample_s = SAMPLE_OFFSET_S
@@ -167,5 +170,23 @@ class ServerMetrics:
         self.scheduler_time_s = float(scheduler_times[-1])
         self.forward_time_s = float(forward_times[-1])
         self.generation_tokens += n_decode * steps
-        self.itl_values.extend(durations_s.tolist())
-        self.itl_weights.extend([n_decode] * steps)
+        self.add_inter_token_gaps(durations_s, np.full(steps, n_decode, dtype=np.int64))
+
+    def add_inter_token_gaps(self, durations_s: np.ndarray, decodes: np.ndarray) -> None:
+        """Steps with decodes, as arrays: `durations_s` each counts as `decodes` gaps."""
+        self._flush_inter_token_gaps()
+        self._itl_segments.append((np.asarray(durations_s, dtype=float), np.asarray(decodes, dtype=np.int64)))
+
+    def _flush_inter_token_gaps(self) -> None:
+        if self.itl_values:
+            self._itl_segments.append((np.asarray(self.itl_values, dtype=float),
+                                       np.asarray(self.itl_weights, dtype=np.int64)))
+            self.itl_values, self.itl_weights = [], []
+
+    def inter_token_gaps_s(self) -> np.ndarray:
+        """Every inter-token gap the client saw, in step order (a step's gap once per decode)."""
+        self._flush_inter_token_gaps()
+        if not self._itl_segments:
+            return np.zeros(0)
+        return np.repeat(np.concatenate([values for values, _ in self._itl_segments]),
+                         np.concatenate([weights for _, weights in self._itl_segments]))

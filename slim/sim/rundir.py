@@ -148,40 +148,47 @@ def _oom_texts(result: SimResult, port: int, budget_tokens: int) -> tuple[str, s
 
 
 def _metrics_csv(result: SimResult) -> str:
+    """The scraped samples as ``metrics_engine.csv`` (values as Python's float repr, like the
+    public traces; the first scrape, before the server counts anything, is all zeros)."""
+    columns = [result.samples[name].to_numpy(dtype=float).tolist() for name in METRICS_COLUMNS]
+    success_col = METRICS_COLUMNS.index("request_success_total")
+    text_columns = [list(map(repr, values)) for values in columns]
+    text_columns[success_col] = ["0" if value == 0 else text for value, text in
+                                 zip(columns[success_col], text_columns[success_col])]
     rows = [",".join(METRICS_COLUMNS)]
-    for index, values in enumerate(result.samples.itertuples(index=False)):
+    for index, fields in enumerate(zip(*text_columns)):
         if index == 0:
-            rows.append(f"{values[0]!r}," + ",".join("0" for _ in METRICS_COLUMNS[1:]))
-            continue
-        fields = [repr(float(v)) for v in values]
-        success_col = METRICS_COLUMNS.index("request_success_total")
-        if values[success_col] == 0:
-            fields[success_col] = "0"
-        rows.append(",".join(fields))
+            rows.append(f"{fields[0]}," + ",".join("0" for _ in METRICS_COLUMNS[1:]))
+        else:
+            rows.append(",".join(fields))
     return "\n".join(rows) + "\n"
 
 
 def _stats_lines(result: SimResult) -> list[str]:
     """vLLM's periodic ``metrics.py`` lines, every 5 s from the 1-s samples."""
     samples = result.samples
-    times = samples["time [s]"].to_numpy()
+    # Plain float lists: indexing a DataFrame row by row costs far more than the formatting.
+    times = samples["time [s]"].to_numpy(dtype=float).tolist()
+    prompt = samples["prompt_tokens_total"].to_numpy(dtype=float).tolist()
+    generation = samples["generation_tokens_total"].to_numpy(dtype=float).tolist()
+    running = samples["num_requests_running"].to_numpy(dtype=float).tolist()
+    waiting = samples["num_requests_waiting"].to_numpy(dtype=float).tolist()
+    usage = samples["gpu_cache_usage_perc"].to_numpy(dtype=float).tolist()
     lines, last = [], None
     start_index = int(np.searchsorted(times, result.benchmark_start_s - 2 * LOG_INTERVAL_S))
-    for i in range(max(start_index, 1), len(samples), int(LOG_INTERVAL_S)):
-        row = samples.iloc[i]
+    for i in range(max(start_index, 1), len(times), int(LOG_INTERVAL_S)):
         if last is not None:
-            elapsed = row["time [s]"] - last["time [s]"]
-            prompt_rate = (row["prompt_tokens_total"] - last["prompt_tokens_total"]) / elapsed
-            gen_rate = (row["generation_tokens_total"] - last["generation_tokens_total"]) / elapsed
+            elapsed = times[i] - times[last]
+            prompt_rate = (prompt[i] - prompt[last]) / elapsed
+            gen_rate = (generation[i] - generation[last]) / elapsed
             lines.append(
-                f"INFO {_stamp(SERVER_START_OFFSET_S + row['time [s]'])} metrics.py:360] Avg prompt throughput: "
+                f"INFO {_stamp(SERVER_START_OFFSET_S + times[i])} metrics.py:360] Avg prompt throughput: "
                 f"{prompt_rate:.1f} tokens/s, Avg generation throughput: {gen_rate:.1f} tokens/s, "
-                f"Running: {int(row['num_requests_running'])} reqs, Swapped: 0 reqs, "
-                f"Pending: {int(row['num_requests_waiting'])} reqs, "
-                f"GPU KV cache usage: {100 * row['gpu_cache_usage_perc']:.1f}%, CPU KV cache usage: 0.0%.")
-        last = row
-        if row["num_requests_running"] + row["num_requests_waiting"] == 0 and row["time [s]"] > (
-                result.benchmark_start_s + result.duration_s):
+                f"Running: {int(running[i])} reqs, Swapped: 0 reqs, "
+                f"Pending: {int(waiting[i])} reqs, "
+                f"GPU KV cache usage: {100 * usage[i]:.1f}%, CPU KV cache usage: 0.0%.")
+        last = i
+        if running[i] + waiting[i] == 0 and times[i] > result.benchmark_start_s + result.duration_s:
             break
     return lines
 
