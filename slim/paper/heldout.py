@@ -164,7 +164,7 @@ def _llmvisor_predictions(train_x: pd.DataFrame,
     B in {1, 4, 8} extrapolates to negative ITL at B = 512 (a third of the
     same-curve predictions were non-positive on the public traces).
     """
-    from baselines import LLMVisorAgg   # see evaluate_setting
+    from baselines import LLMVisorAgg  # see evaluate_setting
 
     per_model = set(validate_x[col.MODEL]) <= set(train_x[col.MODEL])
     groups = validate_x.groupby(col.MODEL, sort=False) if per_model else [(None, validate_x)]

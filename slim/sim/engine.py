@@ -217,12 +217,13 @@ class ServingEngine:
         new_blocks = ((np.arange(ol - 1) + il) % scheduler.block_size == 0) * batch
         blocks_before_decode = np.concatenate(([0], np.cumsum(new_blocks)))
         used_before = np.where(decoding, batch * blocks_per_prompt + blocks_before_decode[np.maximum(offset - 1, 0)], 0)
+        generation_before = metrics.generation_tokens + wave_of * batch * ol + decoding * (batch + batch * (offset - 1))
         rows = zip(sample_times, scheduler_times[k].tolist(), forward_times[k].tolist(),
                    (used_before / scheduler.num_blocks).tolist(), (decoding * batch).tolist(),
                    (len(scheduler.waiting) - wave_of * batch - decoding * batch).tolist(),
                    (metrics.successes + wave_of * batch).tolist(),
                    (metrics.prompt_tokens + (wave_of + decoding) * prefill_tokens).tolist(),
-                   (metrics.generation_tokens + wave_of * batch * ol + decoding * (batch + batch * (offset - 1))).tolist())
+                   generation_before.tolist())
         metrics.samples.extend((time, sched, forward, usage, running, waiting, scheduler.preemptions, successes, prompt,
                                 generation)
                                for time, sched, forward, usage, running, waiting, successes, prompt, generation in rows)
