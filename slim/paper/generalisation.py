@@ -26,25 +26,14 @@ from slim.errors import ConfigError, PlotInputError
 from slim.model.equations import ArchitectureLookup, predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
+from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.heldout import SLIM, prediction_rows
 from slim.paper.splits import HeldOutSetting, split_setting
 from slim.paper.tables import to_booktabs, to_markdown
 from slim.specs.hardware import Hardware
 
-SECTION = "generalisation"
 SETTING_NAME = "generalisation"
 TARGET_ROLE = "target"
-
-
-# ------------------------------------------------------------------ configuration
-
-@dataclass(frozen=True)
-class GeneralisationConfig:
-    """The `generalisation` section of config.yaml (checked by `slim.pipeline.config.generalisation_config`)."""
-
-    dataset: str
-    train_models: tuple[str, ...]
-    target_models: tuple[str, ...]
 
 
 # ------------------------------------------------------------------ data

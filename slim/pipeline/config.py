@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
-from slim.paper.generalisation import SECTION, GeneralisationConfig
+from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.specs.architecture import ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slim.paper.generalisation import SECTION, GeneralisationConfig
+from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.pipeline.config import DatasetConfig, generalisation_config
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -51,11 +52,15 @@ def job_seconds(log_text: str) -> dict[str, list[float]]:
     return per_rule
 
 
-def run_all(workdir: Path, cores: int) -> tuple[float, subprocess.CompletedProcess]:
+def run_all(workdir: Path, cores: int) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of Snakemake and all its jobs, the finished process)."""
+    before = os.times()
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "snakemake", "all", "--cores", str(cores)],
                             cwd=workdir, capture_output=True, text=True)
-    return time.perf_counter() - start, result
+    after = os.times()
+    cpu_s = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return time.perf_counter() - start, cpu_s, result
 
 
 def main() -> int:
@@ -73,16 +78,18 @@ def main() -> int:
                 (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
         # Relative trace paths (../shared/...) must still resolve from the scratch copy.
         (scratch / "shared").symlink_to(REPO.parent / "shared")
-        fresh_s, result = run_all(workdir, args.cores)
+        fresh_s, fresh_cpu_s, result = run_all(workdir, args.cores)
         if result.returncode != 0:
             print(result.stderr[-3000:], file=sys.stderr)
             return result.returncode
-        noop_s, rerun = run_all(workdir, args.cores)
+        noop_s, noop_cpu_s, rerun = run_all(workdir, args.cores)
         if rerun.returncode != 0:
             print(rerun.stderr[-3000:], file=sys.stderr)
             return rerun.returncode
-        print(f"snakemake all --cores {args.cores} from scratch: {fresh_s:.1f} s wall (goal <= {FRESH_GOAL_S:.0f} s)")
-        print(f"no-op rerun: {noop_s:.1f} s wall (goal <= {NOOP_GOAL_S:.0f} s)")
+        load = os.getloadavg()[0]
+        print(f"snakemake all --cores {args.cores} from scratch: {fresh_s:.1f} s wall, {fresh_cpu_s:.1f} s CPU "
+              f"(goal <= {FRESH_GOAL_S:.0f} s wall on {os.cpu_count()} CPUs; load average now {load:.1f})")
+        print(f"no-op rerun: {noop_s:.1f} s wall, {noop_cpu_s:.1f} s CPU (goal <= {NOOP_GOAL_S:.0f} s)")
         per_rule = job_seconds(result.stderr + result.stdout)
         print("job wall seconds by rule (jobs, total, longest):")
         for rule, seconds in sorted(per_rule.items(), key=lambda item: -sum(item[1])):
