@@ -1,9 +1,17 @@
-"""Small I/O helpers shared by the workflow scripts: logging and deterministic writes."""
+"""Small I/O helpers shared by the workflow scripts: logging and deterministic, crash-safe writes.
+
+Every writer goes to a temporary file in the destination's folder and renames it over the
+destination (`os.replace`, atomic on POSIX), so an interrupted job leaves either the old file
+or the new one, never half a parquet; Snakemake's ``rerun-incomplete`` then reruns the job.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -18,15 +26,45 @@ def open_log(log_path: str | Path) -> logging.Logger:
     return logging.getLogger("slim")
 
 
+@contextmanager
+def logged_errors(logger: logging.Logger) -> Iterator[None]:
+    """Log any exception leaving the block, with its traceback, to the rule's log, then re-raise it
+    (Snakemake still fails the job; the log says why)."""
+    try:
+        yield
+    except Exception:
+        logger.exception("the job failed")
+        raise
+
+
+def write_atomic(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(temporary_path)``, then rename the temporary file to `path`.
+
+    The temporary file lies beside `path` (same file system, so the rename is atomic) and is
+    removed if `write` fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
 def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
     """Parquet without pandas' index metadata, so equal frames give equal bytes."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(path, index=False, engine="pyarrow", compression="zstd")
+    write_atomic(path, lambda target: frame.to_parquet(target, index=False, engine="pyarrow", compression="zstd"))
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, float_format="%.6g", lineterminator="\n")
+    write_atomic(path, lambda target: frame.to_csv(target, index=False, float_format="%.6g", lineterminator="\n"))
+
+
+def write_text(text: str, path: str | Path) -> None:
+    """A text file, written as UTF-8 with the newlines given."""
+    write_atomic(path, lambda target: target.write_text(text, encoding="utf-8"))
 
 
 def worker_count(threads: int) -> int:
