@@ -15,7 +15,7 @@ from slim.errors import ConfigError, SlimError
 # Identity of a run.
 DATASET = "dataset"
 RUN_ID = "run_id"                      # run directory, relative to the trace root
-TRACE_FORMAT = "trace_format"          # "benchmark_serving" (public layout) or "vllm_bench_serve"
+TRACE_FORMAT = "trace_format"          # benchmark_serving (public), vllm_bench_serve, vllm_bench_sweep, guidellm
 MODEL = "model"                        # canonical name from config/models.yaml (raw name if unknown)
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
 TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
@@ -41,7 +41,7 @@ MEAN_E2EL_MS = "mean_e2el_ms"          # client's E2E (includes queueing); NaN i
 
 # Server side (metrics CSV / server log / cache config).
 MEAN_BATCH_SIZE = "mean_batch_size"    # mean num_requests_running over the active benchmark window
-BATCH_SIZE_SOURCE = "batch_size_source"  # "metrics_csv" or "server_log"
+BATCH_SIZE_SOURCE = "batch_size_source"  # metrics_csv, prometheus_text, littles_law or server_log (+ cap note)
 MAX_KV_CACHE_USAGE = "max_kv_cache_usage"  # 0..1
 NUM_PREEMPTIONS = "num_preemptions"
 NUM_GPU_BLOCKS = "num_gpu_blocks"
@@ -54,6 +54,7 @@ E2E_LATENCY_S = "e2e_latency_s"        # Little's law: mean_batch_size / request
 # Accounting.
 STATUS = "status"
 REASON_DETAIL = "reason_detail"
+FAULT_FILE = "fault_file"              # the file at fault (relative to the run directory); "" if none
 
 RUN_COLUMNS = (
     DATASET, RUN_ID, TRACE_FORMAT, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
@@ -61,7 +62,7 @@ RUN_COLUMNS = (
     COMPLETED, FAILED, DURATION_S, REQUEST_THROUGHPUT, TOTAL_TOKEN_THROUGHPUT, OUTPUT_TOKEN_THROUGHPUT,
     MEAN_TTFT_MS, MEAN_TPOT_MS, MEAN_ITL_MS, MEAN_E2EL_MS,
     MEAN_BATCH_SIZE, BATCH_SIZE_SOURCE, MAX_KV_CACHE_USAGE, NUM_PREEMPTIONS, NUM_GPU_BLOCKS, BLOCK_SIZE,
-    KV_CAPACITY_TOKENS, E2E_LATENCY_S, STATUS, REASON_DETAIL,
+    KV_CAPACITY_TOKENS, E2E_LATENCY_S, STATUS, REASON_DETAIL, FAULT_FILE,
 )
 """Columns of `runs.parquet` and `clean.parquet`, in order."""
 

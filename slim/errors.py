@@ -14,7 +14,15 @@ class UnknownModelError(ConfigError):
 
 
 class TraceFormatError(SlimError):
-    """A run directory or trace file cannot be parsed."""
+    """A run directory or trace file cannot be parsed; `path` names the file at fault, if one is."""
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class UnreadableTraceError(TraceFormatError):
+    """A trace file exists but cannot be read: no permission, a dangling or looping symlink, an I/O error."""
 
 
 class SplitError(SlimError):

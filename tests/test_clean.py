@@ -31,7 +31,7 @@ def expected() -> dict[str, str]:
 def _run(run_id: str, status: str = "ok", max_num_seqs: float = 8, model: str = "opt-1.3b") -> dict:
     return {col.DATASET: "d", col.RUN_ID: run_id, col.MODEL: model, col.INPUT_LEN_NOMINAL: 242.0,
             col.OUTPUT_LEN_NOMINAL: 130.0, col.MAX_NUM_SEQS: max_num_seqs, col.NUM_PROMPTS: 2000.0,
-            col.STATUS: status, col.REASON_DETAIL: "" if status == "ok" else "why"}
+            col.STATUS: status, col.REASON_DETAIL: "" if status == "ok" else "why", col.FAULT_FILE: ""}
 
 
 # ---------------------------------------------------------------- on the corpus
@@ -64,7 +64,7 @@ def test_default_policy_keeps_only_ok_runs(corpus_runs, expected):
     assert usable[col.STATUS].eq("ok").all()
     assert report["kept"].sum() == len(usable)
     assert list(report.columns) == [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS,
-                                    col.OUTPUT_LEN_NOMINAL, col.STATUS, col.REASON_DETAIL, "kept"]
+                                    col.OUTPUT_LEN_NOMINAL, col.STATUS, col.REASON_DETAIL, col.FAULT_FILE, "kept"]
     # The usable table keeps every ingested column.
     assert list(usable.columns) == list(corpus_runs.columns)
 
@@ -142,7 +142,7 @@ def test_summary_markdown(corpus_runs, expected):
 def test_summary_markdown_with_nothing_kept():
     report = pd.DataFrame([_run("a", status="corrupt")])[
         [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL, col.STATUS,
-         col.REASON_DETAIL]]
+         col.REASON_DETAIL, col.FAULT_FILE]]
     report["kept"] = False
     text = summarise_report(report, "d")
     assert "1 run directories found, 0 kept." in text

@@ -15,8 +15,8 @@ import pytest
 from slim import columns as col
 from slim.errors import ConfigError
 from slim.specs.architecture import load_architectures
-from slim.traces.files import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
 from slim.traces.ingest import REASON_CODES, find_run_dirs, ingest_run_dir, ingest_traces
+from slim.traces.results import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -112,9 +112,9 @@ def test_corrupt_details_name_the_file_and_the_problem(corpus):
 
 def test_invalid_and_incomplete_details(corpus):
     assert corpus.loc["nan_throughput", col.REASON_DETAIL].endswith(
-        "non-positive or NaN request_throughput, total_token_throughput")
-    assert corpus.loc["negative_duration", col.REASON_DETAIL].endswith("non-positive or NaN duration")
-    assert corpus.loc["completed_is_null", col.REASON_DETAIL].endswith("non-positive or NaN completed")
+        "non-positive, infinite or NaN request_throughput, total_token_throughput")
+    assert corpus.loc["negative_duration", col.REASON_DETAIL].endswith("non-positive, infinite or NaN duration")
+    assert corpus.loc["completed_is_null", col.REASON_DETAIL].endswith("non-positive, infinite or NaN completed")
     assert corpus.loc["zero_completed", col.REASON_DETAIL] == "completed = 0 of 100 prompts"
     assert corpus.loc["partial_completion", col.REASON_DETAIL] == "completed = 97 of 100 prompts"
 
@@ -181,7 +181,7 @@ def test_public_layout_every_column(catalog):
         col.MAX_KV_CACHE_USAGE: 0.0081, col.NUM_PREEMPTIONS: 0,
         col.NUM_GPU_BLOCKS: 18293, col.BLOCK_SIZE: 16, col.KV_CAPACITY_TOKENS: 18293 * 16,
         col.E2E_LATENCY_S: ((3 + 8 + 8 + 8 + 6) / 5) / (100 / 12.5),  # Little's law: 0.825 s
-        col.STATUS: "ok", col.REASON_DETAIL: "batch size from metrics_csv",
+        col.STATUS: "ok", col.REASON_DETAIL: "batch size from metrics_csv", col.FAULT_FILE: "",
     }
     for column, value in expected.items():
         if isinstance(value, str):
@@ -233,11 +233,14 @@ def test_bench_serve_json_with_v0_metric_names_and_general_length_flags(bench_se
 
 
 def test_bench_serve_json_with_only_a_v1_server_log(bench_serve):
+    # No metrics series: Little's law on the client's latencies, 8 requests x (1350 - 95) ms / 2 s,
+    # wins over the server log's few periodic stats lines ((5 + 6 + 7) / 3 = 6, kept in the detail).
     row = bench_serve.loc["v1_log_only"]
-    assert (row[col.BATCH_SIZE_SOURCE], row[col.MEAN_BATCH_SIZE]) == ("server_log", 6.0)  # (5 + 6 + 7) / 3
-    assert row[col.MAX_KV_CACHE_USAGE] == pytest.approx(0.044)
+    assert (row[col.BATCH_SIZE_SOURCE], row[col.MEAN_BATCH_SIZE]) == ("littles_law", pytest.approx(5.02))
+    assert "server_out.log stats lines give 6" in row[col.REASON_DETAIL]
+    assert row[col.MAX_KV_CACHE_USAGE] == pytest.approx(0.044)   # still from the stats lines
     assert row[col.MAX_NUM_SEQS] == 8  # metadata
-    assert row[col.E2E_LATENCY_S] == pytest.approx(6.0 / 4.0)
+    assert row[col.E2E_LATENCY_S] == pytest.approx(5.02 / 4.0)
     assert row[col.STATUS] == "ok"
 
 

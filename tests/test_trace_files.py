@@ -1,4 +1,6 @@
-"""Unit tests of the parsers of a vLLM run directory's files (slim/traces/files.py)."""
+"""Unit tests of the parsers of a vLLM run directory's files: client and server logs, cache config,
+metrics CSV and benchmark JSON (slim/traces/client_log.py, server_log.py, prometheus_text.py,
+metrics_csv.py, results.py)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,15 @@ import numpy as np
 import pytest
 
 from slim.errors import TraceFormatError
-from slim.traces.files import (
-    FORMAT_BENCHMARK_SERVING,
-    FORMAT_VLLM_BENCH_SERVE,
+from slim.traces.client_log import parse_namespace_line, parse_server_flags
+from slim.traces.engine_metrics import mean_running_over_active_window
+from slim.traces.metrics_csv import parse_engine_metrics
+from slim.traces.prometheus_text import parse_cache_config
+from slim.traces.results import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE, load_benchmark_json
+from slim.traces.server_log import (
     classify_failure,
     find_max_num_seqs_in_log,
     find_tensor_parallel_in_log,
-    load_benchmark_json,
-    mean_running_over_active_window,
-    parse_cache_config,
-    parse_engine_metrics,
-    parse_namespace_line,
-    parse_server_flags,
     parse_server_log_batch,
 )
 
@@ -210,7 +209,8 @@ def test_engine_metrics_prometheus_names_of_v1_and_v0(tmp_path, kv_name):
 
 def test_engine_metrics_without_waiting_or_preemption_columns(tmp_path):
     metrics = parse_engine_metrics(_write(tmp_path, "num_requests_running\n0\n3\n5\n0\n"))
-    assert metrics.mean_batch_size == 4.0 and metrics.num_preemptions == 0.0
+    # No counter column: the preemptions are unknown (NaN), never silently 0.
+    assert metrics.mean_batch_size == 4.0 and math.isnan(metrics.num_preemptions)
     assert math.isnan(metrics.max_kv_cache_usage)
 
 

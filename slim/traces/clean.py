@@ -39,6 +39,7 @@ def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok"
         if key in first_of_key:
             runs.loc[index, col.STATUS] = "duplicate"
             runs.loc[index, col.REASON_DETAIL] = f"same configuration as {first_of_key[key]}"
+            runs.loc[index, col.FAULT_FILE] = ""
         else:
             first_of_key[key] = run[col.RUN_ID]
     return runs
@@ -50,7 +51,7 @@ def clean_runs(runs: pd.DataFrame, policy: CleaningPolicy = CleaningPolicy()) ->
     report = mark_duplicates(runs, kept_statuses)
     usable = report[report[col.STATUS].isin(kept_statuses)].reset_index(drop=True)
     report_columns = [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL,
-                      col.STATUS, col.REASON_DETAIL]
+                      col.STATUS, col.REASON_DETAIL, col.FAULT_FILE]
     report = report[report_columns].copy()
     report["kept"] = report[col.STATUS].isin(kept_statuses)
     return usable, report.reset_index(drop=True)

@@ -1,109 +1,258 @@
 """Stage 1: turn a tree of vLLM benchmark run directories into one row per run.
 
-Ingest never raises on bad run data: a run it cannot use still gets a row, with
-a reason code in ``status`` and the evidence in ``reason_detail`` (see
-`REASON_CODES`). Only a missing trace root is an error.
+Ingest never raises on bad run data: a run it cannot use still gets a row, with a reason
+code in ``status``, the evidence in ``reason_detail`` and the file at fault in ``fault_file``
+(see `REASON_CODES`). A directory holding several results (a flat ``--result-dir``, a
+``--append-result`` file, a sweep point's repetitions, a GuideLLM report) gives one row per
+result. Only a missing trace root is an error; anything unforeseen in one directory is
+logged with its traceback and becomes that directory's ``ingest_error``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from slim import columns as col
-from slim.errors import ConfigError, TraceFormatError
+from slim.errors import ConfigError, TraceFormatError, UnreadableTraceError
 from slim.specs.architecture import ArchitectureCatalog
-from slim.traces.files import (
-    EngineMetrics,
+from slim.traces.client_log import parse_namespace_line, parse_server_flags
+from slim.traces.engine_metrics import EngineMetrics, MetricsSeries, batch_metrics, preemption_count
+from slim.traces.littles_law import SOURCE_LITTLES_LAW, littles_law_batch
+from slim.traces.metrics_csv import read_metrics_csv
+from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
+from slim.traces.prometheus_text import parse_cache_config, read_scrapes
+from slim.traces.results import ResultRecord, read_result_records, read_sweep_failure
+from slim.traces.run_files import RunFiles, classify_directory
+from slim.traces.server_log import (
+    KvCacheSize,
     classify_failure,
+    find_hardware_error,
     find_max_num_seqs_in_log,
     find_tensor_parallel_in_log,
-    load_benchmark_json,
-    parse_cache_config,
-    parse_engine_metrics,
-    parse_namespace_line,
-    parse_server_flags,
+    kv_cache_size_in_log,
     parse_server_log_batch,
+    preemptions_in_log,
 )
+from slim.traces.tree import read_text, walk_tree
+
+LOGGER = logging.getLogger(__name__)
 
 REASON_CODES: dict[str, str] = {
     "ok": "usable measurement",
     "server_start_failed": "server never started: port clash (Address already in use)",
     "out_of_memory": "server ran out of GPU memory (weights or KV cache do not fit)",
-    "hardware_error": "GPU hardware fault (ECC error, illegal memory access)",
-    "failed_unknown": "no benchmark JSON and no known failure cause in the logs",
+    "hardware_error": "GPU hardware fault (ECC error, illegal memory access, Xid) in the logs",
+    "failed_unknown": "no benchmark result and no known failure cause in the logs",
+    "unreadable": "a file of the run cannot be read (permission, dangling or looping symlink)",
     "corrupt": "a file of the run cannot be parsed (file and parse error named)",
-    "ambiguous_results": "several benchmark JSON files in one run directory",
-    "invalid_values": "NaN, negative or zero values where a measurement is required",
-    "missing_metrics": "no mean batch size: neither metrics CSV nor server stats lines usable",
+    "ambiguous_results": "several benchmark results beside the server metrics of one run",
+    "invalid_values": "NaN, infinite, negative or zero values where a measurement is required",
+    "implausible": "values that contradict each other or vLLM's limits (batch above the cap, ...)",
+    "missing_metrics": "no mean batch size: no usable metrics, server stats lines or latencies",
     "missing_metadata": "max_num_seqs could not be determined",
     "incomplete": "completed < num_prompts (or nothing completed)",
     "unknown_model": "model not in config/models.yaml",
     "preempted": "KV cache overflowed: requests were preempted (excluded by default)",
     "duplicate": "same configuration measured again; the first run (by path) is kept",
+    "ingest_error": "ingest failed unexpectedly on this directory (traceback in the ingest log)",
 }
 """Every status a run can get, with its meaning (cleaning report legend)."""
 
-_RUN_FILE_PATTERNS = ("*.json", "metrics_engine*.csv", "server_out*.log", "server_err*.log",
-                      "log_*.out", "cache_config*.txt")
-_LOG_PATTERNS = ("server_out*.log", "server_err*.log", "log_*.out", "log_*.err")
 _DIR_MAX_NUM_SEQS = re.compile(r"^_(\d+)_")
+LITTLES_LAW_TOLERANCE = 0.05
+"""Relative slack of a Little's-law batch over the cap (its error on the public traces is < 4%)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's status (a key of `REASON_CODES`), the evidence for it and the file at fault."""
+
+    status: str
+    detail: str
+    file: str = ""
+
+    @classmethod
+    def of_error(cls, error: TraceFormatError) -> Verdict:
+        status = "unreadable" if isinstance(error, UnreadableTraceError) else "corrupt"
+        return cls(status, str(error), error.path or "")
+
+
+def trace_root_problem(trace_root: Path) -> str | None:
+    """Why `trace_root` cannot be a folder of runs ('does not exist', 'is a file'), or None."""
+    if trace_root.is_file():
+        return "is a file, not a folder"
+    if not trace_root.is_dir():
+        return "does not exist"
+    return None
+
+
+def find_runs(trace_root: Path) -> list[RunFiles]:
+    """Every directory under `trace_root` that holds files of a benchmark run, sorted by path."""
+    problem = trace_root_problem(Path(trace_root))
+    if problem:
+        raise ConfigError(
+            f"trace directory '{trace_root}' {problem}; set datasets.<name>.trace_dir "
+            "in config/config.yaml to a folder of vLLM benchmark run directories"
+        )
+    runs = [classify_directory(directory) for directory in walk_tree(Path(trace_root))]
+    return sorted((run for run in runs if run.looks_like_run), key=lambda run: run.directory)
 
 
 def find_run_dirs(trace_root: Path) -> list[Path]:
-    """Every directory under `trace_root` that holds files of a benchmark run, sorted."""
-    if not trace_root.is_dir():
-        raise ConfigError(
-            f"trace directory '{trace_root}' does not exist; set datasets.<name>.trace_dir "
-            "in config/config.yaml to a folder of vLLM benchmark run directories"
-        )
-    run_dirs = {
-        path.parent
-        for pattern in _RUN_FILE_PATTERNS
-        for path in trace_root.rglob(pattern)
-        if path.is_file()
-    }
-    return sorted(run_dirs)
-
-
-def _read_logs(run_dir: Path) -> dict[str, str]:
-    texts: dict[str, str] = {}
-    for pattern in _LOG_PATTERNS:
-        for path in sorted(run_dir.glob(pattern)):
-            texts[path.name] = path.read_text(errors="replace")
-    return texts
+    """The directories of `find_runs`."""
+    return [run.directory for run in find_runs(trace_root)]
 
 
 def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
     """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
-    return {
-        col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
-        col.MAX_NUM_SEQS: math.nan, col.TENSOR_PARALLEL: 1, col.NUM_PROMPTS: math.nan,
-        col.INPUT_LEN_MEAN: math.nan, col.OUTPUT_LEN_MEAN: math.nan,
-        col.INPUT_LEN_NOMINAL: math.nan, col.OUTPUT_LEN_NOMINAL: math.nan,
-        col.COMPLETED: math.nan, col.FAILED: math.nan, col.DURATION_S: math.nan,
-        col.REQUEST_THROUGHPUT: math.nan, col.TOTAL_TOKEN_THROUGHPUT: math.nan,
-        col.OUTPUT_TOKEN_THROUGHPUT: math.nan, col.MEAN_TTFT_MS: math.nan,
-        col.MEAN_TPOT_MS: math.nan, col.MEAN_ITL_MS: math.nan, col.MEAN_E2EL_MS: math.nan,
-        col.MEAN_BATCH_SIZE: math.nan, col.BATCH_SIZE_SOURCE: None,
-        col.MAX_KV_CACHE_USAGE: math.nan, col.NUM_PREEMPTIONS: math.nan,
-        col.NUM_GPU_BLOCKS: math.nan, col.BLOCK_SIZE: math.nan, col.KV_CAPACITY_TOKENS: math.nan,
-        col.E2E_LATENCY_S: math.nan, col.STATUS: "ok", col.REASON_DETAIL: "",
-    }
+    row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
+    row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
+                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
+                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
+    return row
 
 
-def _float(content: dict[str, Any], key: str) -> float:
-    value = content.get(key)
+def _number(value: Any) -> float:
+    """A JSON value as a float: NaN for null, booleans, text that is not a number and lists."""
+    if isinstance(value, bool) or value is None:
+        return math.nan
     try:
-        return float(value) if value is not None else math.nan
-    except (TypeError, ValueError):
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
         return math.nan
 
+
+def _positive_int(value: Any) -> int | None:
+    """An integer flag value (``8``, ``"8"``), or None for text such as ``"auto"`` or ``"$N"``."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+def _setting(content: dict[str, Any], name: str) -> Any:
+    """A server setting in a result: ``--metadata name=...`` or a sweep's serve override, with
+    ``-``/``_`` and a leading ``--`` in the key tolerated."""
+    for key, value in content.items():
+        if str(key).lstrip("-").replace("-", "_") == name:
+            return value
+    return None
+
+
+# ---------------------------------------------------------------- what a directory tells every run in it
+
+class DirectoryEvidence:
+    """The files of one run directory, each read once and only when needed."""
+
+    def __init__(self, run_files: RunFiles):
+        self.files = run_files
+
+    @cached_property
+    def log_texts(self) -> dict[str, str]:
+        """Every log's text; `UnreadableTraceError` names the first log that cannot be read."""
+        return {path.name: read_text(path) for path in self.files.logs}
+
+    def read_logs(self) -> int:
+        """Read every log now, so that an unreadable one becomes the run's status; how many there are."""
+        return len(self.log_texts)
+
+    @cached_property
+    def server_log_texts(self) -> dict[str, str]:
+        return {path.name: self.log_texts[path.name] for path in self.files.server_logs}
+
+    @cached_property
+    def client_args(self) -> dict[str, Any]:
+        """The benchmark client's arguments: the first ``Namespace(...)`` line of a client log."""
+        for path in self.files.client_logs:
+            if path.suffix == ".out" or not path.name.startswith("log_"):
+                arguments = parse_namespace_line(self.log_texts[path.name])
+                if arguments:
+                    return arguments
+        return {}
+
+    def server_setting(self, flag: str, find_in_log: Callable[[str], int | None]) -> int | None:
+        """A positive integer server flag (``--<flag>``) from the client's record of the server
+        args, else from the first server log that states it; None if neither does."""
+        flags = parse_server_flags(str(self.client_args.get("server_args", "")))
+        from_flags = _positive_int(flags.get(flag))
+        if from_flags is not None:
+            return from_flags
+        for text in self.server_log_texts.values():
+            found = find_in_log(text)
+            if found is not None:
+                return found
+        return None
+
+    @cached_property
+    def kv_cache_from_logs(self) -> KvCacheSize | None:
+        for text in self.server_log_texts.values():
+            found = kv_cache_size_in_log(text)
+            if found is not None:
+                return found
+        return None
+
+    @cached_property
+    def log_preemptions(self) -> float:
+        counts = [preemptions_in_log(text) for text in self.server_log_texts.values()]
+        counts = [count for count in counts if not math.isnan(count)]
+        return max(counts) if counts else math.nan
+
+    @cached_property
+    def log_stats(self) -> tuple[EngineMetrics | None, str]:
+        for name, text in self.server_log_texts.items():
+            metrics = parse_server_log_batch(text)
+            if metrics is not None and not math.isnan(metrics.mean_batch_size):
+                return metrics, name
+        return None, ""
+
+    @cached_property
+    def series(self) -> tuple[list[MetricsSeries], list[str]]:
+        """Every readable metrics series (CSVs, then the scrapes as one) and notes on the others.
+
+        An unreadable file raises; an unparseable one is noted and skipped."""
+        found, notes = [], []
+        for path in self.files.metrics_csvs:
+            try:
+                found.append(read_metrics_csv(path))
+            except UnreadableTraceError:
+                raise
+            except TraceFormatError as error:
+                notes.append(str(error))
+        if self.files.scrapes:
+            try:
+                found.append(read_scrapes(self.files.scrapes))
+            except UnreadableTraceError:
+                raise
+            except TraceFormatError as error:
+                notes.append(str(error))
+        return found, notes
+
+    @cached_property
+    def cache_config(self) -> tuple[dict[str, str], str] | None:
+        """Labels of the first readable ``vllm:cache_config_info`` and the file holding them."""
+        for path in self.files.cache_configs + self.files.scrapes:
+            try:
+                return parse_cache_config(path), path.name
+            except UnreadableTraceError:
+                raise
+            except TraceFormatError:
+                continue
+        return None
+
+
+# ---------------------------------------------------------------- one result
 
 def _model_name(content: dict[str, Any], client_args: dict[str, Any], catalog: ArchitectureCatalog) -> str:
     raw = str(content.get("model_id") or client_args.get("model") or "")
@@ -121,224 +270,332 @@ def _nominal_lengths(client_args: dict[str, Any], input_mean: float, output_mean
         output_nominal = client_args.get("output_len") or client_args.get("random_output_len") or output_nominal
     elif dataset_name == "sharegpt" and (client_args.get("output_len") or client_args.get("sharegpt_output_len")):
         output_nominal = client_args.get("output_len") or client_args["sharegpt_output_len"]
-    return float(input_nominal), float(output_nominal)
+    return float(_number(input_nominal)), float(_number(output_nominal))
 
 
-def _positive_int(value: Any) -> int | None:
-    """An integer flag value (``8``, ``"8"``), or None for text such as ``"auto"`` or ``"$N"``."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        return None
-    return number if number > 0 else None
-
-
-def _server_setting(flag: str, find_in_log: Callable[[str], int | None], client_args: dict[str, Any],
-                    logs: dict[str, str]) -> int | None:
-    """A positive integer server flag (``--<flag>``) from the client's record of the server args,
-    else from the first server log that states it; None if neither does."""
-    flags = parse_server_flags(str(client_args.get("server_args", "")))
-    from_flags = _positive_int(flags.get(flag))
-    if from_flags is not None:
-        return from_flags
-    for name in sorted(logs):
-        if name.startswith("server_out"):
-            found = find_in_log(logs[name])
-            if found is not None:
-                return found
-    return None
-
-
-def _max_num_seqs(run_dir: Path, content: dict[str, Any], client_args: dict[str, Any],
-                  logs: dict[str, str]) -> int | None:
-    """--max-num-seqs from (in order) JSON metadata, client args, server log, directory name."""
-    from_metadata = _positive_int(content.get("max_num_seqs"))
-    if from_metadata is not None:
-        return from_metadata
-    found = _server_setting("max-num-seqs", find_max_num_seqs_in_log, client_args, logs)
-    if found is not None:
-        return found
-    match = _DIR_MAX_NUM_SEQS.match(run_dir.name)
-    return int(match.group(1)) if match else None
-
-
-def _tensor_parallel(client_args: dict[str, Any], logs: dict[str, str]) -> int:
-    """--tensor-parallel-size from the client args or the server log; 1 (vLLM's default) if unset."""
-    found = _server_setting("tensor-parallel-size", find_tensor_parallel_in_log, client_args, logs)
-    return found if found is not None else 1
-
-
-def _engine_metrics(run_dir: Path, logs: dict[str, str]) -> tuple[EngineMetrics | None, str, str]:
-    """(metrics, source, note): the metrics CSV first, the server log's stats lines as fallback."""
-    notes = []
-    for path in sorted(run_dir.glob("metrics_engine*.csv")):
-        try:
-            metrics = parse_engine_metrics(path)
-        except TraceFormatError as error:
-            notes.append(str(error))
-            continue
-        if not math.isnan(metrics.mean_batch_size):
-            return metrics, "metrics_csv", "; ".join(notes)
-        notes.append(f"{path.name}: no sample with running requests")
-    for name in sorted(logs):
-        if name.startswith("server_out"):
-            metrics = parse_server_log_batch(logs[name])
-            if metrics is not None and not math.isnan(metrics.mean_batch_size):
-                return metrics, "server_log", "; ".join(notes)
-    return None, "", "; ".join(notes) or "no metrics_engine CSV and no server stats lines"
-
-
-def _detailed_lengths(content: dict[str, Any]) -> tuple[float, float] | None:
-    """Mean lengths from `--save-detailed` per-request lists, counting successful requests."""
+def _detailed_lengths(content: dict[str, Any], name: str) -> tuple[float, float] | Verdict | None:
+    """Mean lengths from ``--save-detailed`` per-request lists (successful requests: output > 0);
+    a `Verdict` when an entry is not a finite, non-negative number; None without lists."""
     input_lens, output_lens = content.get("input_lens"), content.get("output_lens")
     if not isinstance(input_lens, list) or not isinstance(output_lens, list) or not output_lens:
         return None
-    pairs = [(i, o) for i, o in zip(input_lens, output_lens) if isinstance(o, (int, float)) and o > 0]
+    if len(input_lens) != len(output_lens):
+        return Verdict("invalid_values", f"{name}: input_lens has {len(input_lens)} entries, "
+                       f"output_lens {len(output_lens)}", name.split("[", 1)[0])
+    for key, values in (("input_lens", input_lens), ("output_lens", output_lens)):
+        for position, value in enumerate(values):
+            number = _number(value)
+            if not (math.isfinite(number) and number >= 0) or isinstance(value, str):
+                return Verdict("invalid_values", f"{name}: {key}[{position}] = {value!r} is not a token count",
+                               name.split("[", 1)[0])
+    pairs = [(float(i), float(o)) for i, o in zip(input_lens, output_lens) if o > 0]
     if not pairs:
         return None
-    return (sum(i for i, _ in pairs) / len(pairs), sum(o for _, o in pairs) / len(pairs))
+    return sum(i for i, _ in pairs) / len(pairs), sum(o for _, o in pairs) / len(pairs)
 
 
-def _client_args(logs: dict[str, str]) -> dict[str, Any]:
-    """The benchmark client's arguments: the first ``Namespace(...)`` line of a ``log_*.out``."""
-    for name in sorted(logs):
-        if name.startswith("log_") and name.endswith(".out"):
-            client_args = parse_namespace_line(logs[name])
-            if client_args:
-                return client_args
-    return {}
+@dataclass(frozen=True)
+class _Batch:
+    """A run's mean running batch and where it came from."""
+
+    metrics: EngineMetrics
+    source: str
+    note: str = ""
+    tolerance: float = 0.0
 
 
-Verdict = tuple[str, str]
-"""A run's status (a key of `REASON_CODES`) and the evidence for it."""
+class _RunIngest:
+    """Fills one row from one result and its directory's evidence; `verdict` runs the checks."""
+
+    def __init__(self, row: dict[str, Any], record: ResultRecord | None, evidence: DirectoryEvidence,
+                 catalog: ArchitectureCatalog, alone: bool):
+        self.row, self.record, self.evidence, self.catalog = row, record, evidence, catalog
+        self.alone = alone   # the only result of its directory: the directory's server files are its own
+        self.client_args = evidence.client_args if alone else {}
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return self.record.content
+
+    @property
+    def name(self) -> str:
+        return self.record.label
+
+    def _read_summary(self) -> None:
+        """The client's summary: counts, duration, throughputs and mean latencies."""
+        row, content = self.row, self.content
+        row[col.TRACE_FORMAT] = self.record.trace_format
+        row[col.MODEL] = _model_name(content, self.client_args, self.catalog)
+        row[col.COMPLETED] = _number(content.get("completed"))
+        row[col.FAILED] = _number(content.get("failed"))
+        num_prompts = _number(content.get("num_prompts"))
+        if math.isnan(num_prompts):
+            num_prompts = _number(self.client_args.get("num_prompts"))
+        row[col.NUM_PROMPTS] = num_prompts
+        row[col.DURATION_S] = _number(content.get("duration"))
+        row[col.REQUEST_THROUGHPUT] = _number(content.get("request_throughput"))
+        row[col.TOTAL_TOKEN_THROUGHPUT] = _number(content.get("total_token_throughput"))
+        row[col.OUTPUT_TOKEN_THROUGHPUT] = _number(content.get("output_throughput"))
+        for column, key in ((col.MEAN_TTFT_MS, "mean_ttft_ms"), (col.MEAN_TPOT_MS, "mean_tpot_ms"),
+                            (col.MEAN_ITL_MS, "mean_itl_ms"), (col.MEAN_E2EL_MS, "mean_e2el_ms")):
+            row[column] = _number(content.get(key))
+
+    def _batch_cap(self) -> tuple[int | None, str]:
+        """The largest batch the server could run: its --max-num-seqs (from the result's metadata,
+        the client's record of the server args, the server log, the directory name), capped by
+        the client's --max-concurrency; and where the cap came from."""
+        server_cap = _positive_int(_setting(self.content, "max_num_seqs"))
+        if server_cap is None:
+            server_cap = self.evidence.server_setting("max-num-seqs", find_max_num_seqs_in_log)
+        if server_cap is None and self.alone:
+            match = _DIR_MAX_NUM_SEQS.match(self.evidence.files.directory.name)
+            server_cap = int(match.group(1)) if match else None
+        client_cap = _positive_int(self.content.get("max_concurrency") or self.client_args.get("max_concurrency"))
+        if client_cap is not None and (server_cap is None or client_cap < server_cap):
+            return client_cap, "cap = client max_concurrency"
+        return server_cap, ""
+
+    def _read_kv_cache(self) -> Verdict | None:
+        """vLLM's KV reservation (blocks, block size) from the cache config, else the server log."""
+        row = self.row
+        found = self.evidence.cache_config
+        if found is not None:
+            labels, name = found
+            blocks, block_size = _number(labels.get("num_gpu_blocks")), _number(labels.get("block_size", 16))
+            if not math.isnan(blocks) or not math.isnan(block_size):
+                for key, value in (("num_gpu_blocks", blocks), ("block_size", block_size)):
+                    if not (math.isfinite(value) and value > 0):
+                        return Verdict("invalid_values", f"{name}: {key} = {labels.get(key)} (must be > 0)", name)
+                row[col.NUM_GPU_BLOCKS], row[col.BLOCK_SIZE] = blocks, block_size
+                row[col.KV_CAPACITY_TOKENS] = blocks * block_size
+                return None
+        from_log = self.evidence.kv_cache_from_logs
+        if from_log is not None:
+            row[col.NUM_GPU_BLOCKS], row[col.BLOCK_SIZE] = from_log.num_gpu_blocks, from_log.block_size
+            row[col.KV_CAPACITY_TOKENS] = from_log.capacity_tokens
+        return None
+
+    def _batch(self) -> _Batch | str:
+        """The mean running batch: the run's metrics series; when it recorded none, Little's law
+        on the client's latencies (more accurate than a log line every 5-10 s); the server log's
+        stats lines last. A note (str) says why there is none."""
+        notes: list[str] = []
+        if self.alone:
+            series, notes = self.evidence.series
+            for one in series:
+                try:
+                    metrics = batch_metrics(one)
+                except TraceFormatError as error:
+                    notes.append(str(error))
+                    continue
+                if not math.isnan(metrics.mean_batch_size):
+                    return _Batch(metrics, one.source, "; ".join(notes))
+                notes.append(f"{one.file}: no sample with running requests")
+        recorded_metrics = self.alone and self.evidence.files.has_time_series
+        little = None if recorded_metrics else littles_law_batch(self.content)
+        if little is not None:
+            mean_batch, formula = little
+            log_metrics, log_name = self.evidence.log_stats if self.alone else (None, "")
+            note = f"Little's law: {formula} / duration"
+            if log_metrics is not None:
+                note += f" ({log_name} stats lines give {log_metrics.mean_batch_size:.4g})"
+            kv = log_metrics.max_kv_cache_usage if log_metrics is not None else math.nan
+            return _Batch(EngineMetrics(mean_batch, kv, math.nan, 0), SOURCE_LITTLES_LAW, note, LITTLES_LAW_TOLERANCE)
+        if self.alone:
+            log_metrics, log_name = self.evidence.log_stats
+            if log_metrics is not None:
+                return _Batch(log_metrics, "server_log", "; ".join(notes))
+        if not notes:
+            notes.append("no metrics CSV or scrape, no server stats lines and no latencies for Little's law")
+        return "; ".join(notes)
+
+    def _preemptions(self, batch: _Batch) -> tuple[float, str]:
+        """The most preemptions any record shows: the metrics counter (even of a series unusable for
+        the batch) and V0's log warnings; NaN when nothing recorded them."""
+        counts, note = [], ""
+        if not math.isnan(batch.metrics.num_preemptions):
+            counts.append(batch.metrics.num_preemptions)
+        if self.alone:
+            counts += [preemption_count(one) for one in self.evidence.series[0]]
+            counts.append(self.evidence.log_preemptions)
+        elif not math.isnan(self.evidence.log_preemptions):
+            note = (f"the server log shared by this folder's runs reports {self.evidence.log_preemptions:g} "
+                    "preemption(s), which cannot be attributed to one run")
+        counts = [count for count in counts if not math.isnan(count)]
+        return (max(counts) if counts else math.nan), note
+
+    def verdict(self) -> Verdict:
+        """Whether the run's measurement is usable, checked in order: no GPU fault in its server
+        logs, something completed, the summary is finite, positive and consistent, everything
+        completed, the model is known, a batch size and ``max_num_seqs`` were found, they are
+        plausible, nothing was preempted. Fills in the row on the way."""
+        row, name = self.row, self.name
+        self._read_summary()
+        hardware = find_hardware_error(self.evidence.server_log_texts)
+        if hardware is not None:
+            return Verdict("hardware_error", f"{hardware[0]}: {hardware[1]} (the result was written after a "
+                           "GPU fault and is not trusted)", hardware[0])
+        cap, cap_note = self._batch_cap()
+        row[col.MAX_NUM_SEQS] = cap if cap is not None else math.nan
+        tensor_parallel = self.evidence.server_setting("tensor-parallel-size", find_tensor_parallel_in_log)
+        row[col.TENSOR_PARALLEL] = tensor_parallel or 1
+        kv_problem = self._read_kv_cache()
+        completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
+        if completed <= 0:
+            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+        totals = (_number(self.content.get("total_input_tokens")), _number(self.content.get("total_output_tokens")))
+        required = {
+            "completed": completed, "duration": row[col.DURATION_S], "total_input_tokens": totals[0],
+            "total_output_tokens": totals[1], "request_throughput": row[col.REQUEST_THROUGHPUT],
+            "total_token_throughput": row[col.TOTAL_TOKEN_THROUGHPUT],
+        }
+        bad = non_positive_values(required)
+        if bad:
+            return Verdict("invalid_values", f"{name}: non-positive, infinite or NaN {', '.join(bad)}",
+                           self.record.path.name)
+        lengths = _detailed_lengths(self.content, name)
+        if isinstance(lengths, Verdict):
+            return lengths
+        row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN] = lengths or (totals[0] / completed, totals[1] / completed)
+        row[col.INPUT_LEN_NOMINAL], row[col.OUTPUT_LEN_NOMINAL] = _nominal_lengths(
+            self.client_args, row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN])
+        contradiction = summary_contradiction(row, totals)
+        if contradiction:
+            return Verdict("implausible", f"{name}: {contradiction}", self.record.path.name)
+        if not math.isnan(num_prompts) and completed < num_prompts:
+            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+        if kv_problem is not None:
+            return kv_problem
+        if row[col.MODEL] not in self.catalog:
+            return Verdict("unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml")
+        return self._server_side_verdict(cap, cap_note)
+
+    def _server_side_verdict(self, cap: int | None, cap_note: str) -> Verdict:
+        row = self.row
+        batch = self._batch()
+        if isinstance(batch, str):
+            return Verdict("missing_metrics", batch)
+        metrics = batch.metrics
+        row[col.MEAN_BATCH_SIZE], row[col.MAX_KV_CACHE_USAGE] = metrics.mean_batch_size, metrics.max_kv_cache_usage
+        row[col.BATCH_SIZE_SOURCE] = batch.source + (f", {cap_note}" if cap_note else "")
+        row[col.NUM_PREEMPTIONS], preemption_note = self._preemptions(batch)
+        if cap is None:
+            return Verdict("missing_metadata", "max_num_seqs not in the result's metadata, the client's "
+                           "max_concurrency, client args, server log or directory name")
+        contradiction = batch_contradiction(row, metrics.max_running, batch.tolerance)
+        if contradiction:
+            return Verdict("implausible", contradiction, self._batch_file(batch))
+        row[col.E2E_LATENCY_S] = row[col.MEAN_BATCH_SIZE] / row[col.REQUEST_THROUGHPUT]
+        if row[col.NUM_PREEMPTIONS] > 0:
+            return Verdict("preempted", f"num_preemptions_total = {row[col.NUM_PREEMPTIONS]:g}")
+        notes = [note for note in (batch.note, cap_note, preemption_note) if note]
+        if math.isnan(row[col.NUM_PREEMPTIONS]):
+            notes.append("preemptions not recorded")
+        return Verdict("ok", f"batch size from {batch.source}" + (f" ({'; '.join(notes)})" if notes else ""))
+
+    def _batch_file(self, batch: _Batch) -> str:
+        if batch.source == SOURCE_LITTLES_LAW:
+            return self.record.path.name
+        if batch.source == "server_log":
+            return self.evidence.log_stats[1]
+        files = self.evidence.files
+        return (files.metrics_csvs or files.scrapes or [Path("")])[0].name
 
 
-def _failed_run(row: dict[str, Any], logs: dict[str, str], client_args: dict[str, Any],
-                catalog: ArchitectureCatalog) -> Verdict:
-    """A run that wrote no benchmark JSON: the failure its logs name, if any."""
-    if client_args.get("model"):
-        row[col.MODEL] = _model_name({}, client_args, catalog)
-    failure = classify_failure(logs)
+# ---------------------------------------------------------------- one directory
+
+def _failed_run(row: dict[str, Any], evidence: DirectoryEvidence, catalog: ArchitectureCatalog) -> Verdict:
+    """A run that wrote no benchmark result: the failure its sweep record or logs name, if any."""
+    if evidence.client_args.get("model"):
+        row[col.MODEL] = _model_name({}, evidence.client_args, catalog)
+    texts = dict(evidence.log_texts)
+    for path in evidence.files.sweep_failures:
+        texts[path.name] = read_sweep_failure(path)
+    failure = classify_failure(texts)
     if failure:
-        return failure
-    return ("failed_unknown", "no benchmark JSON; logs name no known cause "
-            f"(looked in: {', '.join(sorted(logs)) or 'no log files'})")
+        return Verdict(failure[0], failure[1], failure[1].split(":", 1)[0])
+    if evidence.files.sweep_failures:
+        name = evidence.files.sweep_failures[0].name
+        return Verdict("failed_unknown", f"{name}: {texts[name]}", name)
+    return Verdict("failed_unknown", "no benchmark result; logs name no known cause "
+                   f"(looked in: {', '.join(sorted(texts)) or 'no log files'})")
 
 
-def _read_benchmark_summary(row: dict[str, Any], content: dict[str, Any], client_args: dict[str, Any]) -> None:
-    """The client's summary: counts, duration, throughputs and mean latencies."""
-    row[col.COMPLETED] = _float(content, "completed")
-    row[col.FAILED] = _float(content, "failed") if "failed" in content else math.nan
-    num_prompts = _float(content, "num_prompts")
-    if math.isnan(num_prompts):
-        num_prompts = float(client_args.get("num_prompts") or math.nan)
-    row[col.NUM_PROMPTS] = num_prompts
-    row[col.DURATION_S] = _float(content, "duration")
-    row[col.REQUEST_THROUGHPUT] = _float(content, "request_throughput")
-    row[col.TOTAL_TOKEN_THROUGHPUT] = _float(content, "total_token_throughput")
-    row[col.OUTPUT_TOKEN_THROUGHPUT] = _float(content, "output_throughput")
-    for column, key in ((col.MEAN_TTFT_MS, "mean_ttft_ms"), (col.MEAN_TPOT_MS, "mean_tpot_ms"),
-                        (col.MEAN_ITL_MS, "mean_itl_ms"), (col.MEAN_E2EL_MS, "mean_e2el_ms")):
-        row[column] = _float(content, key)
-
-
-def _read_cache_config(row: dict[str, Any], run_dir: Path) -> None:
-    """vLLM's KV reservation from the first readable ``cache_config*.txt`` (blocks, block size)."""
-    for path in sorted(run_dir.glob("cache_config*.txt")):
-        try:
-            cache = parse_cache_config(path)
-        except TraceFormatError:
-            continue
-        try:
-            row[col.NUM_GPU_BLOCKS] = float(cache["num_gpu_blocks"])
-            row[col.BLOCK_SIZE] = float(cache.get("block_size", 16))
-            row[col.KV_CAPACITY_TOKENS] = row[col.NUM_GPU_BLOCKS] * row[col.BLOCK_SIZE]
-        except (KeyError, ValueError):
-            pass
-        break
-
-
-def _read_engine_metrics(row: dict[str, Any], metrics: EngineMetrics | None, source: str) -> None:
-    if metrics is not None:
-        row[col.MEAN_BATCH_SIZE] = metrics.mean_batch_size
-        row[col.BATCH_SIZE_SOURCE] = source
-        row[col.MAX_KV_CACHE_USAGE] = metrics.max_kv_cache_usage
-        row[col.NUM_PREEMPTIONS] = metrics.num_preemptions
-
-
-def _measurement_verdict(row: dict[str, Any], json_name: str, content: dict[str, Any],
-                         client_args: dict[str, Any], catalog: ArchitectureCatalog, max_num_seqs: int | None,
-                         metrics: EngineMetrics | None, source: str, metrics_note: str) -> Verdict:
-    """Whether a run's measurement is usable, checked in order: something completed, the
-    summary is positive and finite, everything completed, the model is known, a batch size
-    and ``max_num_seqs`` were found, nothing was preempted. Fills in the lengths and the
-    Little's-law E2E latency on the way."""
-    completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
-    if completed <= 0:
-        return "incomplete", f"completed = {completed:g} of {num_prompts:g} prompts"
-    lengths = _detailed_lengths(content) or (
-        _float(content, "total_input_tokens") / completed, _float(content, "total_output_tokens") / completed)
-    row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN] = lengths
-    required = {
-        "completed": completed,  # NaN (null or text in the JSON) would make the lengths NaN
-        "duration": row[col.DURATION_S], "total_input_tokens": _float(content, "total_input_tokens"),
-        "total_output_tokens": _float(content, "total_output_tokens"),
-        "request_throughput": row[col.REQUEST_THROUGHPUT], "total_token_throughput": row[col.TOTAL_TOKEN_THROUGHPUT],
-    }
-    bad = [key for key, value in required.items() if not (value > 0)]  # NaN, zero and negatives all fail
-    if bad:
-        return "invalid_values", f"{json_name}: non-positive or NaN {', '.join(bad)}"
-    row[col.INPUT_LEN_NOMINAL], row[col.OUTPUT_LEN_NOMINAL] = _nominal_lengths(
-        client_args, row[col.INPUT_LEN_MEAN], row[col.OUTPUT_LEN_MEAN])
-    if not math.isnan(num_prompts) and completed < num_prompts:
-        return "incomplete", f"completed = {completed:g} of {num_prompts:g} prompts"
-    if row[col.MODEL] not in catalog:
-        return "unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml"
-    if metrics is None:
-        return "missing_metrics", metrics_note
-    if max_num_seqs is None:
-        return "missing_metadata", "max_num_seqs not in JSON metadata, client args, server log or directory name"
-    row[col.E2E_LATENCY_S] = row[col.MEAN_BATCH_SIZE] / row[col.REQUEST_THROUGHPUT]
-    if row[col.NUM_PREEMPTIONS] > 0:
-        return "preempted", f"num_preemptions_total = {row[col.NUM_PREEMPTIONS]:g}"
-    return "ok", f"batch size from {source}" + (f" ({metrics_note})" if metrics_note else "")
-
-
-def _run_verdict(row: dict[str, Any], run_dir: Path, logs: dict[str, str], catalog: ArchitectureCatalog) -> Verdict:
-    """Fill `row` from the run's files as far as they can be read; the run's verdict."""
-    client_args = _client_args(logs)
-    json_paths = sorted(run_dir.glob("*.json"))
-    if len(json_paths) > 1:
-        return "ambiguous_results", "several JSON files: " + ", ".join(p.name for p in json_paths)
-    if not json_paths:
-        return _failed_run(row, logs, client_args, catalog)
-    try:
-        content, trace_format = load_benchmark_json(json_paths[0])
-    except TraceFormatError as error:
-        return "corrupt", str(error)
-    row[col.TRACE_FORMAT] = trace_format
-    row[col.MODEL] = _model_name(content, client_args, catalog)
-    _read_benchmark_summary(row, content, client_args)
-    max_num_seqs = _max_num_seqs(run_dir, content, client_args, logs)
-    row[col.MAX_NUM_SEQS] = max_num_seqs if max_num_seqs is not None else math.nan
-    row[col.TENSOR_PARALLEL] = _tensor_parallel(client_args, logs)
-    _read_cache_config(row, run_dir)
-    metrics, source, metrics_note = _engine_metrics(run_dir, logs)
-    _read_engine_metrics(row, metrics, source)
-    return _measurement_verdict(row, json_paths[0].name, content, client_args, catalog, max_num_seqs,
-                                metrics, source, metrics_note)
-
-
-def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: ArchitectureCatalog) -> dict[str, Any]:
-    """One row for one run directory; problems become a status, never an exception."""
-    row = _empty_row(dataset, run_dir.relative_to(trace_root).as_posix())
-    row[col.STATUS], row[col.REASON_DETAIL] = _run_verdict(row, run_dir, _read_logs(run_dir), catalog)
+def _set(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    row[col.STATUS], row[col.REASON_DETAIL], row[col.FAULT_FILE] = verdict.status, verdict.detail, verdict.file
     return row
 
 
+def _records(run_files: RunFiles) -> list[ResultRecord | Verdict]:
+    """Every result of the directory's result files; a file that cannot be read gives its Verdict."""
+    records: list[ResultRecord | Verdict] = []
+    for path in run_files.results:
+        try:
+            records += read_result_records(path)
+        except TraceFormatError as error:
+            records.append(Verdict.of_error(error))
+    return records
+
+
+def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog) -> list[dict]:
+    row = _empty_row(dataset, run_id)
+    if run_files.problem is not None:
+        return [_set(row, Verdict("unreadable", f"directory: {run_files.problem}"))]
+    for entry in run_files.broken:
+        return [_set(row, Verdict("unreadable", f"{entry.name}: {entry.problem}", entry.name))]
+    evidence = DirectoryEvidence(run_files)
+    try:
+        evidence.read_logs()
+        records = _records(run_files)
+        if not records:
+            return [_set(row, _failed_run(row, evidence, catalog))]
+        if len(records) > 1 and run_files.has_time_series:
+            series = ", ".join(path.name for path in run_files.metrics_csvs + run_files.scrapes)
+            names = ", ".join(path.name for path in run_files.results)
+            return [_set(row, Verdict("ambiguous_results", f"several JSON files: {names} (beside the metrics "
+                                      f"of one run: {series})"))]
+        rows = []
+        for record in records:
+            one = row if len(records) == 1 else _empty_row(dataset, f"{run_id}/{_label(record)}")
+            if isinstance(record, Verdict):
+                rows.append(_set(one, record))
+                continue
+            rows.append(_set(one, _RunIngest(one, record, evidence, catalog, alone=len(records) == 1).verdict()))
+        return rows
+    except TraceFormatError as error:
+        return [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
+
+
+def _label(record: ResultRecord | Verdict) -> str:
+    if isinstance(record, Verdict):
+        return record.file or "result"
+    return record.label
+
+
+def ingest_directory(run_files: RunFiles, trace_root: Path, dataset: str,
+                     catalog: ArchitectureCatalog) -> list[dict[str, Any]]:
+    """The rows of one run directory (one per result); problems become a status, never an exception."""
+    run_id = run_files.directory.relative_to(trace_root).as_posix()
+    try:
+        return _ingest_directory(run_files, run_id, dataset, catalog)
+    except Exception as error:  # the isolation boundary: an unforeseen failure costs this directory only
+        LOGGER.exception("ingest of run directory %s failed", run_files.directory)
+        return [_set(_empty_row(dataset, run_id), Verdict(
+            "ingest_error", f"{type(error).__name__}: {error} (traceback in the ingest log)"))]
+
+
+def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: ArchitectureCatalog) -> dict[str, Any]:
+    """The row of a run directory holding one result; problems become a status, never an exception."""
+    directory = next(walk_tree(Path(run_dir)))   # the walk yields its root first
+    rows = ingest_directory(classify_directory(directory), Path(trace_root), dataset, catalog)
+    if len(rows) != 1:
+        raise TraceFormatError(f"{run_dir} holds {len(rows)} runs; use ingest_directory for it")
+    return rows[0]
+
+
 def ingest_traces(trace_root: str | Path, dataset: str, catalog: ArchitectureCatalog) -> pd.DataFrame:
-    """One row per run directory under `trace_root` (see `slim.columns`), sorted by run_id."""
+    """One row per run under `trace_root` (see `slim.columns`), sorted by run_id."""
     trace_root = Path(trace_root)
-    rows = [ingest_run_dir(run_dir, trace_root, dataset, catalog) for run_dir in find_run_dirs(trace_root)]
+    rows = [row for run in find_runs(trace_root) for row in ingest_directory(run, trace_root, dataset, catalog)]
     frame = pd.DataFrame(rows, columns=list(col.RUN_COLUMNS))
     return frame.sort_values(col.RUN_ID, kind="stable").reset_index(drop=True)
