@@ -5,6 +5,7 @@ from pathlib import Path
 
 from slim.paper.splits import load_settings
 from slim.pipeline.config import check_config
+from slim.pipeline.manifest import update_trace_manifest
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
 
 # One BLAS thread per job: Snakemake already runs up to --cores jobs at once, and OpenBLAS's
@@ -58,6 +59,22 @@ wildcard_constraints:
 def trace_dir(wildcards):
     """The dataset's trace folder (read in place for real data)."""
     return str(DATASETS[wildcards.dataset].trace_dir)
+
+
+# Real traces are read in place: ingest depends on a manifest of every trace file (path, size,
+# mode, mtime), refreshed here, when the workflow is parsed and before any job is planned, and
+# rewritten only when it changes, so editing or adding any trace file reruns ingest.
+TRACE_MANIFESTS = {
+    name: update_trace_manifest(dataset.trace_dir, f"results/{name}/trace_manifest.tsv")
+    for name, dataset in DATASETS.items()
+    if not dataset.is_simulated
+}
+
+
+def ingest_traces_input(wildcards):
+    """What ingest depends on: the simulator's output folder (simulated data) or the trace manifest."""
+    dataset = DATASETS[wildcards.dataset]
+    return str(dataset.trace_dir) if dataset.is_simulated else TRACE_MANIFESTS[wildcards.dataset]
 
 
 def simulator_calibration_hardware(wildcards):

@@ -1,11 +1,12 @@
 rule ingest:
     input:
-        traces=trace_dir,
+        traces=ingest_traces_input,
         models=config["models_file"],
     output:
         runs="results/{dataset}/runs.parquet",
     params:
         dataset="{dataset}",
+        trace_dir=trace_dir,
     log:
         "logs/{dataset}/ingest.log",
     benchmark:
