@@ -442,7 +442,7 @@ class _RunIngest:
         kv_problem = self._read_kv_cache()
         completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
         if completed <= 0:
-            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts", self.record.path.name)
         totals = (_number(self.content.get("total_input_tokens")), _number(self.content.get("total_output_tokens")))
         required = {
             "completed": completed, "duration": row[col.DURATION_S], "total_input_tokens": totals[0],
@@ -463,18 +463,22 @@ class _RunIngest:
         if contradiction:
             return Verdict("implausible", f"{name}: {contradiction}", self.record.path.name)
         if not math.isnan(num_prompts) and completed < num_prompts:
-            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts")
+            return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts",
+                           self.record.path.name)
         if kv_problem is not None:
             return kv_problem
         if row[col.MODEL] not in self.catalog:
-            return Verdict("unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml")
+            return Verdict("unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml",
+                           self.record.path.name)
         return self._server_side_verdict(cap, cap_note)
 
     def _server_side_verdict(self, cap: int | None, cap_note: str) -> Verdict:
         row = self.row
         batch = self._batch()
         if isinstance(batch, str):
-            return Verdict("missing_metrics", batch)
+            files = self.evidence.files
+            recorded = files.metrics_csvs + files.scrapes if self.alone else []
+            return Verdict("missing_metrics", batch, recorded[0].name if recorded else "")
         metrics = batch.metrics
         row[col.MEAN_BATCH_SIZE], row[col.MAX_KV_CACHE_USAGE] = metrics.mean_batch_size, metrics.max_kv_cache_usage
         row[col.BATCH_SIZE_SOURCE] = batch.source + (f", {cap_note}" if cap_note else "")

@@ -99,7 +99,7 @@ def read_result_records(path: Path) -> list[ResultRecord]:
     Raises `TraceFormatError` naming the file for unreadable or invalid JSON (including JSON
     nested too deeply to parse), a value that is not a result, or missing summary keys.
     """
-    values = _decode_all(read_text(path), path.name)
+    values = _decode_all(read_text(path).removeprefix("\ufeff"), path.name)   # a UTF-8 byte order mark is no error
     if len(values) == 1 and guidellm.is_report(values[0]):
         contents = guidellm.report_results(values[0], path.name)
         if len(contents) == 1:

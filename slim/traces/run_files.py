@@ -108,7 +108,9 @@ def classify_directory(directory: TreeDirectory) -> RunFiles:
     for entry in directory.files:
         role = _known_role(entry.name)
         if entry.problem is not None:
-            if role not in (None, "ignored") or entry.path.suffix.lower() in (".log", ".csv", ".txt", ".prom"):
+            if role not in (None, "ignored"):
+                run_files.broken.insert(0, entry)   # a file ingest reads by name is the one to blame
+            elif entry.path.suffix.lower() in (".log", ".csv", ".txt", ".prom"):
                 run_files.broken.append(entry)
             continue
         role = role or _sniffed_role(entry.path)
