@@ -560,7 +560,7 @@ def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: A
                                       f"of one run: {series})"))]
         rows = []
         for record in records:
-            one = row if len(records) == 1 else _empty_row(dataset, f"{run_id}/{_label(record)}")
+            one = row if len(records) == 1 else _empty_row(dataset, _record_id(run_id, record))
             if isinstance(record, Verdict):
                 rows.append(_set(one, record))
                 continue
@@ -570,10 +570,10 @@ def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: A
         return [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
 
 
-def _label(record: ResultRecord | Verdict) -> str:
-    if isinstance(record, Verdict):
-        return record.file or "result"
-    return record.label
+def _record_id(run_id: str, record: ResultRecord | Verdict) -> str:
+    """``<run directory>/<file>`` or ``<run directory>/<file>[i]``: one of several results of a directory."""
+    label = (record.file or "result") if isinstance(record, Verdict) else record.label
+    return label if run_id == "." else f"{run_id}/{label}"
 
 
 def ingest_directory(run_files: RunFiles, trace_root: Path, dataset: str,

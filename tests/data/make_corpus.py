@@ -504,7 +504,8 @@ def build_bench_serve_formats(root: Path) -> None:
 
 
 def main() -> None:
-    for folder in (BROKEN_ROOT, FORMATS_ROOT):
+    # Only the folders written here: formats/ also holds the layouts of make_layouts.py.
+    for folder in (BROKEN_ROOT, FORMATS_ROOT / "benchmark_serving", FORMATS_ROOT / "vllm_bench_serve"):
         if folder.exists():
             shutil.rmtree(folder)
     expected = build_broken_runs(BROKEN_ROOT)
