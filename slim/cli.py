@@ -1,11 +1,13 @@
-"""The `slim` command: fit SLIM on a folder of vLLM traces and advise a batch cap.
+"""The `slim` command: fit SLIM on a folder of vLLM traces and advise a batch cap, or check the folder.
 
     python -m slim advise --traces DIR --model opt-1.3b --input-len 242 --output-len 520 \
         --slo-ms 8000 --epsilon 0.1
+    python -m slim check DIR
 
 Every failure the user can cause (bad arguments, missing or unusable traces, an
 unknown model, constraints no batch cap meets) ends with one line on stderr naming
-the problem and a non-zero exit status (2 for argument errors, 1 otherwise).
+the problem and a non-zero exit status (2 for argument errors, 1 otherwise); when a folder
+holds runs but none is usable, that line is followed by `slim check`'s line for every run.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import pandas as pd
 from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
 from slim.advisor.slim_bca import kv_capacity_sequences, slim_curve_predictor
-from slim.errors import AdvisorError, SlimError, TraceFormatError
+from slim.errors import AdvisorError, NoUsableRunsError, SlimError, TraceFormatError
 from slim.gpu.kv_memory import KvMemoryPlan, default_kv_reservation_bytes, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.fit import SlimFit, fit_slim
 from slim.specs.architecture import Architecture, load_architectures
 from slim.specs.hardware import GIB, Hardware, load_hardware
-from slim.traces.clean import clean_runs
+from slim.traces.clean import check_lines, clean_runs
 from slim.traces.ingest import ingest_traces
 
 DEFAULT_HARDWARE = "h100-64gb"
@@ -51,17 +53,25 @@ class Advice:
     knee: KneeRecommendation
 
 
-def _usable_runs(traces: Path, catalog) -> pd.DataFrame:
+def check_traces(traces: Path, catalog) -> pd.DataFrame:
+    """The cleaning report of every run under `traces` (ingest, then the default cleaning policy)."""
     if not traces.is_dir():
-        raise TraceFormatError(f"trace directory '{traces}' does not exist")
+        problem = "is a file, not a folder" if traces.is_file() else "does not exist"
+        raise TraceFormatError(f"trace directory '{traces}' {problem}")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
     if runs.empty:
         raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")
+    return runs
+
+
+def _usable_runs(traces: Path, catalog) -> pd.DataFrame:
+    runs = check_traces(traces, catalog)
     usable, report = clean_runs(runs)
     usable = usable[usable[col.MODEL].map(lambda name: name in catalog)]
     if usable.empty:
         statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
-        raise TraceFormatError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})")
+        raise NoUsableRunsError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})",
+                                tuple(check_lines(report)))
     return usable.reset_index(drop=True)
 
 
@@ -212,20 +222,42 @@ def build_parser() -> argparse.ArgumentParser:
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
+    check_parser = commands.add_parser(
+        "check", help="say, for every run of a trace folder, whether it is usable and why not",
+        description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
+                    "tab-separated line per run: status, run, file at fault (- if none), reason. "
+                    "Exit status 0 when at least one run is usable, 1 otherwise.")
+    check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
+    check_parser.add_argument("--models-file", type=Path, default=Path("config/models.yaml"),
+                              help="model catalog (default config/models.yaml)")
     return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``slim check DIR``: the cleaning report, a line per run; a summary line on stderr."""
+    _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file)))
+    for line in check_lines(report):
+        print(line)
+    counts = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
+    print(f"{len(report)} runs, {int(report['kept'].sum())} usable ({counts})", file=sys.stderr)
+    return 0 if report["kept"].any() else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m slim`` and the ``slim`` console script."""
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "check":
+            return _check(args)
         advice = advise(args.traces, args.model, args.input_len, args.output_len, args.slo_ms / 1e3,
                         epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                         hardware_file=args.hardware_file, candidates=args.candidates,
                         max_model_len=args.max_model_len)
     except SlimError as error:
         message = " ".join(str(error).split())  # one line, whatever the message holds
-        print(f"slim advise: error: {message}", file=sys.stderr)
+        print(f"slim {args.command}: error: {message}", file=sys.stderr)
+        for line in getattr(error, "lines", ()):   # NoUsableRunsError: why each run is unusable
+            print(f"  {line}", file=sys.stderr)
         return 1
     print(format_advice(advice))
     return 0

@@ -21,6 +21,14 @@ class TraceFormatError(SlimError):
         self.path = path
 
 
+class NoUsableRunsError(TraceFormatError):
+    """A trace folder holds runs but none is usable; `lines` says, per run, why (as `slim check` does)."""
+
+    def __init__(self, message: str, lines: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.lines = tuple(lines)
+
+
 class UnreadableTraceError(TraceFormatError):
     """A trace file exists but cannot be read: no permission, a dangling or looping symlink, an I/O error."""
 

@@ -102,3 +102,51 @@ def test_python_dash_m_prints_the_recommendation(shared_traces_dir):
     for fragment in ("Recommended --max-num-seqs", "--gpu-memory-utilization", "--num-gpu-blocks-override",
                      "Knee advisor"):
         assert fragment in result.stdout
+
+
+# ---------------------------------------------------------------- slim check
+
+BROKEN = REPO / "tests" / "data" / "broken_runs"
+
+
+def _all_bad_folder(root: Path) -> Path:
+    (root / "truncated").mkdir(parents=True)
+    (root / "truncated" / "vllm-infqps-opt-1.3b-20250901-101500.json").write_text('{"completed": ')
+    (root / "port_clash").mkdir()
+    (root / "port_clash" / "server_err.log").write_text("OSError: [Errno 98] Address already in use\n")
+    return root
+
+
+def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
+    code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(REPO / "config/models.yaml")])
+    assert code == 0
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == 4 for fields in lines)
+    by_run = {run: (status, fault_file, reason) for status, run, fault_file, reason in lines}
+    assert by_run["port_clash"] == ("server_start_failed", "server_err.log",
+                                    "server_err.log: OSError: [Errno 98] Address already in use")
+    assert by_run["duplicate_b"][0] == "duplicate" and by_run["good_old_format"][:2] == ("ok", "-")
+    assert "usable" in err
+
+
+def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys, tmp_path):
+    code, out, _ = run_main(capsys, ["check", str(_all_bad_folder(tmp_path / "runs"))])
+    assert code == 1
+    assert sorted(line.split("\t")[0] for line in out.splitlines()) == ["corrupt", "server_start_failed"]
+    code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
+    assert code == 1
+    assert_one_line_error(err, "does not exist", "nope")
+    (tmp_path / "a_file").write_text("x")
+    code, _, err = run_main(capsys, ["check", str(tmp_path / "a_file")])
+    assert_one_line_error(err, "is a file")
+
+
+def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
+    code, out, err = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
+                                       "--slo-ms", "8000", "--models-file", str(REPO / "config/models.yaml")])
+    assert code == 1 and out == ""
+    first, *runs = err.strip().splitlines()
+    assert "no usable runs" in first and "corrupt: 1" in first
+    assert sorted(line.strip().split("\t")[:3] for line in runs) == [
+        ["corrupt", "truncated", "vllm-infqps-opt-1.3b-20250901-101500.json"],
+        ["server_start_failed", "port_clash", "server_err.log"]]

@@ -71,3 +71,14 @@ def summarise_report(report: pd.DataFrame, dataset: str) -> str:
                   "| model | output length | runs |", "|---|---|---|"]
         lines += [f"| {model} | {output_len:g} | {count} |" for (model, output_len), count in per_curve.items()]
     return "\n".join(lines) + "\n"
+
+
+def check_lines(report: pd.DataFrame) -> list[str]:
+    """One line per run of a cleaning report, tab-separated: status, run, file at fault (``-`` if
+    none), reason. What ``slim check`` prints."""
+    lines = []
+    for _, run in report.iterrows():
+        fault_file = run.get(col.FAULT_FILE)
+        fault_file = fault_file if isinstance(fault_file, str) and fault_file else "-"
+        lines.append(f"{run[col.STATUS]}\t{run[col.RUN_ID]}\t{fault_file}\t{run[col.REASON_DETAIL]}")
+    return lines
