@@ -1,7 +1,11 @@
 # SLIM replication pipeline: raw vLLM traces -> ingest -> clean -> fits -> advisor -> tables and figures.
 from snakemake.utils import min_version, validate
 
+from slim.yaml_files import parse_yaml
+
 min_version("9.19")
+# Snakemake's own message for a YAML syntax error names neither the file nor the line.
+parse_yaml("config/config.yaml")
 
 
 configfile: "config/config.yaml"

@@ -11,15 +11,31 @@ import yaml
 from slim.errors import ConfigError
 
 
-def read_yaml_mapping(path: str | Path, missing_message: str, expected: str = "a mapping") -> dict[str, Any]:
-    """The top-level mapping of a YAML file.
+def parse_yaml(path: str | Path, text: str | None = None) -> Any:
+    """The content of a YAML file (or of `text`, read from it).
 
-    Raises `ConfigError` with `missing_message` when the file does not exist, and
-    ``"<path>: expected <expected>"`` when its top level is not a mapping.
+    Raises `ConfigError` naming the file, line and column of a syntax error.
     """
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text() if text is None else text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}") from error
+
+
+def read_yaml_mapping(path: str | Path, missing_message: str, expected: str = "a mapping") -> dict[str, Any]:
+    """The top-level mapping of a YAML file.
+
+    Raises `ConfigError` with `missing_message` when the file does not exist,
+    ``"<path>: expected <expected>"`` when its top level is not a mapping, and a message
+    naming the file and line of a syntax error.
+    """
+    path = Path(path)
+    try:
+        raw = parse_yaml(path)
     except FileNotFoundError as error:
         raise ConfigError(missing_message) from error
     if not isinstance(raw, dict):

@@ -17,6 +17,7 @@ import yaml
 
 from slim import columns as col
 from slim.errors import ConfigError, SplitError
+from slim.yaml_files import parse_yaml
 
 SETTINGS_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "settings.schema.yaml"
 
@@ -50,7 +51,7 @@ class Split:
 def load_settings(path: str | Path) -> list[HeldOutSetting]:
     """Read and schema-check a settings file; resolve `train_union` references."""
     path = Path(path)
-    raw = yaml.safe_load(path.read_text())
+    raw = parse_yaml(path)
     schema = yaml.safe_load(SETTINGS_SCHEMA.read_text())
     try:
         jsonschema.validate(raw, schema)

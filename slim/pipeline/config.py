@@ -12,11 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from slim import columns as col
 from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
+from slim.paper.splits import load_settings
 from slim.specs.architecture import ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware
+from slim.traces.ingest import trace_root_problem
+from slim.traces.run_files import classify_directory
+from slim.traces.tree import walk_tree
 
 
 @dataclass(frozen=True)
@@ -89,13 +94,55 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
         resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
 
 
+def _check_trace_dir(key: str, entry: dict[str, Any], trace_dir: Path) -> None:
+    """A real dataset's trace folder exists, is a folder and holds at least one run."""
+    problem = trace_root_problem(trace_dir)
+    if problem:
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' {problem}; point it at a folder "
+                          "of vLLM benchmark run directories (paths are relative to the repository root)")
+    if not any(classify_directory(directory).looks_like_run for directory in walk_tree(trace_dir)):
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' holds no vLLM benchmark run (no result "
+                          "JSON, metrics, server or client log in it or below it); point it at your results")
+
+
+_NUMERIC_COLUMNS = {col.MAX_NUM_SEQS, col.TENSOR_PARALLEL, col.NUM_PROMPTS, col.INPUT_LEN_NOMINAL,
+                    col.OUTPUT_LEN_NOMINAL}
+
+
+def _check_selector(where: str, selector: dict[str, list[Any]], catalog: ArchitectureCatalog,
+                    models: tuple[str, ...]) -> None:
+    """A held-out selector names columns of the runs table and, for models and numeric sweep
+    labels, values that can match a row of the dataset."""
+    for column, allowed in selector.items():
+        if column not in col.RUN_COLUMNS:
+            raise ConfigError(f"{where}.{column}: '{column}' is not a column of the runs table "
+                              f"(columns: {', '.join(col.RUN_COLUMNS)})")
+        for position, value in enumerate(allowed):
+            if column == col.MODEL and catalog.resolve_name(str(value)) not in models:
+                raise ConfigError(f"{where}.{column}[{position}] = '{value}' selects no rows: it is not one of "
+                                  f"the dataset's models ({', '.join(models)})")
+            if column in _NUMERIC_COLUMNS and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigError(f"{where}.{column}[{position}] = {value!r} selects no rows: {column} holds numbers")
+
+
+def _check_settings(key: str, settings_file: Path, catalog: ArchitectureCatalog, models: tuple[str, ...]) -> None:
+    """Every selector of the dataset's held-out settings, before any job runs."""
+    for setting in load_settings(settings_file):
+        if not setting.applicable:
+            continue
+        trains = setting.train if isinstance(setting.train, list) else [setting.train]
+        for part, selectors in (("train", trains), ("validate", [setting.validate])):
+            for selector in selectors:
+                _check_selector(f"{key}.settings ({settings_file}): setting '{setting.name}' {part}", selector,
+                                catalog, models)
+
+
 def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalog,
                    hardware: dict[str, Hardware], base_dir: Path) -> DatasetConfig:
     key = f"datasets.{name}"
     trace_dir = base_dir / entry["trace_dir"]
-    if entry["kind"] == "real" and not trace_dir.is_dir():
-        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' does not exist; point it at a folder "
-                          "of vLLM benchmark run directories (paths are relative to the repository root)")
+    if entry["kind"] == "real":
+        _check_trace_dir(key, entry, trace_dir)
     if entry["hardware"] not in hardware:
         raise ConfigError(f"{key}.hardware = '{entry['hardware']}' is not in the hardware file "
                           f"(known: {', '.join(hardware)})")
@@ -103,15 +150,16 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         if model not in catalog:
             raise ConfigError(f"{key}.models[{position}] = '{model}' is not in the models file; "
                               f"add its architecture there (known: {', '.join(catalog.names)})")
+    models = tuple(catalog.resolve_name(m) for m in entry["models"])
     settings_file = None
     if entry.get("settings"):
         settings_file = base_dir / entry["settings"]
         if not settings_file.is_file():
             raise ConfigError(f"{key}.settings = '{entry['settings']}' does not exist")
+        _check_settings(key, settings_file, catalog, models)
     return DatasetConfig(
         name=name, kind=entry["kind"], trace_dir=trace_dir, hardware=hardware[entry["hardware"]],
-        models=tuple(catalog.resolve_name(m) for m in entry["models"]), settings_file=settings_file,
-        description=entry.get("description", ""),
+        models=models, settings_file=settings_file, description=entry.get("description", ""),
     )
 
 
