@@ -280,3 +280,38 @@ def test_find_tensor_parallel_in_v0_and_v1_server_logs():
     assert find_tensor_parallel_in_log("args: Namespace(pipeline_parallel_size=1, tensor_parallel_size=4, x=1)") == 4
     assert find_tensor_parallel_in_log("non-default args: {'model': 'm', 'tensor_parallel_size': 2}") == 2
     assert find_tensor_parallel_in_log("non-default args: {'model': 'm'}") is None   # unset: vLLM's default, 1
+
+
+# ---------------------------------------------------------------- a large metrics CSV
+
+_PEAK_MEMORY = """
+import resource, sys
+from pathlib import Path
+from slim.traces.metrics_csv import parse_engine_metrics
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+metrics = parse_engine_metrics(Path(sys.argv[1]))
+print(metrics.mean_batch_size, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+"""
+
+
+def test_a_large_metrics_csv_is_read_in_bounded_memory(tmp_path):
+    """Only the needed columns, as float64, in chunks: about 30 MB of CSV grows the process by far
+    less than its size (reading every column as objects took three times the file's size)."""
+    import subprocess
+    import sys
+
+    rows = 300_000
+    path = tmp_path / "metrics_engine.csv"
+    running = np.arange(rows) % 64
+    with open(path, "w") as handle:
+        handle.write("time [s],scheduler_total_time,model_forward_total_time,gpu_cache_usage_perc,"
+                     "num_requests_running,num_requests_waiting,num_preemptions_total,request_success_total,"
+                     "prompt_tokens_total,generation_tokens_total\n")
+        handle.write("".join(f"{i + 0.137:.6f},{i * 0.01:.6f},{i * 0.2:.6f},{r / 2048:.6f},{r}.0,3.0,0.0,{i}.0,"
+                             f"{i * 242}.0,{i * 130}.0\n" for i, r in enumerate(running)))
+    assert path.stat().st_size > 25e6
+    result = subprocess.run([sys.executable, "-c", _PEAK_MEMORY, str(path)], capture_output=True, text=True,
+                            check=True, cwd=Path(__file__).resolve().parents[1])
+    mean_batch, grown_mb = map(float, result.stdout.split())
+    assert mean_batch == pytest.approx(running.mean())
+    assert grown_mb < 60, f"reading {path.stat().st_size / 1e6:.0f} MB of CSV grew the process by {grown_mb:.0f} MB"
