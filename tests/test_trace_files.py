@@ -108,6 +108,18 @@ def test_stats_lines_mean_over_the_active_window_only():
     assert metrics.n_active_samples == 2
 
 
+def test_stats_lines_leave_out_the_clients_test_prompt():
+    # V0 logs the first step after an idle pause: the client's single test prompt, before its burst.
+    test_prompt = V0_LINE.replace("Running: 175", "Running: 1").replace("Pending: 1668", "Pending: 0")
+    later = V0_LINE.replace("Running: 175", "Running: 180").replace("Pending: 1668", "Pending: 20")
+    metrics = parse_server_log_batch("\n".join([test_prompt, V0_LINE, later]) + "\n")
+    assert metrics.mean_batch_size == pytest.approx((175 + 180) / 2) and metrics.n_active_samples == 2
+    # A run at cap 1 keeps its lines of one request: only the leading one, before the queue, goes.
+    single = [V0_LINE.replace("Running: 175", "Running: 1").replace("Pending: 1668", f"Pending: {n}")
+              for n in (0, 40, 0)]
+    assert parse_server_log_batch("\n".join(single)).mean_batch_size == 1.0
+
+
 def test_stats_line_without_kv_usage_and_no_stats_lines():
     metrics = parse_server_log_batch("Running: 3 reqs, Swapped: 0 reqs, Pending: 1 reqs")
     assert metrics.mean_batch_size == 3.0 and math.isnan(metrics.max_kv_cache_usage)
