@@ -1,8 +1,10 @@
 """Shared test fixtures: the repository root on sys.path and the real public traces."""
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -26,3 +28,12 @@ def shared_traces_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return SHARED_TRACES
+
+
+def load_data_generator(name: str) -> ModuleType:
+    """A generator script of tests/data (``make_layouts``, ...) as a module, registered in sys.modules."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tests" / "data" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ unforeseen failure in one directory costs that directory only, with its tracebac
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import load_data_generator
 
 from slim import columns as col
 from slim.specs.architecture import load_architectures
@@ -26,16 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "config" / "models.yaml"
 
 
-def _load_generator():
-    path = REPO / "tests" / "data" / "make_robust_corpus.py"
-    spec = importlib.util.spec_from_file_location("make_robust_corpus", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GENERATOR = _load_generator()
+GENERATOR = load_data_generator("make_robust_corpus")
 IS_ROOT = os.geteuid() == 0
 
 

@@ -4,12 +4,11 @@ tests/data/make_layouts.py) ingests to usable runs, and `slim advise` recommends
 from __future__ import annotations
 
 import filecmp
-import importlib.util
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import load_data_generator
 
 from slim import columns as col
 from slim.cli import advise
@@ -22,16 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 FORMATS = REPO / "tests" / "data" / "formats"
 
 
-def _load_generator():
-    path = REPO / "tests" / "data" / "make_layouts.py"
-    spec = importlib.util.spec_from_file_location("make_layouts", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-LAYOUTS = _load_generator()
+LAYOUTS = load_data_generator("make_layouts")
 
 
 @pytest.fixture(scope="module")

@@ -187,21 +187,19 @@ class DirectoryEvidence:
         args, else from the first server log that states it; None if neither does."""
         flags = parse_server_flags(str(self.client_args.get("server_args", "")))
         from_flags = _positive_int(flags.get(flag))
-        if from_flags is not None:
-            return from_flags
+        return from_flags if from_flags is not None else self.first_in_server_logs(find_in_log)
+
+    def first_in_server_logs(self, find: Callable[[str], Any]) -> Any:
+        """What `find` finds first in the server logs (by name), or None."""
         for text in self.server_log_texts.values():
-            found = find_in_log(text)
+            found = find(text)
             if found is not None:
                 return found
         return None
 
     @cached_property
     def kv_cache_from_logs(self) -> KvCacheSize | None:
-        for text in self.server_log_texts.values():
-            found = kv_cache_size_in_log(text)
-            if found is not None:
-                return found
-        return None
+        return self.first_in_server_logs(kv_cache_size_in_log)
 
     @cached_property
     def log_preemptions(self) -> float:

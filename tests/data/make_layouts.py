@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,13 +150,19 @@ def date_for(index: int) -> str:
 
 # ---------------------------------------------------------------- vllm bench serve, one run per folder
 
-def build_bench_serve_metadata(root: Path) -> None:
+def _runs_with_metadata(root: Path, server_file: str, server_text: Callable[[int, int, int], str]) -> None:
+    """One ``--metadata max_num_seqs=B`` run per folder, with ``server_text(cap, num_prompts, index)``
+    written to `server_file` beside its JSON."""
     for index, cap in enumerate(CAPS):
         n, date = num_prompts_for(cap), date_for(index)
         run_dir = root / f"max_num_seqs_{cap}"
         write_json(run_dir / f"openai-infqps-opt-1.3b-{date}.json",
                    bench_serve_json(cap, n, True, date, max_concurrency=None, metadata={"max_num_seqs": str(cap)}))
-        write(run_dir / "metrics_engine.csv", v1_metrics_csv(cap, n))
+        write(run_dir / server_file, server_text(cap, n, index))
+
+
+def build_bench_serve_metadata(root: Path) -> None:
+    _runs_with_metadata(root, "metrics_engine.csv", lambda cap, n, index: v1_metrics_csv(cap, n))
 
 
 def _bench_serve_with_log(root: Path, log_name: str) -> None:
@@ -321,27 +328,23 @@ def scrape(running: int, waiting: int, kv: float) -> str:
 
 
 def build_prometheus_scrapes(root: Path) -> None:
-    for index, cap in enumerate(CAPS):
-        n, date = num_prompts_for(cap), date_for(index)
-        run_dir = root / f"max_num_seqs_{cap}"
-        write_json(run_dir / f"openai-infqps-opt-1.3b-{date}.json",
-                   bench_serve_json(cap, n, True, date, max_concurrency=None, metadata={"max_num_seqs": str(cap)}))
-        write(run_dir / "metrics.prom", "".join(scrape(r, w, kv) for _, r, w, kv in samples(cap, n)))
+    _runs_with_metadata(root, "metrics.prom",
+                        lambda cap, n, index: "".join(scrape(r, w, kv) for _, r, w, kv in samples(cap, n)))
 
 
-def build_grafana_export(root: Path) -> None:
+def grafana_csv(cap: int, num_prompts: int, index: int) -> str:
+    """A Grafana panel's CSV export ("Series joined by time"): a time column, one column per series."""
     series = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
               "vllm:num_preemptions_total")
     labels = f'engine="0", instance="localhost:8000", job="vllm", model_name="{MODEL_ID}"'
     header = ",".join(['"Time"'] + ['"' + f"{name}{{{labels}}}".replace('"', '""') + '"' for name in series])
-    for index, cap in enumerate(CAPS):
-        n, date = num_prompts_for(cap), date_for(index)
-        run_dir = root / f"max_num_seqs_{cap}"
-        write_json(run_dir / f"openai-infqps-opt-1.3b-{date}.json",
-                   bench_serve_json(cap, n, True, date, max_concurrency=None, metadata={"max_num_seqs": str(cap)}))
-        rows = [header] + [f"2025-09-04 {10 + index:02d}:{int(t) // 60:02d}:{int(t) % 60:02d},{r},{w},{kv},0"
-                           for t, r, w, kv in samples(cap, n)]
-        write(run_dir / "grafana_data_export.csv", "\n".join(rows) + "\n")
+    rows = [header] + [f"2025-09-04 {10 + index:02d}:{int(t) // 60:02d}:{int(t) % 60:02d},{r},{w},{kv},0"
+                       for t, r, w, kv in samples(cap, num_prompts)]
+    return "\n".join(rows) + "\n"
+
+
+def build_grafana_export(root: Path) -> None:
+    _runs_with_metadata(root, "grafana_data_export.csv", grafana_csv)
 
 
 BUILDERS = {name: globals()[f"build_{name}"] for name in LAYOUTS}
