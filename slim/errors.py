@@ -10,7 +10,7 @@ class ConfigError(SlimError):
 
 
 class UnknownModelError(ConfigError):
-    """A model name is not in `config/models.yaml`."""
+    """A model name is not in the models file (`slim/specs/models.yaml` or another)."""
 
 
 class TraceFormatError(SlimError):

@@ -26,12 +26,12 @@ from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import HeldOutSetting
 from slim.paper.tables import advisors_display, as_display, latex_escaped_columns
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import GIB, load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
-CATALOG = load_architectures(REPO / "config" / "models.yaml")
-HW = load_hardware(REPO / "config" / "hardware.yaml")["h100-64gb"]
+CATALOG = load_architectures(MODELS_FILE)
+HW = load_hardware(HARDWARE_FILE)["h100-64gb"]
 TRUTH = SlimParams(eta_compute=0.5, eta_memory=0.6, batch_offset=10.0, alpha_s_per_token=8e-4,
                    gamma_s_per_token=1e-5, t_fixed_s=0.2)
 CAPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from slim.cli import advise, main
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = ["--model", "opt-1.3b", "--input-len", "242", "--output-len", "520"]
@@ -58,11 +60,11 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
     traces = str(shared_traces_dir / "output_length")
     code, _, err = run_main(capsys, ["advise", "--traces", traces, "--model", "gpt-9", "--input-len", "242",
                                      "--output-len", "520", "--slo-ms", "8000",
-                                     "--models-file", str(REPO / "config/models.yaml")])
+                                     "--models-file", str(MODELS_FILE)])
     assert code == 1
     assert_one_line_error(err, "unknown model 'gpt-9'")
     code, _, err = run_main(capsys, ["advise", "--traces", traces, *WORKLOAD, "--slo-ms", "8000",
-                                     "--hardware", "tpu-v9", "--hardware-file", str(REPO / "config/hardware.yaml")])
+                                     "--hardware", "tpu-v9", "--hardware-file", str(HARDWARE_FILE)])
     assert code == 1
     assert_one_line_error(err, "unknown hardware 'tpu-v9'")
 
@@ -70,7 +72,7 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
     return advise(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
-                  models_file=REPO / "config/models.yaml", hardware_file=REPO / "config/hardware.yaml")
+                  models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
 
 
 def test_real_advice_on_the_public_traces(public_advice):
@@ -88,8 +90,8 @@ def test_real_advice_on_the_public_traces(public_advice):
 
 def test_infeasible_slo_is_a_one_line_error(capsys, shared_traces_dir):
     code, _, err = run_main(capsys, ["advise", "--traces", str(shared_traces_dir / "output_length"), *WORKLOAD,
-                                     "--slo-ms", "10", "--models-file", str(REPO / "config/models.yaml"),
-                                     "--hardware-file", str(REPO / "config/hardware.yaml")])
+                                     "--slo-ms", "10", "--models-file", str(MODELS_FILE),
+                                     "--hardware-file", str(HARDWARE_FILE)])
     assert code == 1
     assert_one_line_error(err, "no candidate meets the SLO")
 
@@ -118,7 +120,7 @@ def _all_bad_folder(root: Path) -> Path:
 
 
 def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
-    code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(REPO / "config/models.yaml")])
+    code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(MODELS_FILE)])
     assert code == 0
     lines = [line.split("\t") for line in out.splitlines()]
     assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == 4 for fields in lines)
@@ -143,7 +145,7 @@ def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys,
 
 def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
     code, out, err = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
-                                       "--slo-ms", "8000", "--models-file", str(REPO / "config/models.yaml")])
+                                       "--slo-ms", "8000", "--models-file", str(MODELS_FILE)])
     assert code == 1 and out == ""
     first, *runs = err.strip().splitlines()
     assert "no usable runs" in first and "corrupt: 1" in first

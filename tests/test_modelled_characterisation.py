@@ -31,8 +31,8 @@ from slim.paper.modelled_characterisation import (
     load_characterisation,
 )
 from slim.sim.cost import StepCostModel
-from slim.specs.architecture import BYTES_PER_FP16, load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import BYTES_PER_FP16, MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.specs.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,8 +96,8 @@ def test_config_errors_name_the_key(change, message):
 def test_unknown_model_or_hardware_names_the_key(key, value):
     config = parse_characterisation_config({**SECTION, key: value})
     with pytest.raises(ConfigError, match=f"characterisation.{key} = '{value}'"):
-        resolve_characterisation(config, load_architectures(REPO / "config/models.yaml"),
-                                 load_hardware(REPO / "config/hardware.yaml"))
+        resolve_characterisation(config, load_architectures(MODELS_FILE),
+                                 load_hardware(HARDWARE_FILE))
 
 
 # --- the table: known truths ---------------------------------------------------------

@@ -5,16 +5,18 @@ the runs table or select no rows, and YAML syntax errors with their file and lin
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import copy_workflow
 
 from slim.errors import ConfigError
 from slim.pipeline.config import check_config
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
 from slim.yaml_files import parse_yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +34,7 @@ def config(tmp_path) -> dict:
     raw["run_datasets"], raw["default_dataset"] = ["mine"], "mine"
     raw["datasets"]["mine"] = {"kind": "real", "trace_dir": str(FORMATS / "bench_serve_metadata"),
                                "hardware": "h100-64gb", "models": ["opt-1.3b"], "settings": str(settings)}
-    raw["models_file"], raw["hardware_file"] = str(REPO / "config/models.yaml"), str(REPO / "config/hardware.yaml")
+    raw["models_file"], raw["hardware_file"] = str(MODELS_FILE), str(HARDWARE_FILE)
     raw.pop("characterisation")
     return raw
 
@@ -84,10 +86,7 @@ def test_yaml_syntax_errors_name_the_file_and_line(tmp_path):
 
 
 def _snakemake_in_copy(tmp_path: Path, override: dict, edit=None) -> subprocess.CompletedProcess:
-    workdir = tmp_path / "repo"
-    workdir.mkdir()
-    for item in ("Snakefile", "workflow", "config", "profiles"):
-        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, workdir / item)
+    workdir = copy_workflow(tmp_path / "repo")
     (tmp_path / "shared").symlink_to(REPO.parent / "shared")
     if edit:
         edit(workdir)

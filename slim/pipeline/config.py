@@ -8,6 +8,7 @@ message naming the key and the fix.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,8 +18,8 @@ from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.splits import load_settings
-from slim.specs.architecture import ArchitectureCatalog, load_architectures
-from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
 from slim.traces.ingest import trace_root_problem
 from slim.traces.run_files import classify_directory
 from slim.traces.tree import walk_tree
@@ -47,10 +48,27 @@ class DatasetConfig:
         return self.name if kind in self.name else f"{self.name} ({kind})"
 
 
+def _workflow_path(path: Path) -> str:
+    """`path` relative to the working directory when it lies below it (the workflow's paths are
+    relative), else absolute."""
+    relative = os.path.relpath(path.resolve())
+    return path.resolve().as_posix() if relative.startswith("..") else Path(relative).as_posix()
+
+
+def with_catalog_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """Set `models_file` and `hardware_file` to the catalogs shipped in the package where the config
+    names none (in place, so rules can take ``config["models_file"]`` as an input); returns `config`."""
+    config.setdefault("models_file", _workflow_path(MODELS_FILE))
+    config.setdefault("hardware_file", _workflow_path(HARDWARE_FILE))
+    return config
+
+
 def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str, DatasetConfig]:
-    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key."""
-    catalog = load_architectures(base_dir / config.get("models_file", "config/models.yaml"))
-    hardware = load_hardware(base_dir / config.get("hardware_file", "config/hardware.yaml"))
+    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key.
+
+    `models_file` and `hardware_file` default to the packaged catalogs (`with_catalog_defaults`)."""
+    catalog = load_architectures(base_dir / config.get("models_file", MODELS_FILE))
+    hardware = load_hardware(base_dir / config.get("hardware_file", HARDWARE_FILE))
     datasets = config["datasets"]
     for position, name in enumerate(config["run_datasets"]):
         if name not in datasets:

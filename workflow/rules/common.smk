@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from slim.paper.splits import load_settings
-from slim.pipeline.config import check_config
+from slim.pipeline.config import check_config, with_catalog_defaults
 from slim.pipeline.manifest import update_trace_manifest
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
 
@@ -13,6 +13,8 @@ from slim.pipeline.snakemake_inputs import GeneralisationInputs
 for blas_threads_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(blas_threads_variable, "1")
 
+# The model and GPU catalogs default to the package's own (slim/specs/*.yaml).
+with_catalog_defaults(config)
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]
 SETTINGS = {
