@@ -50,5 +50,15 @@ class AdvisorError(SlimError, ValueError):
     epsilon outside (0, 1), non-positive SLO)."""
 
 
+class NoFeasibleCapError(AdvisorError):
+    """No candidate batch cap meets the SLO and the efficiency floor (or one sequence does not fit the
+    KV cache): the input is valid, the answer is "none". `decision` holds the evaluated candidates
+    (a `slim.advisor.bca.BcaResult`) where there was one to evaluate."""
+
+    def __init__(self, message: str, decision: object | None = None):
+        super().__init__(message)
+        self.decision = decision
+
+
 class PlotInputError(SlimError, ValueError):
     """A figure's input table lacks a column, a setting or a predictor it needs."""

@@ -8,7 +8,7 @@ Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -159,6 +159,18 @@ class ArchitectureCatalog:
     @property
     def names(self) -> list[str]:
         return list(self._by_name)
+
+    def with_architecture(self, arch: Architecture) -> "ArchitectureCatalog":
+        """A copy of this catalog that also holds `arch`. Where `arch`'s name is a name or alias of an
+        entry, `arch` replaces that entry under the entry's name and aliases (plus its own name), so
+        runs named either way resolve to it."""
+        replaced = self.resolve_name(arch.name)
+        if replaced is not None:
+            old = self._by_name[replaced]
+            aliases = tuple(dict.fromkeys((*old.aliases, arch.name.lower(), *arch.aliases)))
+            arch = replace(arch, name=old.name, aliases=tuple(a for a in aliases if a != old.name.lower()))
+        kept = {name: entry for name, entry in self._by_name.items() if name != replaced}
+        return ArchitectureCatalog({**kept, arch.name: arch}, self.source)
 
     def resolve_name(self, model: str) -> str | None:
         """Canonical name for a model name, alias or model path; None if unknown.
