@@ -42,8 +42,7 @@ SECTION = CONFIG["characterisation"]
 
 @pytest.fixture(scope="module")
 def setup():
-    return load_characterisation(SECTION, REPO / CONFIG["models_file"], REPO / CONFIG["hardware_file"],
-                                 REPO / CONFIG["simulator"]["constants"])
+    return load_characterisation(SECTION, MODELS_FILE, HARDWARE_FILE, REPO / CONFIG["simulator"]["constants"])
 
 
 @pytest.fixture(scope="module")
