@@ -122,3 +122,30 @@ def test_config_errors_stop_the_workflow_before_any_job(tmp_path, case, shared_t
     assert result.returncode != 0
     assert expected in output
     assert "Job stats" not in output
+
+
+def test_the_advisor_study_is_optional_and_its_file_must_exist(config, tmp_path):
+    assert check_config(config, REPO)["mine"].bca_file is None          # no `bca`: no advisor artefacts
+    bca = str(REPO / "config" / "bca" / "h100-public.yaml")
+    assert check_config(_with(config, bca=bca), REPO)["mine"].bca_file == Path(bca)
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.bca = '.*nope.yaml' does not exist"):
+        check_config(_with(config, bca=str(tmp_path / "nope.yaml")), REPO)
+    without_settings = _with(config, bca=bca)
+    without_settings["datasets"]["mine"].pop("settings")
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.bca needs datasets\.mine\.settings"):
+        check_config(without_settings, REPO)
+
+
+def test_simulator_artefacts_need_the_simulator_section(config):
+    no_simulator = copy.deepcopy(config)
+    no_simulator.pop("simulator")
+    assert list(check_config(no_simulator, REPO)) == ["mine"]          # real data alone needs none
+    no_simulator["characterisation"] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())[
+        "characterisation"]
+    with pytest.raises(ConfigError, match="characterisation .* add the `simulator` section"):
+        check_config(no_simulator, REPO)
+    simulated = copy.deepcopy(config)
+    simulated.pop("simulator")
+    simulated["run_datasets"] = ["mine", "simulated"]
+    with pytest.raises(ConfigError, match=r"datasets\.simulated is simulated, but the config has no `simulator`"):
+        check_config(simulated, REPO)

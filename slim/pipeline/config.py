@@ -36,6 +36,7 @@ class DatasetConfig:
     models: tuple[str, ...]
     settings_file: Path | None
     description: str
+    bca_file: Path | None = None
 
     @property
     def is_simulated(self) -> bool:
@@ -74,6 +75,10 @@ def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str
         if name not in datasets:
             raise ConfigError(f"run_datasets[{position}] = '{name}' is not a key of `datasets` "
                               f"(known: {', '.join(datasets)})")
+    for name in config["run_datasets"]:
+        if datasets[name]["kind"] == "simulated" and "simulator" not in config:
+            raise ConfigError(f"datasets.{name} is simulated, but the config has no `simulator` section "
+                              "(grid, constants, calibration_dataset) to write it")
     if config["default_dataset"] not in config["run_datasets"]:
         raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
     resolved = {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir)
@@ -109,6 +114,9 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
                 raise ConfigError(f"length_sweeps.models.{name}[{position}] = '{model}' is not a model of "
                                   f"datasets.{name}.models ({', '.join(sorted(dataset_models))})")
     if config.get("characterisation"):
+        if "simulator" not in config:
+            raise ConfigError("characterisation (Figs. 3-6) is modelled with the simulator's constants: "
+                              "add the `simulator` section or remove `characterisation`")
         resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
 
 
@@ -175,9 +183,18 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         if not settings_file.is_file():
             raise ConfigError(f"{key}.settings = '{entry['settings']}' does not exist")
         _check_settings(key, settings_file, catalog, models)
+    bca_file = None
+    if entry.get("bca"):
+        bca_file = base_dir / entry["bca"]
+        if settings_file is None:
+            raise ConfigError(f"{key}.bca needs {key}.settings: the advisor study's Table VI and Fig. 12 "
+                              "read the held-out settings")
+        if not bca_file.is_file():
+            raise ConfigError(f"{key}.bca = '{entry['bca']}' does not exist (see config/bca/ for examples, "
+                              "or omit the key: the dataset then gets every artefact but the advisor study's)")
     return DatasetConfig(
         name=name, kind=entry["kind"], trace_dir=trace_dir, hardware=hardware[entry["hardware"]],
-        models=models, settings_file=settings_file, description=entry.get("description", ""),
+        models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
     )
 
 
