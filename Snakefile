@@ -18,7 +18,6 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/simulate.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/evaluate.smk"
@@ -26,8 +25,19 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/bca.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
-include: "workflow/rules/modelled.smk"
 include: "workflow/rules/generalisation.smk"
+
+
+# The simulator's rules and the modelled characterisation's exist only where the config has their
+# sections (a config of real data alone, such as a user's, has neither).
+if "simulator" in config:
+
+    include: "workflow/rules/simulate.smk"
+
+
+if "characterisation" in config:
+
+    include: "workflow/rules/modelled.smk"
 
 
 rule all:

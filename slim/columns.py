@@ -16,7 +16,7 @@ from slim.errors import ConfigError, SlimError
 DATASET = "dataset"
 RUN_ID = "run_id"                      # run directory, relative to the trace root
 TRACE_FORMAT = "trace_format"          # benchmark_serving (public), vllm_bench_serve, vllm_bench_sweep, guidellm
-MODEL = "model"                        # canonical name from config/models.yaml (raw name if unknown)
+MODEL = "model"                        # canonical name from the models file (raw name if unknown)
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
 TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
 NUM_PROMPTS = "num_prompts"

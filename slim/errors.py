@@ -10,7 +10,7 @@ class ConfigError(SlimError):
 
 
 class UnknownModelError(ConfigError):
-    """A model name is not in `config/models.yaml`."""
+    """A model name is not in the models file (`slim/specs/models.yaml` or another)."""
 
 
 class TraceFormatError(SlimError):
@@ -48,6 +48,16 @@ class NotFittedError(SlimError, ValueError, AttributeError):
 class AdvisorError(SlimError, ValueError):
     """Invalid input to the batching or memory advisor (empty, NaN, mismatched lengths,
     epsilon outside (0, 1), non-positive SLO)."""
+
+
+class NoFeasibleCapError(AdvisorError):
+    """No candidate batch cap meets the SLO and the efficiency floor (or one sequence does not fit the
+    KV cache): the input is valid, the answer is "none". `decision` holds the evaluated candidates
+    (a `slim.advisor.bca.BcaResult`) where there was one to evaluate."""
+
+    def __init__(self, message: str, decision: object | None = None):
+        super().__init__(message)
+        self.decision = decision
 
 
 class PlotInputError(SlimError, ValueError):

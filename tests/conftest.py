@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -37,3 +38,17 @@ def load_data_generator(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+WORKFLOW_ITEMS = ("Snakefile", "workflow", "config", "profiles", "README.md", "environment.yml")
+"""What a copy of the workflow needs besides the installed package (whose catalogs it reads)."""
+
+
+def copy_workflow(workdir: Path) -> Path:
+    """The workflow and its config copied into `workdir` (created), so that a test can run Snakemake
+    there; the code and the model and GPU catalogs stay those of the installed package."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for item in WORKFLOW_ITEMS:
+        source = REPO / item
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
+    return workdir

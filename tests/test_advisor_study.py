@@ -10,6 +10,7 @@ from slim import columns as col
 from slim.advisor.measured import measured_curves
 from slim.advisor.slim_bca import slim_curve_predictor
 from slim.errors import ConfigError, SplitError
+from slim.gpu.kv_memory import default_kv_reservation_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.paper.advisor_study import (
@@ -26,12 +27,12 @@ from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import HeldOutSetting
 from slim.paper.tables import advisors_display, as_display, latex_escaped_columns
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import GIB, load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
-CATALOG = load_architectures(REPO / "config" / "models.yaml")
-HW = load_hardware(REPO / "config" / "hardware.yaml")["h100-64gb"]
+CATALOG = load_architectures(MODELS_FILE)
+HW = load_hardware(HARDWARE_FILE)["h100-64gb"]
 TRUTH = SlimParams(eta_compute=0.5, eta_memory=0.6, batch_offset=10.0, alpha_s_per_token=8e-4,
                    gamma_s_per_token=1e-5, t_fixed_s=0.2)
 CAPS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -220,6 +221,25 @@ def test_advisor_comparison_on_an_exact_model(frame):
     shown = advisors_display(table)
     assert shown.shape == (len(OPT_CURVES), 12)
     assert ("SLIM-BCA", "cap") in shown.columns
+
+
+def test_traces_without_a_cache_config_still_give_every_advisor_table(frame):
+    # A user's `vllm bench serve` results alone: no cache config, so no KV capacity, block count or
+    # block size (this used to stop every BCA rule with "cannot convert float NaN to integer").
+    bare = frame.assign(**{col.KV_CAPACITY_TOKENS: np.nan, col.NUM_GPU_BLOCKS: np.nan, col.BLOCK_SIZE: np.nan})
+    curve = measured_curves(bare)[0]
+    assert curve.block_size == 16 and np.isnan(curve.kv_capacity_tokens)
+    comparison = advisor_comparison(bare, CATALOG, HW, epsilon=0.1, slo_multiplier=2.0)
+    assert comparison["slim_cap"].notna().all() and comparison["full_cap"].notna().all()
+    memory = memory_breakdown(bare, (selection("OPT-1.3B OL 520", model=["opt-1.3b"], output_len_nominal=[520]),),
+                              CATALOG, HW, 0.1, 2.0)
+    expected = default_kv_reservation_bytes(CATALOG["opt-1.3b"], HW) / GIB - memory["kv_allocation_gib"].iloc[0]
+    assert memory["kv_saved_gib"].iloc[0] == pytest.approx(expected)   # vLLM's default reservation
+    setting = HeldOutSetting("output_length", "Output length",
+                             train={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [130, 260, 390]},
+                             validate={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [520]})
+    grid = sensitivity_grid(bare, setting, CATALOG, HW, (0.1,), (2.0,))
+    assert np.isfinite(grid["kv_saved_gib"]).all()
 
 
 # --- configuration, presentation, figures ----------------------------------------------

@@ -3,8 +3,6 @@ their own functional forms, Eq. 6, and behaviour on a realistic synthetic frame.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,9 +20,7 @@ from baselines.imai import IMAI_FEATURE_NAMES, imai_features
 from baselines.llmvisor import decode_features, fit_two_segments, prefill_features
 from slim import columns as col
 from slim.errors import ConfigError, NotFittedError, UnknownModelError
-from slim.specs.architecture import load_architectures
-
-MODELS_YAML = Path(__file__).resolve().parents[1] / "config" / "models.yaml"
+from slim.specs.architecture import MODELS_FILE, load_architectures
 
 # name: (L, D, H_q, H_kv) -- made-up architectures, so the design is full rank.
 SYNTHETIC_ARCHS = {
@@ -147,7 +143,7 @@ def test_target_length_and_sign_are_checked():
 # --- architecture columns ---------------------------------------------------
 
 def test_add_architecture_columns_from_catalog():
-    catalog = load_architectures(MODELS_YAML)
+    catalog = load_architectures(MODELS_FILE)
     frame = pd.DataFrame({col.MODEL: ["opt-1.3b", "mistral-7b", "opt-1.3b"], "x": [1, 2, 3]})
     out = add_architecture_columns(frame, catalog)
     assert list(out.loc[0, list(ARCHITECTURE_COLUMNS)]) == [24, 2048, 32, 32]

@@ -30,8 +30,8 @@ from slim.paper.decode_attention_table import (
 from slim.paper.figures.characterisation import plot_batch_scaling, plot_length_sweeps
 from slim.paper.figures.common import save_figure
 from slim.paper.measured_characterisation import PREEMPTED, sweep_panels
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config"
@@ -74,8 +74,8 @@ def sweep() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def table1():
     paper = load_paper_table1(CONFIG / "paper_table1.yaml")
-    arch = load_architectures(CONFIG / "models.yaml")[paper.model]
-    hardware = load_hardware(CONFIG / "hardware.yaml")[paper.hardware]
+    arch = load_architectures(MODELS_FILE)[paper.model]
+    hardware = load_hardware(HARDWARE_FILE)[paper.hardware]
     return paper, arch, hardware, table1_frame(arch, hardware, paper.rows)
 
 
@@ -229,7 +229,7 @@ def test_adapters_write_their_artefacts(runs, sweep, tmp_path):
         assert Path(outputs["png"]).read_bytes().startswith(b"\x89PNG")
         assert LABEL in (tmp_path / f"{script}.log").read_text()
     outputs = {"tex": str(tmp_path / "table1.tex"), "csv": str(tmp_path / "table1.csv")}
-    _run_adapter("table1.py", {"paper": str(CONFIG / "paper_table1.yaml"), "models": str(CONFIG / "models.yaml"),
-                               "hardware": str(CONFIG / "hardware.yaml")}, outputs, {}, tmp_path / "table1.log")
+    _run_adapter("table1.py", {"paper": str(CONFIG / "paper_table1.yaml"), "models": str(MODELS_FILE),
+                               "hardware": str(HARDWARE_FILE)}, outputs, {}, tmp_path / "table1.log")
     assert "not measured" in Path(outputs["tex"]).read_text()
     assert len(pd.read_csv(outputs["csv"])) == 7

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.specs.architecture import load_architectures
+from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.traces.clean import DUPLICATE_KEY, CleaningPolicy, clean_runs, mark_duplicates, summarise_report
 from slim.traces.ingest import REASON_CODES, ingest_traces
 
@@ -19,7 +19,7 @@ BROKEN = REPO / "tests" / "data" / "broken_runs"
 
 @pytest.fixture(scope="module")
 def corpus_runs() -> pd.DataFrame:
-    return ingest_traces(BROKEN, "broken", load_architectures(REPO / "config" / "models.yaml"))
+    return ingest_traces(BROKEN, "broken", load_architectures(MODELS_FILE))
 
 
 @pytest.fixture(scope="module")

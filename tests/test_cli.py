@@ -1,12 +1,17 @@
-"""The `slim advise` command: one-line errors with a non-zero exit, and a real run on the public traces."""
+"""The `slim` command: one-line errors with distinct exit codes, --json, --version and --help, the
+training selection and its held-out check, the warnings, and real runs on the public traces."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from slim.cli import advise, main
+from slim import __version__
+from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, main
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = ["--model", "opt-1.3b", "--input-len", "242", "--output-len", "520"]
@@ -43,14 +48,14 @@ def test_argument_errors_exit_2_with_one_line(capsys, argv, fragment):
 
 def test_missing_trace_dir(capsys, tmp_path):
     code, _, err = run_main(capsys, ["advise", "--traces", str(tmp_path / "nope"), *WORKLOAD, "--slo-ms", "8000"])
-    assert code == 1
+    assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "does not exist", "nope")
 
 
 def test_trace_dir_without_runs(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("not a benchmark run\n")
     code, _, err = run_main(capsys, ["advise", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "8000"])
-    assert code == 1
+    assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "no vLLM benchmark runs")
 
 
@@ -58,19 +63,19 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
     traces = str(shared_traces_dir / "output_length")
     code, _, err = run_main(capsys, ["advise", "--traces", traces, "--model", "gpt-9", "--input-len", "242",
                                      "--output-len", "520", "--slo-ms", "8000",
-                                     "--models-file", str(REPO / "config/models.yaml")])
-    assert code == 1
+                                     "--models-file", str(MODELS_FILE)])
+    assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "unknown model 'gpt-9'")
     code, _, err = run_main(capsys, ["advise", "--traces", traces, *WORKLOAD, "--slo-ms", "8000",
-                                     "--hardware", "tpu-v9", "--hardware-file", str(REPO / "config/hardware.yaml")])
-    assert code == 1
+                                     "--hardware", "tpu-v9", "--hardware-file", str(HARDWARE_FILE)])
+    assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "unknown hardware 'tpu-v9'")
 
 
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
     return advise(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
-                  models_file=REPO / "config/models.yaml", hardware_file=REPO / "config/hardware.yaml")
+                  models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
 
 
 def test_real_advice_on_the_public_traces(public_advice):
@@ -86,11 +91,11 @@ def test_real_advice_on_the_public_traces(public_advice):
     assert memory.memory_saved_bytes > 0
 
 
-def test_infeasible_slo_is_a_one_line_error(capsys, shared_traces_dir):
+def test_infeasible_slo_is_a_one_line_error_with_its_own_exit_code(capsys, shared_traces_dir):
     code, _, err = run_main(capsys, ["advise", "--traces", str(shared_traces_dir / "output_length"), *WORKLOAD,
-                                     "--slo-ms", "10", "--models-file", str(REPO / "config/models.yaml"),
-                                     "--hardware-file", str(REPO / "config/hardware.yaml")])
-    assert code == 1
+                                     "--slo-ms", "10", "--models-file", str(MODELS_FILE),
+                                     "--hardware-file", str(HARDWARE_FILE)])
+    assert code == EXIT_NO_FEASIBLE_CAP == 3
     assert_one_line_error(err, "no candidate meets the SLO")
 
 
@@ -118,7 +123,7 @@ def _all_bad_folder(root: Path) -> Path:
 
 
 def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
-    code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(REPO / "config/models.yaml")])
+    code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(MODELS_FILE)])
     assert code == 0
     lines = [line.split("\t") for line in out.splitlines()]
     assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == 4 for fields in lines)
@@ -134,7 +139,7 @@ def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys,
     assert code == 1
     assert sorted(line.split("\t")[0] for line in out.splitlines()) == ["corrupt", "server_start_failed"]
     code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
-    assert code == 1
+    assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "does not exist", "nope")
     (tmp_path / "a_file").write_text("x")
     code, _, err = run_main(capsys, ["check", str(tmp_path / "a_file")])
@@ -143,10 +148,152 @@ def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys,
 
 def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
     code, out, err = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
-                                       "--slo-ms", "8000", "--models-file", str(REPO / "config/models.yaml")])
-    assert code == 1 and out == ""
+                                       "--slo-ms", "8000", "--models-file", str(MODELS_FILE)])
+    assert code == EXIT_BAD_INPUT and out == ""
     first, *runs = err.strip().splitlines()
     assert "no usable runs" in first and "corrupt: 1" in first
     assert sorted(line.strip().split("\t")[:3] for line in runs) == [
         ["corrupt", "truncated", "vllm-infqps-opt-1.3b-20250901-101500.json"],
         ["server_start_failed", "port_clash", "server_err.log"]]
+
+
+# ---------------------------------------------------------------- scripting: --json, --version, --help
+
+LAYOUT = REPO / "tests" / "data" / "formats" / "bench_serve_metadata"   # OPT-1.3B, IL 256, OL 128, caps 1..256
+LAYOUT_WORKLOAD = ["--traces", str(LAYOUT), "--model", "opt-1.3b", "--input-len", "256", "--output-len", "128"]
+
+
+def test_version_prints_the_package_version(capsys):
+    code, out, _ = run_main(capsys, ["--version"])
+    assert code == 0 and out.strip() == f"slim {__version__}"
+
+
+def test_help_gives_an_example_and_every_exit_code(capsys):
+    code, out, _ = run_main(capsys, ["advise", "--help"])
+    assert code == 0
+    assert "example" in out and "slim advise --traces" in out and "--json" in out
+    for line in ("0  a recommendation", "2  bad input", "3  no candidate --max-num-seqs meets the SLO"):
+        assert line in out
+    for option in ("--models-file YAML", "--hardware-file YAML", "--model-config CONFIG_JSON", "--train-models"):
+        assert option in out
+    assert "h200" in out and "l40s" in out    # the shipped GPUs are listed
+
+
+def test_json_output_holds_the_recommendation_memory_flags_and_candidates(capsys):
+    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json"])
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["status"] == "ok" and document["exit_code"] == 0 and document["slim_version"] == __version__
+    cap = document["recommendation"]["max_num_seqs"]
+    assert cap in [c["max_num_seqs"] for c in document["candidates"]]
+    chosen = next(c for c in document["candidates"] if c["max_num_seqs"] == cap)
+    assert chosen["meets_slo"] and chosen["meets_efficiency_floor"]
+    assert document["recommendation"]["predicted_e2e_latency_ms"] <= 5000
+    assert document["memory"]["num_gpu_blocks_override"] == cap * 24   # 384 tokens = 24 blocks of 16
+    assert document["workload"] == {"model": "opt-1.3b", "hardware": "h100-64gb", "input_len": 256.0,
+                                    "output_len": 128.0, "slo_ms": 5000.0, "epsilon": 0.1}
+    assert document["fit"]["n_train_runs"] == document["fit"]["n_usable_runs"] == 9
+    assert document["warnings"] == [] and document["held_out_check"] is None
+
+
+@pytest.mark.parametrize("argv, code, status", [
+    ([*LAYOUT_WORKLOAD, "--slo-ms", "1"], EXIT_NO_FEASIBLE_CAP, "no_feasible_cap"),
+    ([*LAYOUT_WORKLOAD, "--slo-ms", "5000", "--hardware", "tpu-v9"], EXIT_BAD_INPUT, "error"),
+])
+def test_json_errors_are_a_document_too(capsys, argv, code, status):
+    exit_code, out, err = run_main(capsys, ["advise", *argv, "--json"])
+    document = json.loads(out)
+    assert exit_code == code == document["exit_code"] and document["status"] == status
+    assert document["message"] in err
+    if code == EXIT_NO_FEASIBLE_CAP:   # what each candidate would have given
+        assert len(document["candidates"]) == 10 and not any(c["meets_slo"] for c in document["candidates"])
+
+
+def test_json_lists_why_each_run_is_unusable(capsys, tmp_path):
+    code, out, _ = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
+                                     "--slo-ms", "8000", "--json"])
+    assert code == EXIT_BAD_INPUT
+    runs = json.loads(out)["runs"]
+    assert sorted((run["status"], run["run"]) for run in runs) == [("corrupt", "truncated"),
+                                                                    ("server_start_failed", "port_clash")]
+
+
+def test_a_target_model_is_required(capsys):
+    code, _, err = run_main(capsys, ["advise", "--traces", str(LAYOUT), "--input-len", "256", "--output-len", "128",
+                                     "--slo-ms", "5000"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "--model", "--model-config")
+
+
+# ---------------------------------------------------------------- training selection and warnings
+
+def test_exclude_runs_leaves_them_out_and_names_a_pattern_that_matches_nothing(capsys):
+    code, out, _ = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json",
+                                     "--exclude-runs", "max_num_seqs_256", "--exclude-runs", "max_num_seqs_12*"])
+    assert code == 0
+    fit = json.loads(out)["fit"]
+    assert (fit["n_usable_runs"], fit["n_train_runs"], fit["n_left_out_runs"]) == (9, 7, 2)
+    held_out = json.loads(out)["held_out_check"]    # the target's runs left out are predicted
+    assert held_out["n_runs"] == 2 and held_out["throughput_mape_pct"] >= 0
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--exclude-runs", "nothing*"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "'nothing*' matches no usable run")
+
+
+def test_train_models_must_name_a_profiled_model(capsys):
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--train-models", "opt-2.7b"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "'opt-2.7b' has no usable run")
+
+
+def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_traces_dir):
+    advice = advise(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
+                    train_models=["opt-1.3b", "opt-2.7b"])
+    assert advice.train_models == ("opt-1.3b", "opt-2.7b") and advice.n_left_out == advice.held_out.n_runs
+    assert advice.held_out.model == "llama-2-7b" and advice.held_out.n_runs >= 30
+    assert 0 < advice.held_out.throughput_mape_pct < 50
+    assert [warning.code for warning in advice.warnings] == ["target_not_trained"]
+
+
+def test_a_cap_above_the_kv_capacity_and_an_unprofiled_model_are_warned_about(shared_traces_dir):
+    # Llama-2-13B was never profiled (the traces hold OPT-1.3B, OPT-2.7B and Llama-2-7B); at IL 242 + OL 520
+    # vLLM's default reservation on the 64 GB H100 holds 55.7 sequences, and SLIM-BCA picks the cap 64.
+    advice = advise(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0, epsilon=0.1)
+    assert advice.decision.batch_cap == 64
+    assert advice.kv_capacity_sequences == pytest.approx(55.7, abs=0.05)
+    assert advice.kv_capacity_source == "default reservation"
+    codes = [warning.code for warning in advice.warnings]
+    assert codes == ["target_not_profiled", "cap_exceeds_kv_capacity", "kv_exceeds_reservation"]
+    capacity_warning = advice.warnings[1].message
+    assert "--max-num-seqs 64 exceeds the KV capacity of 55.7 sequences" in capacity_warning
+    assert "--max-num-seqs 55 predicts" in capacity_warning
+
+
+def test_readme_advise_example_is_what_the_command_prints(shared_traces_dir):
+    readme = (REPO / "README.md").read_text()
+    command, printed = readme.split("## Choosing a batch cap for your deployment", 1)[1].split("```")[1:4:2]
+    argv = command.replace("\\\n", " ").split()
+    assert argv[:3] == ["python", "-m", "slim"]
+    result = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == printed.lstrip("\n")
+
+
+# ---------------------------------------------------------------- --model-config
+
+HF_CONFIGS = REPO / "tests" / "data" / "hf_configs"
+
+
+def test_a_hugging_face_config_describes_the_target(capsys, tmp_path):
+    # The layout's OPT-1.3B runs, the target described by its config.json under another name: the
+    # runs of that name are still those of the model the config replaces.
+    code, out, err = run_main(capsys, ["advise", "--traces", str(LAYOUT), "--model-config",
+                                       str(HF_CONFIGS / "opt-1.3b" / "config.json"), "--input-len", "256",
+                                       "--output-len", "128", "--slo-ms", "5000", "--json"])
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["workload"]["model"] == "opt-1.3b" and document["fit"]["n_usable_runs"] == 9
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD[:2], "--model-config", str(tmp_path / "none.json"),
+                                     "--input-len", "256", "--output-len", "128", "--slo-ms", "5000"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "model config not found")

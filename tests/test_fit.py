@@ -27,12 +27,12 @@ from slim.model.fit import (
     start_grid,
 )
 from slim.model.metrics import mape_pct
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
-CATALOG = load_architectures(REPO / "config" / "models.yaml")
-H100 = load_hardware(REPO / "config" / "hardware.yaml")["h100-64gb"]
+CATALOG = load_architectures(MODELS_FILE)
+H100 = load_hardware(HARDWARE_FILE)["h100-64gb"]
 TRUE_PARAMS = SlimParams(eta_compute=0.55, eta_memory=0.7, batch_offset=6.0,
                          alpha_s_per_token=1.2e-3, gamma_s_per_token=15e-6, t_fixed_s=0.08)
 

@@ -18,12 +18,12 @@ import pytest
 from conftest import load_data_generator
 
 from slim import columns as col
-from slim.specs.architecture import load_architectures
+from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.traces import ingest
 from slim.traces.ingest import REASON_CODES, ingest_traces
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = REPO / "config" / "models.yaml"
+MODELS = MODELS_FILE
 
 
 GENERATOR = load_data_generator("make_robust_corpus")

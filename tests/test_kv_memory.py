@@ -23,10 +23,9 @@ from slim.gpu.kv_memory import (
     plan_kv_memory,
     weight_bytes,
 )
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import GIB, load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 
-CONFIG = Path(__file__).resolve().parents[1] / "config"
 TRACE_RUN = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "vllm-h100-public"
              / "output_length" / "_260" / "opt-1.3b" / "_512__2000")
 OPT_13B_KV_BYTES_PER_TOKEN = 2 * 24 * 2048 * 2   # K and V x 24 layers x 2048 x fp16 = 196,608
@@ -34,12 +33,12 @@ OPT_13B_KV_BYTES_PER_TOKEN = 2 * 24 * 2048 * 2   # K and V x 24 layers x 2048 x 
 
 @pytest.fixture(scope="module")
 def catalog():
-    return load_architectures(CONFIG / "models.yaml")
+    return load_architectures(MODELS_FILE)
 
 
 @pytest.fixture(scope="module")
 def h100():
-    return load_hardware(CONFIG / "hardware.yaml")["h100-64gb"]
+    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 def test_block_rounding():
@@ -159,7 +158,7 @@ def test_opt13b_trace_cache_size_and_implied_overhead(catalog, h100):
         arch, h100, num_gpu_blocks, block_size, total_memory_bytes=profile["total_gpu_memory"] * GIB)) / GIB
     assert implied_gib == pytest.approx(overhead_logged_gib, abs=0.02)
     assert implied_gib == pytest.approx(1.04, abs=0.01)
-    # With the nominal 64 GiB of config/hardware.yaml the 0.57 GiB the driver does not
+    # With the nominal 64 GiB of the hardware catalog the 0.57 GiB the driver does not
     # expose shows up as extra "overhead" (0.9 x 0.57 GiB).
     nominal_gib = float(implied_activation_overhead_bytes(arch, h100, num_gpu_blocks, block_size)) / GIB
     assert nominal_gib - implied_gib == pytest.approx(0.9 * (64 - profile["total_gpu_memory"]), abs=1e-6)

@@ -14,7 +14,8 @@ from slim import cli
 from slim import columns as col
 from slim.cli import advise
 from slim.model import fit as fit_module
-from slim.specs.architecture import load_architectures
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.results import FORMAT_GUIDELLM, FORMAT_VLLM_BENCH_SERVE, FORMAT_VLLM_BENCH_SWEEP
@@ -28,7 +29,7 @@ LAYOUTS = load_data_generator("make_layouts")
 
 @pytest.fixture(scope="module")
 def catalog():
-    return load_architectures(REPO / "config" / "models.yaml")
+    return load_architectures(MODELS_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def advice_per_layout():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli, "fit_slim", fit_once)
         return {name: advise(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
-                             models_file=REPO / "config/models.yaml", hardware_file=REPO / "config/hardware.yaml")
+                             models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
                 for name in LAYOUTS.LAYOUTS}
 
 

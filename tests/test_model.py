@@ -30,12 +30,12 @@ from slim.model.equations import (
     prefill_flops,
     prefill_time_s,
 )
-from slim.specs.architecture import ArchitectureArrays, load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import MODELS_FILE, ArchitectureArrays, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 REPO = Path(__file__).resolve().parents[1]
-CATALOG = load_architectures(REPO / "config" / "models.yaml")
-H100 = load_hardware(REPO / "config" / "hardware.yaml")["h100-64gb"]
+CATALOG = load_architectures(MODELS_FILE)
+H100 = load_hardware(HARDWARE_FILE)["h100-64gb"]
 OPT_1_3B = CATALOG["opt-1.3b"]
 MISTRAL_7B = CATALOG["mistral-7b"]
 PARAMS = SlimParams(eta_compute=0.5, eta_memory=0.8, batch_offset=4.0,

@@ -31,8 +31,8 @@ from slim.paper.modelled_characterisation import (
     load_characterisation,
 )
 from slim.sim.cost import StepCostModel
-from slim.specs.architecture import BYTES_PER_FP16, load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import BYTES_PER_FP16, MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.specs.workload import Workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +42,7 @@ SECTION = CONFIG["characterisation"]
 
 @pytest.fixture(scope="module")
 def setup():
-    return load_characterisation(SECTION, REPO / CONFIG["models_file"], REPO / CONFIG["hardware_file"],
-                                 REPO / CONFIG["simulator"]["constants"])
+    return load_characterisation(SECTION, MODELS_FILE, HARDWARE_FILE, REPO / CONFIG["simulator"]["constants"])
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +95,8 @@ def test_config_errors_name_the_key(change, message):
 def test_unknown_model_or_hardware_names_the_key(key, value):
     config = parse_characterisation_config({**SECTION, key: value})
     with pytest.raises(ConfigError, match=f"characterisation.{key} = '{value}'"):
-        resolve_characterisation(config, load_architectures(REPO / "config/models.yaml"),
-                                 load_hardware(REPO / "config/hardware.yaml"))
+        resolve_characterisation(config, load_architectures(MODELS_FILE),
+                                 load_hardware(HARDWARE_FILE))
 
 
 # --- the table: known truths ---------------------------------------------------------

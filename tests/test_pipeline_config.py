@@ -5,16 +5,18 @@ the runs table or select no rows, and YAML syntax errors with their file and lin
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import copy_workflow
 
 from slim.errors import ConfigError
 from slim.pipeline.config import check_config
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
 from slim.yaml_files import parse_yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +34,7 @@ def config(tmp_path) -> dict:
     raw["run_datasets"], raw["default_dataset"] = ["mine"], "mine"
     raw["datasets"]["mine"] = {"kind": "real", "trace_dir": str(FORMATS / "bench_serve_metadata"),
                                "hardware": "h100-64gb", "models": ["opt-1.3b"], "settings": str(settings)}
-    raw["models_file"], raw["hardware_file"] = str(REPO / "config/models.yaml"), str(REPO / "config/hardware.yaml")
+    raw["models_file"], raw["hardware_file"] = str(MODELS_FILE), str(HARDWARE_FILE)
     raw.pop("characterisation")
     return raw
 
@@ -84,10 +86,7 @@ def test_yaml_syntax_errors_name_the_file_and_line(tmp_path):
 
 
 def _snakemake_in_copy(tmp_path: Path, override: dict, edit=None) -> subprocess.CompletedProcess:
-    workdir = tmp_path / "repo"
-    workdir.mkdir()
-    for item in ("Snakefile", "workflow", "config", "profiles"):
-        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, workdir / item)
+    workdir = copy_workflow(tmp_path / "repo")
     (tmp_path / "shared").symlink_to(REPO.parent / "shared")
     if edit:
         edit(workdir)
@@ -123,3 +122,30 @@ def test_config_errors_stop_the_workflow_before_any_job(tmp_path, case, shared_t
     assert result.returncode != 0
     assert expected in output
     assert "Job stats" not in output
+
+
+def test_the_advisor_study_is_optional_and_its_file_must_exist(config, tmp_path):
+    assert check_config(config, REPO)["mine"].bca_file is None          # no `bca`: no advisor artefacts
+    bca = str(REPO / "config" / "bca" / "h100-public.yaml")
+    assert check_config(_with(config, bca=bca), REPO)["mine"].bca_file == Path(bca)
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.bca = '.*nope.yaml' does not exist"):
+        check_config(_with(config, bca=str(tmp_path / "nope.yaml")), REPO)
+    without_settings = _with(config, bca=bca)
+    without_settings["datasets"]["mine"].pop("settings")
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.bca needs datasets\.mine\.settings"):
+        check_config(without_settings, REPO)
+
+
+def test_simulator_artefacts_need_the_simulator_section(config):
+    no_simulator = copy.deepcopy(config)
+    no_simulator.pop("simulator")
+    assert list(check_config(no_simulator, REPO)) == ["mine"]          # real data alone needs none
+    no_simulator["characterisation"] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())[
+        "characterisation"]
+    with pytest.raises(ConfigError, match="characterisation .* add the `simulator` section"):
+        check_config(no_simulator, REPO)
+    simulated = copy.deepcopy(config)
+    simulated.pop("simulator")
+    simulated["run_datasets"] = ["mine", "simulated"]
+    with pytest.raises(ConfigError, match=r"datasets\.simulated is simulated, but the config has no `simulator`"):
+        check_config(simulated, REPO)

@@ -1,14 +1,20 @@
 """The workflow scripts' writers (slim/pipeline/io.py): an interrupted write never leaves a
-half-written output, and equal frames give equal bytes."""
+half-written output, equal frames give equal bytes, a failing script's traceback lands in its rule
+log, and every workflow script opens its log and writes only through these helpers."""
 
 from __future__ import annotations
 
-import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from slim.pipeline.io import logged_errors, open_log, write_atomic, write_csv, write_parquet, write_text
+from slim.pipeline.io import write_atomic, write_csv, write_parquet, write_text
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 
 
 class Interrupted(Exception):
@@ -39,18 +45,29 @@ def test_writers_create_folders_and_equal_frames_give_equal_bytes(tmp_path):
     assert (tmp_path / "c" / "t.csv").read_text() == "x,y\n0.1,a\n2,b\n"
     write_text("# report\n", tmp_path / "d" / "r.md")
     assert (tmp_path / "d" / "r.md").read_text() == "# report\n"
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]   # no temporary left
 
 
-def test_logged_errors_puts_the_traceback_in_the_rule_log(tmp_path):
+def test_a_failing_script_puts_its_traceback_in_the_rule_log(tmp_path):
+    # As Snakemake runs a `script:`: its own Python process; the exception ends it.
     log_path = tmp_path / "logs" / "job.log"
-    logger = open_log(log_path)
-    with pytest.raises(ValueError, match="bad trace"):
-        with logged_errors(logger):
-            raise ValueError("bad trace")
-    for handler in logging.getLogger().handlers:
-        handler.flush()
+    script = ("from slim.pipeline.io import open_log\n"
+              f"log = open_log({str(log_path)!r})\n"
+              "log.info('reading the traces')\n"
+              "raise ValueError('bad trace')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "ValueError: bad trace" in result.stderr            # Snakemake still shows it
     text = log_path.read_text()
-    logging.basicConfig(handlers=[logging.NullHandler()], force=True)   # leave logging as other tests expect
-    logging.captureWarnings(False)
-    assert "Traceback (most recent call last)" in text and "ValueError: bad trace" in text
+    assert "reading the traces" in text
+    assert "CRITICAL slim: the job failed" in text and "Traceback (most recent call last)" in text
+    assert "ValueError: bad trace" in text
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS.glob("*.py")), ids=lambda path: path.name)
+def test_every_workflow_script_opens_its_log_and_writes_crash_safely(script):
+    text = script.read_text()
+    assert "open_log(snakemake.log[0])" in text
+    # Outputs are written by slim.pipeline.io's writers or save_figure, never in place.
+    in_place = re.findall(r"\.write_text\(|open\([^)]*[\"']w[\"']|\.savefig\(|\.to_csv\(|\.to_parquet\(", text)
+    assert not in_place, f"{script.name} writes in place: {in_place}"

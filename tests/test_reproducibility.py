@@ -1,12 +1,12 @@
 """Two runs of the pipeline from clean results give byte-identical tables and figures."""
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from conftest import copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("figures/h100-public/table3.tex", "figures/h100-public/table4.tex", "results/h100-public/table3.csv",
@@ -14,10 +14,7 @@ TARGETS = ("figures/h100-public/table3.tex", "figures/h100-public/table4.tex", "
 
 
 def _run_pipeline(workdir: Path, traces: Path) -> dict[str, str]:
-    workdir.mkdir()
-    for item in ("Snakefile", "workflow", "config", "README.md", "environment.yml"):
-        source = REPO / item
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
+    copy_workflow(workdir)
     override = {"run_datasets": ["h100-public"], "default_dataset": "h100-public",
                 "datasets": {"h100-public": {"trace_dir": str(traces / "output_length")}}}
     (workdir / "override.yaml").write_text(yaml.safe_dump(override))

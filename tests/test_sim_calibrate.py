@@ -6,13 +6,13 @@ import pytest
 from slim import columns as col
 from slim.sim import SimConstants, load_sim_constants, simulate_run
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 
 def test_calibration_recovers_known_constants(tmp_path):
-    catalog = load_architectures("config/models.yaml")
-    h100 = load_hardware("config/hardware.yaml")["h100-64gb"]
+    catalog = load_architectures(MODELS_FILE)
+    h100 = load_hardware(HARDWARE_FILE)["h100-64gb"]
     truth = SimConstants().with_fitted({"gemm_compute_efficiency": 0.45, "gemm_memory_efficiency": 0.85,
                                         "attention_memory_efficiency": 0.7, "kernel_latency_s": 8e-6,
                                         "step_overhead_base_s": 0.5e-3, "step_overhead_per_seq_s": 30e-6})

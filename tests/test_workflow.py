@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import copy_workflow
+
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,14 +97,15 @@ def _planned_rules(output: str) -> set[str]:
 
 def test_editing_the_models_file_plans_the_jobs_that_read_it(tmp_path, shared_traces_dir):
     # A copy of the workflow whose every output exists and is up to date (created empty,
-    # then marked with --touch); a change to config/models.yaml must plan every rule that
+    # then marked with --touch); a change to the models file must plan every rule that
     # reads it, because the models file is a rule input, not a param.
-    workdir = tmp_path / "repo"
-    workdir.mkdir()
+    workdir = copy_workflow(tmp_path / "repo")
     (tmp_path / "shared").symlink_to(shared_traces_dir.parents[1])
-    for item in ("Snakefile", "workflow", "config", "profiles", "README.md", "environment.yml"):
-        source = REPO / item
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
+    (workdir / "catalogs").mkdir()
+    for catalog in (MODELS_FILE, HARDWARE_FILE):
+        shutil.copy(catalog, workdir / "catalogs" / catalog.name)
+    with (workdir / "config" / "config.yaml").open("a") as config:
+        config.write("models_file: catalogs/models.yaml\nhardware_file: catalogs/hardware.yaml\n")
     planned = _snakemake("-n", "all", "--forceall", cwd=workdir)
     assert planned.returncode == 0, planned.stderr[-3000:]
     outputs = {path.strip() for line in planned.stdout.splitlines() if line.strip().startswith("output:")
@@ -115,7 +120,7 @@ def test_editing_the_models_file_plans_the_jobs_that_read_it(tmp_path, shared_tr
     touched = _snakemake("--touch", "--cores", "1", "all", cwd=workdir)
     assert touched.returncode == 0, touched.stderr[-3000:]
     assert _planned_rules(_snakemake("-n", "all", cwd=workdir).stdout) == set()
-    models = workdir / "config" / "models.yaml"
+    models = workdir / "catalogs" / "models.yaml"
     models.write_text(models.read_text() + "# edited\n")
     replanned = _snakemake("-n", "all", cwd=workdir)
     assert replanned.returncode == 0, replanned.stderr[-3000:]

@@ -11,6 +11,7 @@ import pandas as pd
 from slim import columns as col
 from slim.advisor.bca import BcaResult, bca_from_measured, slo_from_curve
 from slim.errors import AdvisorError
+from slim.gpu.kv_memory import VLLM_BLOCK_SIZE_TOKENS
 
 CURVE_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
                  col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S,
@@ -31,9 +32,9 @@ class MeasuredCurve:
     max_num_seqs: np.ndarray
     throughput_per_s: np.ndarray
     e2e_latency_s: np.ndarray
-    kv_capacity_tokens: float      # largest over the curve's server starts
-    num_gpu_blocks: np.ndarray     # per run: vLLM's KV reservation in blocks
-    block_size: int
+    kv_capacity_tokens: float      # largest over the curve's server starts; NaN if no run recorded it
+    num_gpu_blocks: np.ndarray     # per run: vLLM's KV reservation in blocks (NaN where not recorded)
+    block_size: int                # vLLM's default (16) where no run recorded its cache config
 
     @property
     def label(self) -> str:
@@ -44,7 +45,8 @@ class MeasuredCurve:
         return slo_from_curve(self.max_num_seqs, self.e2e_latency_s, multiplier, reference_max_num_seqs)
 
     def reservation_blocks_at(self, batch_cap: float) -> float:
-        """vLLM's KV reservation (blocks) of the profiled run nearest to `batch_cap` in ``log B``."""
+        """vLLM's KV reservation (blocks) of the profiled run nearest to `batch_cap` in ``log B``
+        (NaN when that run recorded no cache config)."""
         nearest = int(np.argmin(np.abs(np.log(self.max_num_seqs) - np.log(batch_cap))))
         return float(self.num_gpu_blocks[nearest])
 
@@ -65,7 +67,8 @@ def curve_from_rows(rows: pd.DataFrame) -> MeasuredCurve:
         e2e_latency_s=rows[col.E2E_LATENCY_S].to_numpy(dtype=float),
         kv_capacity_tokens=float(rows[col.KV_CAPACITY_TOKENS].max()),
         num_gpu_blocks=rows[col.NUM_GPU_BLOCKS].to_numpy(dtype=float),
-        block_size=int(first[col.BLOCK_SIZE]),
+        block_size=int(rows[col.BLOCK_SIZE].dropna().iloc[0]) if rows[col.BLOCK_SIZE].notna().any()
+        else VLLM_BLOCK_SIZE_TOKENS,
     )
 
 

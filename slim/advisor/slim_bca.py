@@ -15,6 +15,7 @@ import numpy as np
 
 from slim.advisor.bca import BcaResult, CurvePredictor, bca_from_predictor
 from slim.advisor.measured import MeasuredCurve
+from slim.gpu.kv_memory import default_kv_reservation_bytes
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
@@ -23,6 +24,15 @@ from slim.specs.hardware import Hardware
 def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
     """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
     return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
+
+
+def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware) -> tuple[float, str]:
+    """``(KV capacity in tokens, where it came from)``: what the server recorded (a cache config or
+    its log), else, for traces that record none, vLLM's default reservation as
+    `slim.gpu.kv_memory.default_kv_reservation_bytes` estimates it for `arch` on `hw`."""
+    if np.isfinite(recorded_tokens) and recorded_tokens > 0:
+        return float(recorded_tokens), "traces"
+    return default_kv_reservation_bytes(arch, hw) / arch.kv_bytes_per_token(), "default reservation"
 
 
 def slim_curve_predictor(arch: Architecture, hw: Hardware, params: SlimParams, input_len: float,
@@ -44,8 +54,10 @@ def slim_curve_predictor(arch: Architecture, hw: Hardware, params: SlimParams, i
 def slim_bca(curve: MeasuredCurve, params: SlimParams, arch: Architecture, hw: Hardware,
              slo_s: float, epsilon: float) -> BcaResult:
     """Eq. 13 on SLIM's prediction of the target, at the target's profiled caps (so the
-    choice can be judged on measured data) with the server's KV capacity as running-batch cap."""
+    choice can be judged on measured data) with the server's KV capacity as running-batch cap
+    (`kv_capacity_tokens_or_default`: the default reservation where the traces record none)."""
+    capacity_tokens, _ = kv_capacity_tokens_or_default(curve.kv_capacity_tokens, arch, hw)
     predict = slim_curve_predictor(
         arch, hw, params, curve.input_len_mean, curve.output_len_mean,
-        kv_capacity_sequences(curve.kv_capacity_tokens, curve.input_len_mean, curve.output_len_mean))
+        kv_capacity_sequences(capacity_tokens, curve.input_len_mean, curve.output_len_mean))
     return bca_from_predictor(predict, candidate_batch_sizes=curve.max_num_seqs, epsilon=epsilon, slo_s=slo_s)

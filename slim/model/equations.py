@@ -234,7 +234,7 @@ def architectures_for_frame(architectures: ArchitectureLookup, frame: pd.DataFra
     try:
         per_model = ArchitectureArrays.stack([architectures[str(model)] for model in models])
     except KeyError as error:
-        raise ConfigError(f"unknown model {error}; add it to config/models.yaml") from error
+        raise ConfigError(f"unknown model {error}; add it to the models file") from error
     return per_model.take(codes)
 
 

@@ -34,7 +34,7 @@ from slim.advisor.bca import (
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
 from slim.advisor.slim_bca import slim_bca
 from slim.errors import SplitError
-from slim.gpu.kv_memory import kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
+from slim.gpu.kv_memory import default_kv_reservation_bytes, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim, start_at
@@ -140,12 +140,15 @@ def table6(frame: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
 def kv_saved_gib(arch: Architecture, curve: MeasuredCurve, batch_cap: float) -> float:
     """KV memory (GiB) a cap saves against the largest profiled cap of the curve:
     ``min(KV(B_max), reservation(B_max)) - KV(B_cap)``; the reservation bounds what
-    vLLM could have held at ``B_max``."""
+    vLLM could have held at ``B_max`` (where the traces record it)."""
     if np.isnan(batch_cap):
         return float("nan")
     largest = float(curve.max_num_seqs[-1])
-    reservation = float(kv_reservation_from_blocks(arch, curve.reservation_blocks_at(largest), curve.block_size))
-    return min(kv_gib(arch, largest, curve), reservation / GIB) - kv_gib(arch, batch_cap, curve)
+    held = kv_gib(arch, largest, curve)
+    blocks = curve.reservation_blocks_at(largest)
+    if np.isfinite(blocks):   # traces without a cache config leave only the need as the bound
+        held = min(held, float(kv_reservation_from_blocks(arch, blocks, curve.block_size)) / GIB)
+    return held - kv_gib(arch, batch_cap, curve)
 
 
 def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures: ArchitectureLookup,
@@ -180,7 +183,8 @@ def memory_breakdown(frame: pd.DataFrame, selections: tuple[CurveSelection, ...]
     """GPU memory (GiB) per selected curve with full-profile BCA's cap:
     weights, KV allocation the cap needs, KV saved (vLLM's reservation at that cap,
     ``num_gpu_blocks x bs x kv_bytes_per_token``, minus the need) and the rest of
-    ``hw.memory_bytes`` (activations, CUDA graphs, the ``1 - gpu_memory_utilization`` slack)."""
+    ``hw.memory_bytes`` (activations, CUDA graphs, the ``1 - gpu_memory_utilization`` slack). Where the
+    traces record no cache config, the reservation is vLLM's default as the advisor estimates it."""
     rows = []
     for selection in selections:
         curve = single_curve(frame, selection)
@@ -188,8 +192,9 @@ def memory_breakdown(frame: pd.DataFrame, selections: tuple[CurveSelection, ...]
         result = full_profile_bca(curve, curve.slo_s(slo_multiplier, slo_reference_max_num_seqs), epsilon)
         if not result.feasible:
             raise SplitError(f"Fig. 13: no feasible cap for '{selection.label}': {result.reason}")
-        reservation = float(kv_reservation_from_blocks(
-            arch, curve.reservation_blocks_at(result.batch_cap), curve.block_size)) / GIB
+        blocks = curve.reservation_blocks_at(result.batch_cap)
+        reservation = (float(kv_reservation_from_blocks(arch, blocks, curve.block_size)) if np.isfinite(blocks)
+                       else default_kv_reservation_bytes(arch, hw)) / GIB   # no cache config: vLLM's default
         weights, needed = weight_bytes(arch) / GIB, kv_gib(arch, result.batch_cap, curve)
         rows.append({
             "label": selection.label, "model": curve.model, "batch_cap": result.batch_cap,

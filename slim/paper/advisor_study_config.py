@@ -1,6 +1,7 @@
-"""Configuration of the advisor's artefacts, `config/bca/<dataset>.yaml`: epsilon, the
-SLO multipliers and reference point, the Fig. 12 grid, the Table V experiments and the
-Fig. 13 curves. Selectors are mappings column -> allowed values (see `slim.paper.splits`).
+"""Configuration of the advisor's artefacts, the file config `datasets.<name>.bca` names
+(`config/bca/<dataset>.yaml`): epsilon, the SLO multipliers and reference point, the Fig. 12
+grid, the Table V experiments and the Fig. 13 curves. Selectors are mappings column -> allowed
+values (see `slim.paper.splits`).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def _numbers(raw: dict, key: str, where: Path, default: list[float] | None = Non
 
 
 def load_bca_config(path: str | Path) -> BcaStudyConfig:
-    """Read `config/bca/<dataset>.yaml`; raise `ConfigError` naming the file and key."""
+    """Read an advisor study file (`config/bca/<dataset>.yaml`); raise `ConfigError` naming the file and key."""
     path = Path(path)
-    raw = read_yaml_mapping(path, f"BCA config not found: {path}; add config/bca/<dataset>.yaml")
+    raw = read_yaml_mapping(path, f"BCA config not found: {path}; see config/bca/ for examples")
     slo = raw.get("slo", {})
     epsilon = float(raw.get("epsilon", DEFAULT_EPSILON))
     if not 0 < epsilon < 1:

@@ -30,13 +30,25 @@ class HeldOutSetting:
 
     name: str
     label: str
-    train: Selector = field(default_factory=dict)
+    train: Selector | list[Selector] = field(default_factory=dict)
     validate: Selector = field(default_factory=dict)
     not_applicable: str | None = None
+    shown_in: tuple[str, ...] = ()
+    """Artefacts besides Table III and Fig. 9 that show this setting (``table4``, ``fig10``)."""
 
     @property
     def applicable(self) -> bool:
         return self.not_applicable is None
+
+    @property
+    def predicts_an_unseen_model(self) -> bool:
+        """Its validation models are named and none of them is among its training models (a union
+        trains on every selector's models; a training selector without `model` trains on all)."""
+        trains = self.train if isinstance(self.train, list) else [self.train]
+        if not self.applicable or col.MODEL not in self.validate or any(col.MODEL not in s for s in trains):
+            return False
+        trained = {model for selector in trains for model in selector[col.MODEL]}
+        return not trained & set(self.validate[col.MODEL])
 
 
 @dataclass(frozen=True)
@@ -61,16 +73,37 @@ def load_settings(path: str | Path) -> list[HeldOutSetting]:
     entries = {entry["name"]: entry for entry in raw["settings"]}
     settings = []
     for entry in raw["settings"]:
+        shown_in = tuple(entry.get("shown_in", ()))
         if entry.get("not_applicable"):
-            settings.append(HeldOutSetting(entry["name"], entry["label"], not_applicable=entry["not_applicable"]))
+            settings.append(HeldOutSetting(entry["name"], entry["label"], not_applicable=entry["not_applicable"],
+                                           shown_in=shown_in))
             continue
         train = entry.get("train")
         if "train_union" in entry:
             train = _union_selector(entry, entries, path)
         if not train or "validate" not in entry:
             raise ConfigError(f"{path}: setting '{entry['name']}' needs train (or train_union) and validate")
-        settings.append(HeldOutSetting(entry["name"], entry["label"], train, entry["validate"]))
+        settings.append(HeldOutSetting(entry["name"], entry["label"], train, entry["validate"], shown_in=shown_in))
     return settings
+
+
+def table4_setting_names(settings: list[HeldOutSetting]) -> list[str]:
+    """The rows of Table IV (the ablation): the applicable settings that say ``shown_in: [table4]``,
+    or, where none says it, every applicable setting."""
+    applicable = [setting for setting in settings if setting.applicable]
+    chosen = [setting.name for setting in applicable if "table4" in setting.shown_in]
+    return chosen or [setting.name for setting in applicable]
+
+
+def fig10_setting_name(settings: list[HeldOutSetting]) -> str | None:
+    """The setting of Fig. 10 (an unseen model): the applicable one that says ``shown_in: [fig10]``,
+    else the first that `predicts_an_unseen_model`; None when the settings have no such setting."""
+    applicable = [setting for setting in settings if setting.applicable]
+    marked = [setting.name for setting in applicable if "fig10" in setting.shown_in]
+    if len(marked) > 1:
+        raise ConfigError(f"settings {', '.join(marked)} all say shown_in: [fig10]; Fig. 10 shows one setting")
+    unseen = [setting.name for setting in applicable if setting.predicts_an_unseen_model]
+    return (marked or unseen or [None])[0]
 
 
 def _union_selector(entry: dict, entries: dict[str, dict], path: Path) -> list[Selector]:

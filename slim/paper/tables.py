@@ -79,16 +79,23 @@ def identifiability_notes(matrix: pd.DataFrame) -> list[str]:
     return notes
 
 
+def paper_row_labels(settings: list[HeldOutSetting]) -> list[str]:
+    """Row labels of the paper's table: each setting's label without our target in parentheses (the
+    paper's targets differ), or the whole label where two settings would share the short one."""
+    short = [setting.label.split(" (")[0] for setting in settings]
+    return [label if short.count(label) == 1 else setting.label for label, setting in zip(short, settings)]
+
+
 def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
                  predictors: tuple[str, ...]) -> pd.DataFrame:
-    """The paper's values for the same rows and columns (NaN where it reports none)."""
+    """The paper's values for the same rows and columns, one row per setting (NaN where it reports
+    none: a setting whose name is not one of the paper's)."""
     columns = pd.MultiIndex.from_tuples([(p, label) for p in predictors for _, label in METRICS])
-    rows = {}
+    values = []
     for setting in settings:
         reported = reference[table].get(setting.name, {})
-        rows[setting.label.split(" (")[0]] = [value for p in predictors
-                                              for value in reported.get(p, [math.nan, math.nan])]
-    return pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+        values.append([value for p in predictors for value in reported.get(p, [math.nan, math.nan])])
+    return pd.DataFrame(values, index=paper_row_labels(settings), columns=columns)
 
 
 def table3(mapes: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:

@@ -8,6 +8,7 @@ message naming the key and the fix.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,8 +18,8 @@ from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.splits import load_settings
-from slim.specs.architecture import ArchitectureCatalog, load_architectures
-from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
+from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
 from slim.traces.ingest import trace_root_problem
 from slim.traces.run_files import classify_directory
 from slim.traces.tree import walk_tree
@@ -35,6 +36,7 @@ class DatasetConfig:
     models: tuple[str, ...]
     settings_file: Path | None
     description: str
+    bca_file: Path | None = None
 
     @property
     def is_simulated(self) -> bool:
@@ -47,15 +49,36 @@ class DatasetConfig:
         return self.name if kind in self.name else f"{self.name} ({kind})"
 
 
+def _workflow_path(path: Path) -> str:
+    """`path` relative to the working directory when it lies below it (the workflow's paths are
+    relative), else absolute."""
+    relative = os.path.relpath(path.resolve())
+    return path.resolve().as_posix() if relative.startswith("..") else Path(relative).as_posix()
+
+
+def with_catalog_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """Set `models_file` and `hardware_file` to the catalogs shipped in the package where the config
+    names none (in place, so rules can take ``config["models_file"]`` as an input); returns `config`."""
+    config.setdefault("models_file", _workflow_path(MODELS_FILE))
+    config.setdefault("hardware_file", _workflow_path(HARDWARE_FILE))
+    return config
+
+
 def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str, DatasetConfig]:
-    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key."""
-    catalog = load_architectures(base_dir / config.get("models_file", "config/models.yaml"))
-    hardware = load_hardware(base_dir / config.get("hardware_file", "config/hardware.yaml"))
+    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key.
+
+    `models_file` and `hardware_file` default to the packaged catalogs (`with_catalog_defaults`)."""
+    catalog = load_architectures(base_dir / config.get("models_file", MODELS_FILE))
+    hardware = load_hardware(base_dir / config.get("hardware_file", HARDWARE_FILE))
     datasets = config["datasets"]
     for position, name in enumerate(config["run_datasets"]):
         if name not in datasets:
             raise ConfigError(f"run_datasets[{position}] = '{name}' is not a key of `datasets` "
                               f"(known: {', '.join(datasets)})")
+    for name in config["run_datasets"]:
+        if datasets[name]["kind"] == "simulated" and "simulator" not in config:
+            raise ConfigError(f"datasets.{name} is simulated, but the config has no `simulator` section "
+                              "(grid, constants, calibration_dataset) to write it")
     if config["default_dataset"] not in config["run_datasets"]:
         raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
     resolved = {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir)
@@ -91,6 +114,9 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
                 raise ConfigError(f"length_sweeps.models.{name}[{position}] = '{model}' is not a model of "
                                   f"datasets.{name}.models ({', '.join(sorted(dataset_models))})")
     if config.get("characterisation"):
+        if "simulator" not in config:
+            raise ConfigError("characterisation (Figs. 3-6) is modelled with the simulator's constants: "
+                              "add the `simulator` section or remove `characterisation`")
         resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
 
 
@@ -157,9 +183,18 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         if not settings_file.is_file():
             raise ConfigError(f"{key}.settings = '{entry['settings']}' does not exist")
         _check_settings(key, settings_file, catalog, models)
+    bca_file = None
+    if entry.get("bca"):
+        bca_file = base_dir / entry["bca"]
+        if settings_file is None:
+            raise ConfigError(f"{key}.bca needs {key}.settings: the advisor study's Table VI and Fig. 12 "
+                              "read the held-out settings")
+        if not bca_file.is_file():
+            raise ConfigError(f"{key}.bca = '{entry['bca']}' does not exist (see config/bca/ for examples, "
+                              "or omit the key: the dataset then gets every artefact but the advisor study's)")
     return DatasetConfig(
         name=name, kind=entry["kind"], trace_dir=trace_dir, hardware=hardware[entry["hardware"]],
-        models=models, settings_file=settings_file, description=entry.get("description", ""),
+        models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
     )
 
 

@@ -1,7 +1,7 @@
-"""Small I/O helpers shared by the workflow scripts: logging and deterministic, crash-safe writes.
+"""Small I/O helpers shared by the workflow scripts: the rule's log, and deterministic, crash-safe writes.
 
 Every writer goes to a temporary file in the destination's folder and renames it over the
-destination (`os.replace`, atomic on POSIX), so an interrupted job leaves either the old file
+destination (`slim.atomic.write_atomic`), so an interrupted job leaves either the old file
 or the new one, never half a parquet; Snakemake's ``rerun-incomplete`` then reruns the job.
 """
 
@@ -9,48 +9,40 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import sys
 from pathlib import Path
+from types import TracebackType
 
 import pandas as pd
 
+from slim.atomic import write_atomic
+
+__all__ = ["open_log", "worker_count", "write_atomic", "write_csv", "write_parquet", "write_text"]
+
+_PYTHONS_EXCEPTHOOK = sys.excepthook
+
+
+def _log_uncaught(logger: logging.Logger) -> None:
+    """Make an exception that ends the script go into the log (with its traceback) as well as to stderr."""
+    def hook(kind: type[BaseException], error: BaseException, traceback: TracebackType | None) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            logger.critical("the job failed", exc_info=(kind, error, traceback))
+        _PYTHONS_EXCEPTHOOK(kind, error, traceback)
+
+    sys.excepthook = hook
+
 
 def open_log(log_path: str | Path) -> logging.Logger:
-    """Send this script's log records (and warnings) to the rule's `log:` file."""
+    """Send this script's log records, its warnings and, should it fail, the exception and its
+    traceback to the rule's `log:` file (the traceback also still goes to stderr, where Snakemake
+    shows it)."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=str(log_path), filemode="w", level=logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", force=True)
     logging.captureWarnings(True)
-    return logging.getLogger("slim")
-
-
-@contextmanager
-def logged_errors(logger: logging.Logger) -> Iterator[None]:
-    """Log any exception leaving the block, with its traceback, to the rule's log, then re-raise it
-    (Snakemake still fails the job; the log says why)."""
-    try:
-        yield
-    except Exception:
-        logger.exception("the job failed")
-        raise
-
-
-def write_atomic(path: str | Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(temporary_path)``, then rename the temporary file to `path`.
-
-    The temporary file lies beside `path` (same file system, so the rename is atomic) and is
-    removed if `write` fails.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    logger = logging.getLogger("slim")
+    _log_uncaught(logger)
+    return logger
 
 
 def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:

@@ -1,2 +1,3 @@
-"""What is served and on what: transformer architectures (`config/models.yaml`) and
-accelerators (`config/hardware.yaml`), as frozen dataclasses with units in their names."""
+"""What is served and on what: transformer architectures and accelerators, as frozen dataclasses
+with units in their names, and their catalogs (`models.yaml`, `hardware.yaml` beside these modules,
+shipped as package data so that an installed `slim` command has them)."""

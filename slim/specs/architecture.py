@@ -1,4 +1,5 @@
-"""Transformer architectures (public model configs) loaded from `config/models.yaml`.
+"""Transformer architectures (public model configs) loaded from the model catalog
+(`slim/specs/models.yaml`, shipped with the package: `MODELS_FILE`).
 
 Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size ``D``,
 ``H_q`` query heads, ``H_kv`` key/value heads, head dim ``d_h = D / H_q``,
@@ -7,7 +8,7 @@ Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -15,6 +16,9 @@ import numpy as np
 
 from slim.errors import ConfigError, UnknownModelError
 from slim.yaml_files import read_yaml_mapping, require_keys
+
+MODELS_FILE = Path(__file__).with_name("models.yaml")
+"""The model catalog shipped with the package; the pipeline's `models_file` points at it too."""
 
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2
@@ -156,6 +160,18 @@ class ArchitectureCatalog:
     def names(self) -> list[str]:
         return list(self._by_name)
 
+    def with_architecture(self, arch: Architecture) -> "ArchitectureCatalog":
+        """A copy of this catalog that also holds `arch`. Where `arch`'s name is a name or alias of an
+        entry, `arch` replaces that entry under the entry's name and aliases (plus its own name), so
+        runs named either way resolve to it."""
+        replaced = self.resolve_name(arch.name)
+        if replaced is not None:
+            old = self._by_name[replaced]
+            aliases = tuple(dict.fromkeys((*old.aliases, arch.name.lower(), *arch.aliases)))
+            arch = replace(arch, name=old.name, aliases=tuple(a for a in aliases if a != old.name.lower()))
+        kept = {name: entry for name, entry in self._by_name.items() if name != replaced}
+        return ArchitectureCatalog({**kept, arch.name: arch}, self.source)
+
     def resolve_name(self, model: str) -> str | None:
         """Canonical name for a model name, alias or model path; None if unknown.
 
@@ -176,11 +192,11 @@ class ArchitectureCatalog:
             where = f" (in {self.source})" if self.source else ""
             raise UnknownModelError(
                 f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}. "
-                "Add its architecture to config/models.yaml."
+                "Add its architecture to the models file."
             )
         return self._by_name[name]
 
 
-def load_architectures(path: str | Path = "config/models.yaml") -> ArchitectureCatalog:
-    """Load `config/models.yaml` (or another models file) into a catalog."""
+def load_architectures(path: str | Path = MODELS_FILE) -> ArchitectureCatalog:
+    """Load the packaged model catalog (or another models file) into a catalog."""
     return ArchitectureCatalog.from_yaml(path)

@@ -1,4 +1,5 @@
-"""Accelerator constants (peak FLOP/s, HBM bandwidth, memory), from `config/hardware.yaml`."""
+"""Accelerator constants (peak FLOP/s, HBM bandwidth, memory), from the hardware catalog
+(`slim/specs/hardware.yaml`, shipped with the package: `HARDWARE_FILE`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slim.yaml_files import read_yaml_mapping, require_keys
+
+HARDWARE_FILE = Path(__file__).with_name("hardware.yaml")
+"""The hardware catalog shipped with the package; the pipeline's `hardware_file` points at it too."""
 
 GIB = 2**30
 """Bytes in a GiB (vLLM and the server logs print memory in GiB)."""
@@ -43,7 +47,7 @@ def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Har
     )
 
 
-def load_hardware(path: str | Path = "config/hardware.yaml") -> dict[str, Hardware]:
+def load_hardware(path: str | Path = HARDWARE_FILE) -> dict[str, Hardware]:
     """Load every hardware entry of a hardware file."""
     path = Path(path)
     raw = read_yaml_mapping(path, f"hardware file not found: {path}", "a mapping of hardware name -> constants")

@@ -60,7 +60,7 @@ REASON_CODES: dict[str, str] = {
     "missing_metrics": "no mean batch size: no usable metrics, server stats lines or latencies",
     "missing_metadata": "max_num_seqs could not be determined",
     "incomplete": "completed < num_prompts (or nothing completed)",
-    "unknown_model": "model not in config/models.yaml",
+    "unknown_model": "model not in the models file",
     "preempted": "KV cache overflowed: requests were preempted (excluded by default)",
     "duplicate": "same configuration measured again; the first run (by path) is kept",
     "ingest_error": "ingest failed unexpectedly on this directory (traceback in the ingest log)",
@@ -466,7 +466,7 @@ class _RunIngest:
         if kv_problem is not None:
             return kv_problem
         if row[col.MODEL] not in self.catalog:
-            return Verdict("unknown_model", f"model '{row[col.MODEL]}' is not in config/models.yaml",
+            return Verdict("unknown_model", f"model '{row[col.MODEL]}' is not in the models file",
                            self.record.path.name)
         return self._server_side_verdict(cap, cap_note)
 

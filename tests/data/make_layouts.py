@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,34 +60,50 @@ def write_json(path: Path, content: Any) -> None:
 
 # ---------------------------------------------------------------- the made-up server
 
+@dataclass(frozen=True)
+class MadeUpServer:
+    """A made-up server: a decode step of ``step_base_ms + step_per_seq_ms B`` ms at running batch B,
+    serving requests of `input_len` prompt and `output_len` output tokens of `model_id`."""
+
+    model_id: str = MODEL_ID
+    input_len: int = INPUT_LEN
+    output_len: int = OUTPUT_LEN
+    step_base_ms: float = 6.0
+    step_per_seq_ms: float = 0.08
+
+
+SERVER = MadeUpServer()
+"""The server of every layout here (tests/data/make_user_dataset.py makes others)."""
+
+
 def running_batch(cap: int) -> int:
     return max(1, round(0.95 * cap))
 
 
-def step_ms(batch: int) -> float:
-    return 6.0 + 0.08 * batch
+def step_ms(batch: int, server: MadeUpServer = SERVER) -> float:
+    return server.step_base_ms + server.step_per_seq_ms * batch
 
 
-def measurement(cap: int, num_prompts: int, queued: bool) -> dict[str, float]:
+def measurement(cap: int, num_prompts: int, queued: bool, server: MadeUpServer = SERVER) -> dict[str, float]:
     """The client-side numbers of one run at batch cap `cap`; `queued`: all prompts sent at once to a
     server that queues them (TTFT includes the wait), else a client that keeps `cap` in flight."""
     batch = running_batch(cap)
-    itl_ms = step_ms(batch)
-    decode_s = (OUTPUT_LEN - 1) * itl_ms / 1000.0
+    itl_ms = step_ms(batch, server)
+    decode_s = (server.output_len - 1) * itl_ms / 1000.0
     request_rate = batch / decode_s                        # Little's law over the decode residence
     duration = round(num_prompts / request_rate, 4)
     ttft_ms = round(1000.0 * duration / 2.0 if queued else 2.0 * itl_ms, 3)
     return {"batch": batch, "duration": duration, "itl_ms": round(itl_ms, 4), "ttft_ms": ttft_ms,
-            "e2el_ms": round(ttft_ms + (OUTPUT_LEN - 1) * itl_ms, 3)}
+            "e2el_ms": round(ttft_ms + (server.output_len - 1) * itl_ms, 3)}
 
 
 def bench_serve_json(cap: int, num_prompts: int, queued: bool, date: str, *, max_concurrency: int | None,
-                     metadata: dict[str, str] | None = None) -> dict[str, Any]:
+                     metadata: dict[str, str] | None = None, server: MadeUpServer = SERVER) -> dict[str, Any]:
     """A ``vllm bench serve --save-result`` result (keys in serve.py's order, no per-request lists)."""
-    m = measurement(cap, num_prompts, queued)
-    total_input, total_output = INPUT_LEN * num_prompts, OUTPUT_LEN * num_prompts
+    m = measurement(cap, num_prompts, queued, server)
+    total_input, total_output = server.input_len * num_prompts, server.output_len * num_prompts
     result: dict[str, Any] = {"date": date, "endpoint_type": "openai", "backend": "openai", "label": None,
-                              "model_id": MODEL_ID, "tokenizer_id": MODEL_ID, "num_prompts": num_prompts}
+                              "model_id": server.model_id, "tokenizer_id": server.model_id, "num_prompts": num_prompts}
     result.update(metadata or {})
     result.update({"request_rate": "inf", "burstiness": 1.0, "max_concurrency": max_concurrency})
     result.update({

@@ -18,16 +18,16 @@ sys.path.insert(0, str(REPO))
 
 from slim.sim.constants import SimConstants, load_sim_constants  # noqa: E402
 from slim.sim.grid import simulate_grid_to_dir  # noqa: E402
-from slim.specs.architecture import load_architectures  # noqa: E402
-from slim.specs.hardware import load_hardware  # noqa: E402
+from slim.specs.architecture import MODELS_FILE, load_architectures  # noqa: E402
+from slim.specs.hardware import HARDWARE_FILE, load_hardware  # noqa: E402
 
 
 def main(out_dir: str | None, workers: int) -> None:
     spec = yaml.safe_load((REPO / "config" / "sim_grid.yaml").read_text())
     constants_path = REPO / "config" / "hardware" / "h100-64gb-sim.yaml"
     constants = load_sim_constants(constants_path) if constants_path.exists() else SimConstants()
-    architectures = load_architectures(REPO / "config" / "models.yaml")
-    hardware = load_hardware(REPO / "config" / "hardware.yaml")
+    architectures = load_architectures(MODELS_FILE)
+    hardware = load_hardware(HARDWARE_FILE)
     with tempfile.TemporaryDirectory() as scratch:
         target = Path(out_dir) if out_dir else Path(scratch)
         start = time.perf_counter()

@@ -1,10 +1,9 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
 import os
 import re
-from pathlib import Path
 
-from slim.paper.splits import load_settings
-from slim.pipeline.config import check_config
+from slim.paper.splits import fig10_setting_name, load_settings, table4_setting_names
+from slim.pipeline.config import check_config, with_catalog_defaults
 from slim.pipeline.manifest import update_trace_manifest
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
 
@@ -13,6 +12,8 @@ from slim.pipeline.snakemake_inputs import GeneralisationInputs
 for blas_threads_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(blas_threads_variable, "1")
 
+# The model and GPU catalogs default to the package's own (slim/specs/*.yaml).
+with_catalog_defaults(config)
 DATASETS = check_config(config)
 DEFAULT_DATASET = config["default_dataset"]
 SETTINGS = {
@@ -46,8 +47,12 @@ DEFAULT_ARTEFACTS = [
 DEFAULT_ARTEFACT_PATTERN = "|".join(re.escape(name) for name in DEFAULT_ARTEFACTS)
 
 
-BCA_DATASETS = [name for name in SETTINGS if Path(f"config/bca/{name}.yaml").is_file()]
+# The advisor study runs for the datasets whose config names its file (datasets.<name>.bca).
+BCA_DATASETS = [name for name in SETTINGS if DATASETS[name].bca_file is not None]
 BCA_ARTEFACTS = ["table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf", "fig13.png", "table_advisors.tex"]
+# Fig. 10's setting per dataset, from the settings file (None: the dataset has no Fig. 10).
+FIG10_SETTINGS = {name: fig10_setting_name(settings) for name, settings in SETTINGS.items()}
+FIG10_ARTEFACTS = ["fig10.pdf", "fig10.png"]
 
 
 wildcard_constraints:
@@ -126,8 +131,18 @@ def identifiability_files(wildcards):
 
 
 def bca_config_file(wildcards):
-    """The dataset's advisor configuration (config/bca/<dataset>.yaml)."""
-    return f"config/bca/{wildcards.dataset}.yaml"
+    """The dataset's advisor configuration (config datasets.<name>.bca)."""
+    return str(DATASETS[wildcards.dataset].bca_file)
+
+
+def table4_settings(wildcards):
+    """Table IV's rows: the settings that say shown_in: [table4], else every applicable one."""
+    return table4_setting_names(SETTINGS[wildcards.dataset])
+
+
+def fig10_setting(wildcards):
+    """Fig. 10's setting: the one that says shown_in: [fig10], else the first with an unseen model."""
+    return FIG10_SETTINGS[wildcards.dataset]
 
 
 def default_artefact_source(wildcards):
@@ -170,17 +185,26 @@ def readme_summaries(wildcards):
     return summaries
 
 
+def dataset_artefacts(dataset):
+    """The DEFAULT_ARTEFACTS a dataset with settings supports: Fig. 10 where a setting predicts an
+    unseen model, the advisor study's where the config names its file."""
+    return [
+        artefact
+        for artefact in DEFAULT_ARTEFACTS
+        if (artefact not in FIG10_ARTEFACTS or FIG10_SETTINGS[dataset] is not None)
+        and (artefact not in BCA_ARTEFACTS or dataset in BCA_DATASETS)
+    ]
+
+
 def dataset_targets(dataset):
     """Every artefact one dataset produces."""
     targets = [f"results/{dataset}/clean.parquet", f"results/{dataset}/cleaning_report.md"]
     if dataset not in SETTINGS:  # a single-workload dataset (ShareGPT): batch-scaling figure
         targets += [f"figures/{dataset}/fig1.pdf", f"figures/{dataset}/fig1.png"]
     if dataset in SETTINGS:
-        targets += [f"figures/{dataset}/fig2.pdf", f"figures/{dataset}/fig2.png"]
-        targets += [f"figures/{dataset}/{artefact}" for artefact in DEFAULT_ARTEFACTS]
+        targets += [f"figures/{dataset}/{artefact}" for artefact in dataset_artefacts(dataset)]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
     if dataset in BCA_DATASETS:
-        targets += [f"figures/{dataset}/{artefact}" for artefact in BCA_ARTEFACTS]
         targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]
     return targets
 
@@ -200,9 +224,9 @@ def all_targets():
             "figures/table_fig11.tex",
             "results/generalisation/fig11_predictions.csv",
         ]
-    if "simulator" in config:
+    if config.get("simulator", {}).get("calibration_dataset") in DATASETS:
         targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:
-        targets += [f"figures/{artefact}" for artefact in DEFAULT_ARTEFACTS]
+        targets += [f"figures/{artefact}" for artefact in dataset_artefacts(DEFAULT_DATASET)]
         targets += ["results/readme_results.md"]
     return targets

@@ -41,7 +41,7 @@ rule fig10:
         png="figures/{dataset}/fig10.png",
     params:
         dataset_label=dataset_label,
-        setting="model",
+        setting=fig10_setting,
     log:
         "logs/{dataset}/fig10.log",
     conda:

@@ -20,7 +20,7 @@ rule tables:
         summary="results/{dataset}/table3.md",
     params:
         dataset_label=dataset_label,
-        ablation_transfers=["model", "output_length"],
+        ablation_transfers=table4_settings,
     log:
         "logs/{dataset}/tables.log",
     conda:

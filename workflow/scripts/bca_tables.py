@@ -1,13 +1,11 @@
 """Snakemake adapter: Table V (SLIM-BCA vs full-profile BCA) and Table VI (profiling cost)."""
-from pathlib import Path
-
 import pandas as pd
 
 from slim.paper.advisor_study import table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
 from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs, to_markdown
-from slim.pipeline.io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -22,20 +20,20 @@ decisions = table5(clean, study.table5, load_architectures(snakemake.input.model
 write_csv(decisions, snakemake.output.table5_csv)
 log.info("Table V:\n%s", decisions.to_string())
 shown = as_display(decisions, ("N points", "B full", "B SLIM")).set_index("target")
-Path(snakemake.output.table5).write_text(to_booktabs(
+write_text(to_booktabs(
     latex_escaped_columns(shown),
     f"SLIM-BCA vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
     f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "
-    f"data, {label}.", "tab:table5", precision=1))
+    f"data, {label}.", "tab:table5", precision=1), snakemake.output.table5)
 
 cost = table6(clean, load_settings(snakemake.input.settings))
 write_csv(cost, snakemake.output.table6_csv)
 log.info("Table VI:\n%s", cost.to_string())
 cost_shown = as_display(cost, ("Prof.", "Pred.")).set_index("setting")
-Path(snakemake.output.table6).write_text(to_booktabs(
+write_text(to_booktabs(
     latex_escaped_columns(cost_shown),
     f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}.",
-    "tab:table6"))
-Path(snakemake.output.table6_md).write_text(
-    f"Table VI on **{label}** data (profiling cost):\n\n{to_markdown(cost_shown)}\n"
-    f"Mean profiling time saved: **{cost['Time save (%)'].iloc[-1]:.1f}%** (paper: 43.85%).\n")
+    "tab:table6"), snakemake.output.table6)
+write_text(f"Table VI on **{label}** data (profiling cost):\n\n{to_markdown(cost_shown)}\n"
+           f"Mean profiling time saved: **{cost['Time save (%)'].iloc[-1]:.1f}%** (paper: 43.85%).\n",
+           snakemake.output.table6_md)

@@ -5,7 +5,7 @@ import pandas as pd
 
 from slim.paper.heldout import evaluate_setting
 from slim.paper.splits import load_settings
-from slim.pipeline.io import open_log, write_parquet
+from slim.pipeline.io import open_log, write_parquet, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -20,6 +20,4 @@ for name, fit in evaluation.slim_fits.items():
              fit.train_mape_throughput_pct, fit.params, fit.identifiability.describe())
 write_parquet(evaluation.predictions, snakemake.output.predictions)
 write_parquet(evaluation.identifiability, snakemake.output.identifiability)
-with open(snakemake.output.fits, "w") as handle:
-    json.dump(evaluation.fits_as_dict(), handle, indent=2, sort_keys=True)
-    handle.write("\n")
+write_text(json.dumps(evaluation.fits_as_dict(), indent=2, sort_keys=True) + "\n", snakemake.output.fits)

@@ -1,6 +1,5 @@
 """Snakemake adapter: Fig. 11's fit (SLIM on the training models only) and its predictions and table."""
 import json
-from pathlib import Path
 
 import pandas as pd
 
@@ -11,7 +10,7 @@ from slim.paper.generalisation import (
     table_fig11_latex,
     table_fig11_markdown,
 )
-from slim.pipeline.io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -22,14 +21,12 @@ clean = pd.read_parquet(snakemake.input.clean)
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 result = evaluate_generalisation(clean, config, load_architectures(snakemake.input.models), hardware)
 write_csv(result.predictions, snakemake.output.predictions)
-with open(snakemake.output.fit, "w") as handle:
-    json.dump(result.fit.to_dict(), handle, indent=2, sort_keys=True)
-    handle.write("\n")
+write_text(json.dumps(result.fit.to_dict(), indent=2, sort_keys=True) + "\n", snakemake.output.fit)
 mapes = generalisation_mapes(result.predictions)
 table_arguments = (mapes, snakemake.params.dataset_label, config.train_models, result.train_input_len,
                    result.n_train_runs)
-Path(snakemake.output.table).write_text(table_fig11_latex(*table_arguments))
-Path(snakemake.output.summary).write_text(table_fig11_markdown(*table_arguments))
+write_text(table_fig11_latex(*table_arguments), snakemake.output.table)
+write_text(table_fig11_markdown(*table_arguments), snakemake.output.summary)
 log.info("SLIM fitted on %d runs (train MAPE %.1f%%): %s", result.n_train_runs,
          result.fit.train_mape_throughput_pct, result.fit.params)
 for record in mapes.itertuples(index=False):

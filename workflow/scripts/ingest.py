@@ -1,12 +1,11 @@
 """Snakemake adapter: ingest a trace folder into results/<dataset>/runs.parquet."""
-from slim.pipeline.io import logged_errors, open_log, write_parquet
+from slim.pipeline.io import open_log, write_parquet
 from slim.specs.architecture import load_architectures
 from slim.traces.ingest import ingest_traces
 
 log = open_log(snakemake.log[0])
-with logged_errors(log):
-    runs = ingest_traces(snakemake.params.trace_dir, snakemake.params.dataset,
-                         load_architectures(snakemake.input.models))
-    log.info("ingested %d runs from %s: %s", len(runs), snakemake.params.trace_dir,
-             runs["status"].value_counts().to_dict())
-    write_parquet(runs, snakemake.output.runs)
+runs = ingest_traces(snakemake.params.trace_dir, snakemake.params.dataset,
+                     load_architectures(snakemake.input.models))
+log.info("ingested %d runs from %s: %s", len(runs), snakemake.params.trace_dir,
+         runs["status"].value_counts().to_dict())
+write_parquet(runs, snakemake.output.runs)

@@ -1,10 +1,10 @@
 """Snakemake adapter: write the README's generated results section (the README itself is left alone)."""
 from pathlib import Path
 
-from slim.pipeline.io import open_log
+from slim.pipeline.io import open_log, write_text
 
 log = open_log(snakemake.log[0])
 summary = "\n".join(Path(path).read_text() for path in snakemake.input.summaries)
-Path(snakemake.output[0]).write_text(summary)
+write_text(summary, snakemake.output[0])
 log.info("README results section written to %s; copy it into README.md with "
          "`python -m slim.pipeline.readme`", snakemake.output[0])

@@ -1,12 +1,10 @@
 """Snakemake adapter: Tables III and IV (ours and the paper's) from the per-setting predictions."""
-from pathlib import Path
-
 import pandas as pd
 
 from slim.paper.heldout import applicable_setting_names, average_mape_reduction_pct, mape_table
 from slim.paper.splits import load_settings
 from slim.paper.tables import heldout_tables, load_paper_reference
-from slim.pipeline.io import open_log, write_csv
+from slim.pipeline.io import open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
 settings = load_settings(snakemake.input.settings)
@@ -17,7 +15,7 @@ reduction = average_mape_reduction_pct(mapes, applicable_setting_names(settings)
 log.info("average MAPE reduction of SLIM vs the baselines: %.1f%%", reduction)
 tables = heldout_tables(mapes, settings, load_paper_reference(snakemake.input.reference),
                         snakemake.params.dataset_label, tuple(snakemake.params.ablation_transfers), reduction)
-Path(snakemake.output.table3).write_text(tables.table3_latex)
-Path(snakemake.output.table3_paper).write_text(tables.table3_paper_latex)
-Path(snakemake.output.table4).write_text(tables.table4_latex)
-Path(snakemake.output.summary).write_text(tables.summary_markdown)
+write_text(tables.table3_latex, snakemake.output.table3)
+write_text(tables.table3_paper_latex, snakemake.output.table3_paper)
+write_text(tables.table4_latex, snakemake.output.table4)
+write_text(tables.summary_markdown, snakemake.output.summary)

@@ -11,6 +11,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from slim import columns as col
+from slim.atomic import write_atomic
 
 PNG_DPI = 150
 CURVE_KEYS = (col.MODEL, col.OUTPUT_LEN_NOMINAL)
@@ -31,15 +32,14 @@ def save_figure(figure: Figure, pdf_path: str | Path, png_path: str | Path, dpi:
     The figure's layout engine (constrained layout) runs during the PNG render and is then
     fixed for the PDF: left active, it would lay the figure out anew for every save, and its
     result depends on the previous save's resolution. Always rendering the PNG first keeps
-    the two files consistent and deterministic, with two renders instead of three.
+    the two files consistent and deterministic, with two renders instead of three. Each file is
+    written crash-safely (`slim.atomic.write_atomic`): a killed job leaves no half-written figure.
     """
-    for path in (pdf_path, png_path):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(png_path, format="png", dpi=dpi, metadata={"Software": None})
+    write_atomic(png_path, lambda target: figure.savefig(target, format="png", dpi=dpi, metadata={"Software": None}))
     if figure.get_layout_engine() is not None:
         figure.set_layout_engine("none")
-    figure.savefig(pdf_path, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None,
-                                                     "Creator": None})
+    write_atomic(pdf_path, lambda target: figure.savefig(
+        target, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}))
 
 
 def curves(rows: pd.DataFrame):
