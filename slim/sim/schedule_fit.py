@@ -192,7 +192,8 @@ class SimCalibration:
             "standard_errors": {k: (None if not math.isfinite(v) else v) for k, v in self.standard_errors.items()},
             "train_mape_throughput_pct": self.train_mape_throughput_pct, "n_train_points": self.n_train_points,
             "cost": self.cost, "converged": self.converged, "message": self.message, "n_starts": self.n_starts,
-            "n_converged_starts": self.n_converged_starts, "identifiability": self.identifiability.to_dict(),
+            "n_converged_starts": self.n_converged_starts, "unidentified": self.identifiability.describe(),
+            "identifiability": self.identifiability.to_dict(),
             "residuals": [float(value) for value in self.residuals],
         }
 

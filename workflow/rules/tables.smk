@@ -1,5 +1,6 @@
 localrules:
     tables,
+    sim_constants,
     check_headlines,
     record_headlines,
     default_artefact,
@@ -27,6 +28,24 @@ rule tables:
         "../../environment.yml"
     script:
         "../scripts/tables.py"
+
+
+# SIM's constants per held-out setting (recorded in each setting's fits JSON), real datasets only.
+rule sim_constants:
+    input:
+        fits=fits_files,
+        settings=settings_file,
+    output:
+        csv="results/{dataset}/sim_constants.csv",
+        md="results/{dataset}/sim_constants.md",
+    params:
+        dataset_label=dataset_label,
+    log:
+        "logs/{dataset}/sim_constants.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/sim_constants.py"
 
 
 rule check_headlines:
