@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slim.cli import advise, main
+from slim.cli import advise, format_advice, main
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = ["--model", "opt-1.3b", "--input-len", "242", "--output-len", "520"]
@@ -150,3 +150,24 @@ def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
     assert sorted(line.strip().split("\t")[:3] for line in runs) == [
         ["corrupt", "truncated", "vllm-infqps-opt-1.3b-20250901-101500.json"],
         ["server_start_failed", "port_clash", "server_err.log"]]
+
+
+def test_sim_predictor_simulates_each_cap_and_refuses_preempting_ones(shared_traces_dir):
+    """OPT-2.7B at 242 + 520 tokens: its KV cache holds about 223 such sequences, so SIM
+    predicts preemption at caps 256 and 512 and refuses them; SLIM's default is unchanged."""
+    advice = advise(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
+                    models_file=REPO / "config/models.yaml", hardware_file=REPO / "config/hardware.yaml",
+                    candidates=(64, 128, 256, 512), predictor="sim",
+                    sim_constants_file=REPO / "config/hardware/h100-64gb-sim.yaml")
+    assert advice.predictor == "sim" and advice.refused_caps == (256.0, 512.0)
+    assert advice.decision.feasible and advice.decision.batch_cap in (64, 128)
+    assert advice.fit.n_train_points >= 100
+    text = format_advice(advice)
+    assert text.startswith("SIM (the simulator) calibrated") and "SIM refused --max-num-seqs 256, 512" in text
+
+
+def test_unknown_predictor_is_an_argument_error(capsys):
+    code, out, err = run_main(capsys, ["advise", "--traces", "x", *WORKLOAD, "--slo-ms", "8000",
+                                       "--predictor", "oracle"])
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "--predictor")

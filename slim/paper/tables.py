@@ -201,7 +201,8 @@ def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.Data
     return shown
 
 
-ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"))
+ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"), ("sim", "SIM-BCA"))
+"""Advisors of the comparison table, by column prefix; SIM-BCA only where it ran (real data)."""
 ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))
 
 
@@ -212,6 +213,8 @@ def advisors_display(comparison: pd.DataFrame) -> pd.DataFrame:
              zip(comparison["model"], comparison["input_len"], comparison["output_len"])]
     data = {}
     for key, advisor in ADVISOR_LABELS:
+        if f"{key}_cap" not in comparison.columns:
+            continue
         for metric, shown in ADVISOR_METRICS:
             values = comparison[f"{key}_{metric}"]
             data[(advisor, shown)] = (["--" if pd.isna(v) else f"{int(v)}" for v in values]
@@ -270,3 +273,14 @@ def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], 
     return (f"SIM's constants, calibrated on each setting's training runs only, **{dataset_label}** data "
             f"(`results/<dataset>/sim_constants.csv`; tensor-parallel constants are fixed assumptions, "
             f"no TP runs exist to fit them):\n\n{to_markdown(shown)}\n")
+
+
+def full_profile_agreement(comparison: pd.DataFrame) -> str:
+    """How often each BCA flavour in `advisor_comparison` picks full-profile BCA's cap, as a sentence."""
+    parts = []
+    for key, advisor in ADVISOR_LABELS:
+        if key in ("knee", "full") or f"{key}_cap" not in comparison.columns:
+            continue
+        same = int((comparison[f"{key}_cap"] == comparison["full_cap"]).sum())
+        parts.append(f"{advisor} on {same} of {len(comparison)}")
+    return f"Curves on which an advisor picks full-profile BCA's cap: {', '.join(parts)}.\n"

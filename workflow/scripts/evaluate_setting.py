@@ -5,9 +5,7 @@ import pandas as pd
 
 from slim.paper.heldout import evaluate_setting
 from slim.paper.splits import load_settings
-from slim.pipeline.io import open_log, write_parquet
-from slim.sim.constants import load_sim_constants
-from slim.sim.schedules import read_schedules
+from slim.pipeline.io import open_log, read_sim_schedules, write_parquet
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -15,8 +13,7 @@ log = open_log(snakemake.log[0])
 settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
 setting = settings[snakemake.params.setting]
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
-schedules = (read_schedules(snakemake.input.sim_schedules[0], load_sim_constants(snakemake.input.sim_constants[0]))
-             if snakemake.input.sim_schedules else None)
+schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
 evaluation = evaluate_setting(pd.read_parquet(snakemake.input.clean), setting,
                               load_architectures(snakemake.input.models), hardware, schedules)
 for name, fit in evaluation.slim_fits.items():
