@@ -262,7 +262,11 @@ def sim_constants_table(fits: dict[str, dict], settings: list[HeldOutSetting]) -
 
 
 def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], dataset_label: str) -> str:
-    """The README's view of `sim_constants_table`, constants in display units."""
+    """The README's view of `sim_constants_table`, constants in display units (a sentence
+    saying why, where SIM was not evaluated)."""
+    if table.empty:
+        return (f"SIM is not evaluated on **{dataset_label}** data: where the data are simulated, the "
+                "simulator would predict its own output.\n")
     labels = {setting.name: setting.label for setting in settings}
     shown = pd.DataFrame({"Runs": [f"{int(n)}" for n in table[col.N_RUNS]]},
                          index=pd.Index([labels[name] for name in table[col.SETTING]]))
@@ -272,7 +276,7 @@ def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], 
     shown["what the data leave open"] = table[col.UNIDENTIFIED].to_list()
     return (f"SIM's constants, calibrated on each setting's training runs only, **{dataset_label}** data "
             f"(`results/<dataset>/sim_constants.csv`; tensor-parallel constants are fixed assumptions, "
-            f"no TP runs exist to fit them):\n\n{to_markdown(shown)}\n")
+            f"no TP runs exist to fit them):\n\n{to_markdown(shown)}")
 
 
 def full_profile_agreement(comparison: pd.DataFrame) -> str:

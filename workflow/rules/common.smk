@@ -204,8 +204,6 @@ def dataset_targets(dataset):
         targets += [f"figures/{dataset}/fig2.pdf", f"figures/{dataset}/fig2.png"]
         targets += [f"figures/{dataset}/{artefact}" for artefact in DEFAULT_ARTEFACTS]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
-    if dataset in SIM_DATASETS:
-        targets += [f"results/{dataset}/sim_constants.csv", f"results/{dataset}/sim_constants.md"]
     if dataset in BCA_DATASETS:
         targets += [f"figures/{dataset}/{artefact}" for artefact in BCA_ARTEFACTS]
         targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]

@@ -1,6 +1,5 @@
 localrules:
     tables,
-    sim_constants,
     check_headlines,
     record_headlines,
     default_artefact,
@@ -11,10 +10,13 @@ rule tables:
     input:
         predictions=evaluation_files,
         identifiability=identifiability_files,
+        fits=fits_files,
         settings=settings_file,
         reference="config/paper_reference.yaml",
     output:
         mapes="results/{dataset}/table3.csv",
+        sim_constants="results/{dataset}/sim_constants.csv",
+        sim_constants_md="results/{dataset}/sim_constants.md",
         table3=report("figures/{dataset}/table3.tex", caption="../report/table3.rst", category="Held-out accuracy"),
         table3_paper="figures/{dataset}/table3_paper.tex",
         table4=report("figures/{dataset}/table4.tex", caption="../report/table4.rst", category="Held-out accuracy"),
@@ -28,24 +30,6 @@ rule tables:
         "../../environment.yml"
     script:
         "../scripts/tables.py"
-
-
-# SIM's constants per held-out setting (recorded in each setting's fits JSON), real datasets only.
-rule sim_constants:
-    input:
-        fits=fits_files,
-        settings=settings_file,
-    output:
-        csv="results/{dataset}/sim_constants.csv",
-        md="results/{dataset}/sim_constants.md",
-    params:
-        dataset_label=dataset_label,
-    log:
-        "logs/{dataset}/sim_constants.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/sim_constants.py"
 
 
 rule check_headlines:
