@@ -104,3 +104,21 @@ def test_the_table_round_trips_through_a_frame(catalog, h100, tmp_path):
         assert np.array_equal(first.main.running_weighted.w_tokens, second.main.running_weighted.w_tokens)
         assert first.test.s_context == second.test.s_context
     assert again.to_frame().equals(table.to_frame())
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_identical_waves_record_the_same_statistics_as_single_steps(catalog, h100, batch):
+    """Small caps run as identical waves (`ServingEngine.run_identical_waves`); their step
+    statistics equal those of the step-by-step path up to the order of summation."""
+    arch = catalog["opt-125m"]
+    runs = [simulate_run(arch, h100, SimConstants(), 200, 20, batch, 60, 3, record_stats=True, jump=jump)
+            for jump in (True, False)]
+    for fast, slow in ((runs[0].stats, runs[1].stats), (runs[0].stats.running_weighted,
+                                                        runs[1].stats.running_weighted)):
+        np.testing.assert_allclose(fast.w_tokens, slow.w_tokens, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(fast.w_sampled, slow.w_sampled, rtol=1e-12, atol=1e-12)
+        for name in ("s_context", "s_pairs", "s_seqs", "w_steps"):
+            assert getattr(fast, name) == pytest.approx(getattr(slow, name), rel=1e-12), name
+        assert fast.n_steps == slow.n_steps
+    assert runs[0].stats.duration_s(StepCostModel(arch, h100, OTHER)) == pytest.approx(
+        runs[1].stats.duration_s(StepCostModel(arch, h100, OTHER)), rel=1e-12)

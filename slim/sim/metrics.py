@@ -170,6 +170,26 @@ class ServerMetrics:
         self.generation_tokens += n_decode * steps
         self.add_inter_token_gaps(durations_s, np.full(steps, n_decode, dtype=np.int64))
 
+    def record_wave_stats(self, jit: np.ndarray, decode_mask: np.ndarray, batch: int, prefill_tokens: int,
+                          pairs: int, wave_context_tokens: np.ndarray) -> None:
+        """`record_step`'s statistics for identical waves (`ServingEngine.run_identical_waves`):
+        each a prefill step of `batch` prompts (`prefill_tokens`, `pairs`) with nothing running
+        before it, then decode steps of `batch` sequences whose contexts are
+        `wave_context_tokens`; `jit` holds every step's jitter, `decode_mask` marks the decodes."""
+        prefill_jit, decode_jit = jit[~decode_mask], jit[decode_mask]
+        context = np.tile(wave_context_tokens, len(prefill_jit))
+        for stats, gauge in ((self.stats, 1.0), (self.stats.running_weighted, float(batch))):
+            prefill_w = 0.0 if stats is self.stats.running_weighted else float(prefill_jit.sum())
+            decode_w = gauge * float(decode_jit.sum())
+            stats.w_tokens[prefill_tokens] += prefill_w
+            stats.w_tokens[batch] += decode_w
+            stats.w_sampled[batch] += prefill_w + decode_w
+            stats.s_context += gauge * float(np.dot(decode_jit, context))
+            stats.s_pairs += pairs * prefill_w
+            stats.s_seqs += batch * (prefill_w + decode_w)
+            stats.w_steps += prefill_w + decode_w
+            stats.n_steps += len(jit)
+
     def add_inter_token_gaps(self, durations_s: np.ndarray, decodes: np.ndarray) -> None:
         """Steps with decodes, as arrays: `durations_s` each counts as `decodes` gaps."""
         self._flush_inter_token_gaps()
