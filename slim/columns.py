@@ -123,8 +123,14 @@ joined with it on (setting, predictor)."""
 
 # --- SIM's calibrated constants, one row per held-out setting (results/<dataset>/sim_constants.csv).
 TRAIN_MAPE_THROUGHPUT_PCT = "train_mape_throughput_pct"
-SIM_FITTED_CONSTANTS = ("gemm_compute_efficiency", "gemm_memory_efficiency", "attention_memory_efficiency",
-                        "kernel_latency_s", "step_overhead_base_s", "step_overhead_per_seq_s")
+GEMM_COMPUTE_EFFICIENCY = "gemm_compute_efficiency"
+GEMM_MEMORY_EFFICIENCY = "gemm_memory_efficiency"
+ATTENTION_MEMORY_EFFICIENCY = "attention_memory_efficiency"
+KERNEL_LATENCY_S = "kernel_latency_s"
+STEP_OVERHEAD_BASE_S = "step_overhead_base_s"
+STEP_OVERHEAD_PER_SEQ_S = "step_overhead_per_seq_s"
+SIM_FITTED_CONSTANTS = (GEMM_COMPUTE_EFFICIENCY, GEMM_MEMORY_EFFICIENCY, ATTENTION_MEMORY_EFFICIENCY,
+                        KERNEL_LATENCY_S, STEP_OVERHEAD_BASE_S, STEP_OVERHEAD_PER_SEQ_S)
 """The simulator's fitted constants (`slim.sim.constants.FITTED_CONSTANTS`), SI units."""
 SIM_CONSTANTS_COLUMNS = (SETTING, N_RUNS, *SIM_FITTED_CONSTANTS, TRAIN_MAPE_THROUGHPUT_PCT, UNIDENTIFIED)
 """Columns of `sim_constants.csv`, in order."""
