@@ -1,6 +1,8 @@
-"""The `slim` command: fit SLIM on a folder of vLLM traces and advise a batch cap, or check the folder.
+"""The `slim` command: fit SLIM (or calibrate the simulator, SIM) on a folder of vLLM traces and
+advise a batch cap, or check the folder.
 
-    slim advise --traces DIR --model opt-1.3b --input-len 242 --output-len 520 --slo-ms 8000 [--json]
+    slim advise --traces DIR --model opt-1.3b --input-len 242 --output-len 520 --slo-ms 8000 \
+        [--predictor sim] [--json]
     slim check DIR
 
 The command is built in four steps, one function each: `build_parser` (the arguments),
@@ -10,6 +12,13 @@ The command is built in four steps, one function each: `build_parser` (the argum
 meets the SLO and the efficiency floor; 1 only for an unexpected failure (a bug). Every failure
 prints one line on stderr naming the problem (``--json`` also prints a JSON object on stdout);
 when a folder holds runs but none is usable, that line is followed by `slim check`'s line per run.
+
+``advise --predictor slim`` (the default) evaluates SLIM at the running batch a cap allows;
+``--predictor sim`` simulates every candidate cap with the simulator calibrated on the
+training runs (slower: each usable run and each candidate is simulated once) and refuses caps
+whose simulated run preempts. On the public traces' leave-one-curve-out study SIM-BCA picked the
+full-profile cap on 11 of 12 curves and SLIM-BCA on 10 (README), too close to change the
+default, which needs no simulation.
 """
 
 from __future__ import annotations
@@ -17,10 +26,11 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,6 +38,7 @@ import pandas as pd
 from slim import __version__
 from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
+from slim.advisor.sim_bca import SimCurve, sim_bca
 from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default, slim_curve_predictor
 from slim.errors import AdvisorError, NoFeasibleCapError, NoUsableRunsError, SlimError, TraceFormatError
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
@@ -35,13 +46,17 @@ from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.equations import predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
+from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants
+from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows
+from slim.sim.schedules import DEFAULT_NUM_PROMPTS, ScheduleKey, keys_of_frame, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, Architecture, ArchitectureCatalog, load_architectures
-from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
+from slim.specs.hardware import GIB, HARDWARE_FILE, Hardware, load_hardware
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.traces.clean import check_lines, clean_runs
 from slim.traces.ingest import ingest_traces
 
 DEFAULT_HARDWARE = "h100-64gb"
+PREDICTORS = ("slim", "sim")
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -74,13 +89,14 @@ class HeldOutCheck:
 
 @dataclass(frozen=True)
 class Advice:
-    """What `advise` found: the SLIM fit, the BCA decision, its memory plan and the knee's range."""
+    """What `advise` found: the SLIM fit (or SIM's calibration), the BCA decision, its memory
+    plan and the knee's range; `refused_caps` are candidates SIM refused (simulated preemption)."""
 
     model: str
     input_len: float
     output_len: float
     n_runs: int
-    fit: SlimFit
+    fit: SlimFit | SimCalibration
     decision: BcaResult
     kv_capacity_sequences: float
     kv_capacity_source: str
@@ -92,6 +108,8 @@ class Advice:
     n_left_out: int = 0
     held_out: HeldOutCheck | None = None
     warnings: tuple[AdviceWarning, ...] = ()
+    predictor: str = "slim"
+    refused_caps: tuple[float, ...] = ()
 
 
 # --- the advice ------------------------------------------------------------------------
@@ -158,7 +176,8 @@ def _held_out_check(runs: pd.DataFrame, train: pd.DataFrame, arch: Architecture,
 
 
 def _warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: BcaResult,
-              capacity: float, capacity_source: str, predict, memory: KvMemoryPlan, sequence_tokens: float
+              capacity: float, capacity_source: str, predict: Callable | None, memory: KvMemoryPlan,
+              sequence_tokens: float
               ) -> tuple[AdviceWarning, ...]:
     """What the user should know: a target never profiled or left out of training, a cap above the
     KV capacity (vLLM then runs fewer sequences than the cap), a cap above the reservation."""
@@ -175,7 +194,13 @@ def _warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decis
             "target_not_trained",
             f"{arch.name}'s runs are left out of training (--train-models/--exclude-runs): the prediction "
             "is a transfer from the other models"))
-    if decision.batch_cap > capacity:
+    if decision.batch_cap > capacity and predict is None:   # SIM: the simulated run queued the rest
+        warnings.append(AdviceWarning(
+            "cap_exceeds_kv_capacity",
+            f"--max-num-seqs {int(decision.batch_cap)} exceeds the KV capacity of {capacity:.1f} sequences of "
+            f"{sequence_tokens:g} tokens ({capacity_source}): vLLM runs at most about {int(np.floor(capacity))} "
+            "at once and queues the rest, as the simulated run did"))
+    elif decision.batch_cap > capacity:
         running = int(np.floor(capacity))
         at_capacity = float(np.asarray(predict(np.array([float(running)]))[0])[0])
         loss_pct = 100.0 * (1.0 - at_capacity / decision.throughput_per_s)
@@ -198,16 +223,24 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
            models_file: str | Path = MODELS_FILE, hardware_file: str | Path = HARDWARE_FILE,
            candidates: Sequence[float] = DEFAULT_CANDIDATE_BATCH_SIZES,
            max_model_len: int | None = None, model_config: str | Path | None = None,
-           train_models: Sequence[str] | None = None, exclude_runs: Sequence[str] = ()) -> Advice:
-    """Fit SLIM on the usable runs under `traces` and run SLIM-BCA (Eq. 13) for one workload.
+           train_models: Sequence[str] | None = None, exclude_runs: Sequence[str] = (),
+           predictor: str = "slim", sim_constants_file: str | Path = SIM_CONSTANTS_FILE,
+           num_prompts: int = DEFAULT_NUM_PROMPTS) -> Advice:
+    """Fit SLIM on the usable runs under `traces` and run SLIM-BCA (Eq. 13) for one workload,
+    or with ``predictor="sim"`` calibrate the simulator on them and run SIM-BCA.
 
     The target is `model` (a name or alias of the models file), or the model a Hugging Face
     `model_config` (``config.json``) describes, named `model` if given; that architecture joins the
-    catalog, so runs of it become usable too. SLIM is fitted on the runs `select_training_runs`
-    keeps and evaluated at the running batch ``min(cap, KV capacity in sequences)``
-    (see `slim.paper.advisor_study`). Raises a `SlimError` subclass on unusable input and
-    `NoFeasibleCapError` when no candidate cap meets the SLO and the efficiency floor.
+    catalog, so runs of it become usable too. SLIM (or SIM) is fitted on the runs
+    `select_training_runs` keeps. SLIM is evaluated at the running batch
+    ``min(cap, KV capacity in sequences)`` (see `slim.paper.advisor_study`). SIM simulates each
+    candidate cap (``num_prompts`` requests at once, the fixed constants of `sim_constants_file`)
+    and refuses those that preempt or exceed vLLM's token budget. Raises a `SlimError` subclass on
+    unusable input and `NoFeasibleCapError` when no candidate cap meets the SLO and the efficiency
+    floor.
     """
+    if predictor not in PREDICTORS:
+        raise AdvisorError(f"unknown predictor '{predictor}'; choose one of {', '.join(PREDICTORS)}")
     catalog = load_architectures(models_file)
     if model_config is not None:
         described = architecture_from_hf_config(model_config, model)
@@ -221,7 +254,6 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
     arch = catalog[model]
     runs = _usable_runs(Path(traces), catalog)
     train = select_training_runs(runs, catalog, train_models, exclude_runs)
-    fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {traces}", sample_valley=False)
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
         float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw)
@@ -229,8 +261,15 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {input_len:g} + {output_len:g} tokens does not fit the KV cache "
                                  f"({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
-    predict = slim_curve_predictor(arch, hw, fit.params, input_len, output_len, capacity)
-    decision = bca_from_predictor(predict, candidate_batch_sizes=candidates, epsilon=epsilon, slo_s=slo_s)
+    refused: tuple[float, ...] = ()
+    predict = None
+    if predictor == "sim":
+        fit, decision, refused = _sim_advice(train, catalog, hw, arch.name, input_len, output_len, slo_s, epsilon,
+                                             candidates, sim_constants_file, num_prompts, str(traces))
+    else:
+        fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {traces}", sample_valley=False)
+        predict = slim_curve_predictor(arch, hw, fit.params, input_len, output_len, capacity)
+        decision = bca_from_predictor(predict, candidate_batch_sizes=candidates, epsilon=epsilon, slo_s=slo_s)
     if not decision.feasible:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {decision.reason}", decision)
     blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
@@ -243,9 +282,30 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
                   kv_capacity_source=capacity_source, memory=memory, max_model_len=max_model_len,
                   knee=recommend_knee(arch, hw, input_len + output_len), hardware=hw.name,
                   train_models=tuple(sorted(train[col.MODEL].unique())), n_left_out=len(runs) - len(train),
-                  held_out=_held_out_check(runs, train, arch, catalog, hw, fit),
+                  held_out=None if predict is None else _held_out_check(runs, train, arch, catalog, hw, fit),
                   warnings=_warnings(arch, runs, train, decision, capacity, capacity_source, predict, memory,
-                                     input_len + output_len))
+                                     input_len + output_len),
+                  predictor=predictor, refused_caps=refused)
+
+
+def _sim_advice(runs: pd.DataFrame, catalog, hw: Hardware, model: str, input_len: float, output_len: float,
+                slo_s: float, epsilon: float, candidates: Sequence[float], sim_constants_file: str | Path,
+                num_prompts: int, traces: str) -> tuple[SimCalibration, BcaResult, tuple[float, ...]]:
+    """SIM calibrated on `runs`, SIM-BCA over the candidates (cap 1 is simulated too, for T(1))."""
+    constants = load_sim_constants(sim_constants_file)
+    budget = constants.max_num_batched_tokens
+    caps = sorted({int(cap) for cap in candidates} | {1})
+    workload = [ScheduleKey(model, int(round(input_len)), int(round(output_len)), cap, num_prompts)
+                for cap in caps if cap <= budget]
+    workers = min(4, os.cpu_count() or 1)
+    schedules = simulate_schedules([*keys_of_frame(runs), *workload], catalog, hw, constants, workers=workers)
+    calibration = calibrate_on_rows(runs, schedules, catalog, hw, split_name=f"usable runs under {traces}",
+                                    sample_valley=False)
+    curve = SimCurve.from_schedules([schedules.get(key) for key in workload], catalog, hw, constants,
+                                    calibration.constants)
+    refused = tuple(float(cap) for cap in candidates if cap > budget) + tuple(
+        float(cap) for cap, no in zip(curve.max_num_seqs, curve.refused) if no and cap in candidates)
+    return calibration, sim_bca(curve, slo_s, epsilon, np.asarray(candidates, dtype=float)), refused
 
 
 # --- output ----------------------------------------------------------------------------
@@ -258,8 +318,10 @@ def render_text(advice: Advice) -> str:
                                                     for b in d.binding))
     left_out = (f"; {advice.n_left_out} left out, trained on {', '.join(advice.train_models)}"
                 if advice.n_left_out else "")
+    fitted = ("SLIM fitted" if advice.predictor == "slim"
+              else "SIM (the simulator) calibrated, every candidate cap simulated,")
     lines = [
-        f"SLIM fitted on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
+        f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
         f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)",
         f"Workload: {advice.model}, IL {advice.input_len:g}, OL {advice.output_len:g}; "
         f"SLO {d.slo_s * 1e3:.0f} ms E2E, epsilon {d.epsilon:g}",
@@ -280,6 +342,9 @@ def render_text(advice: Advice) -> str:
         f"Knee advisor (roofline, ctx {k.ctx_len:g}): B_knee {k.b_knee:.1f}, "
         f"--max-num-seqs in [{k.low:.0f}, {k.high:.0f}], suggests {k.suggested_max_num_seqs}",
     ]
+    if advice.refused_caps:
+        lines.insert(8, "  SIM refused --max-num-seqs " + ", ".join(f"{cap:g}" for cap in advice.refused_caps)
+                     + " (simulated preemption: KV demand overflows, or above the token budget)")
     if advice.held_out is not None:
         h = advice.held_out
         lines.append(f"Held-out check: SLIM, not trained on them, predicts the {h.n_runs} usable runs of {h.model} "
@@ -464,6 +529,16 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
+    advise_parser.add_argument("--predictor", choices=PREDICTORS, default="slim",
+                               help="slim: SLIM at the running batch a cap allows (default); sim: the calibrated "
+                                    "simulator, which simulates each cap and refuses those that preempt (slower)")
+    advise_parser.add_argument("--num-prompts", type=_positive_int, default=DEFAULT_NUM_PROMPTS,
+                               help=f"requests sent at once per simulated cap, --predictor sim only "
+                                    f"(default {DEFAULT_NUM_PROMPTS}, as the public traces)")
+    advise_parser.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
+                               help="the simulator's constants file, --predictor sim only (its fixed scheduler and "
+                                    "memory fields are used; default: the H100 constants shipped with slim, "
+                                    f"slim/sim/{SIM_CONSTANTS_FILE.name})")
     check_parser = commands.add_parser(
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
         description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
@@ -485,7 +560,8 @@ def run_advice(args: argparse.Namespace) -> Advice:
                   epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                   hardware_file=args.hardware_file, candidates=args.candidates,
                   max_model_len=args.max_model_len, model_config=args.model_config,
-                  train_models=args.train_models, exclude_runs=args.exclude_runs)
+                  train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
+                  sim_constants_file=args.sim_constants, num_prompts=args.num_prompts)
 
 
 def _check(args: argparse.Namespace) -> int:

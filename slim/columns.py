@@ -79,10 +79,14 @@ MEASURED_THROUGHPUT = "measured_throughput"      # total tokens/s
 PREDICTED_THROUGHPUT = "predicted_throughput"
 MEASURED_E2E_S = "measured_e2e_s"                # Little's law, seconds
 PREDICTED_E2E_S = "predicted_e2e_s"
+# The mean batch the predictor predicted from the configuration (SIM, and SLIM fed with it);
+# NaN for predictors that take the measured mean batch (MEAN_BATCH_SIZE) as an input.
+PREDICTED_MEAN_BATCH_SIZE = "predicted_mean_batch_size"
 
 PREDICTION_COLUMNS = (
     SETTING, PREDICTOR, RUN_ID, MODEL, MAX_NUM_SEQS, INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, OUTPUT_LEN_NOMINAL,
-    MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S, PREDICTED_E2E_S, ROLE,
+    MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S,
+    PREDICTED_E2E_S, ROLE,
 )
 """Columns of a held-out prediction table, in order."""
 
@@ -91,8 +95,9 @@ N_VALIDATION = "n_validation"
 N_RUNS = "n_runs"
 MAPE_THROUGHPUT_PCT = "mape_throughput_pct"
 MAPE_E2E_PCT = "mape_e2e_pct"
+MAPE_MEAN_BATCH_PCT = "mape_mean_batch_pct"  # NaN where the predictor is given the measured mean batch
 
-MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT)
+MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT, MAPE_MEAN_BATCH_PCT)
 """Columns of a held-out MAPE table, in order."""
 
 # --- What the training data decide: one row per (setting, predictor)
@@ -104,13 +109,31 @@ MAPE_THROUGHPUT_LOW_PCT = "mape_throughput_pct_equivalent_low"   # range over th
 MAPE_THROUGHPUT_HIGH_PCT = "mape_throughput_pct_equivalent_high"
 MAPE_E2E_LOW_PCT = "mape_e2e_pct_equivalent_low"
 MAPE_E2E_HIGH_PCT = "mape_e2e_pct_equivalent_high"
+MAPE_MEAN_BATCH_LOW_PCT = "mape_mean_batch_pct_equivalent_low"
+MAPE_MEAN_BATCH_HIGH_PCT = "mape_mean_batch_pct_equivalent_high"
 
 IDENTIFIABILITY_COLUMNS = (
     SETTING, PREDICTOR, VALIDATION_DETERMINED, UNIDENTIFIED, N_EQUIVALENT_SOLUTIONS,
     MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT, MAPE_E2E_LOW_PCT, MAPE_E2E_HIGH_PCT,
+    MAPE_MEAN_BATCH_LOW_PCT, MAPE_MEAN_BATCH_HIGH_PCT,
 )
 """Columns of a held-out identifiability table, in order; `table3.csv` is the MAPE table
 joined with it on (setting, predictor)."""
+
+
+# --- SIM's calibrated constants, one row per held-out setting (results/<dataset>/sim_constants.csv).
+TRAIN_MAPE_THROUGHPUT_PCT = "train_mape_throughput_pct"
+GEMM_COMPUTE_EFFICIENCY = "gemm_compute_efficiency"
+GEMM_MEMORY_EFFICIENCY = "gemm_memory_efficiency"
+ATTENTION_MEMORY_EFFICIENCY = "attention_memory_efficiency"
+KERNEL_LATENCY_S = "kernel_latency_s"
+STEP_OVERHEAD_BASE_S = "step_overhead_base_s"
+STEP_OVERHEAD_PER_SEQ_S = "step_overhead_per_seq_s"
+SIM_FITTED_CONSTANTS = (GEMM_COMPUTE_EFFICIENCY, GEMM_MEMORY_EFFICIENCY, ATTENTION_MEMORY_EFFICIENCY,
+                        KERNEL_LATENCY_S, STEP_OVERHEAD_BASE_S, STEP_OVERHEAD_PER_SEQ_S)
+"""The simulator's fitted constants (`slim.sim.constants.FITTED_CONSTANTS`), SI units."""
+SIM_CONSTANTS_COLUMNS = (SETTING, N_RUNS, *SIM_FITTED_CONSTANTS, TRAIN_MAPE_THROUGHPUT_PCT, UNIDENTIFIED)
+"""Columns of `sim_constants.csv`, in order."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +155,11 @@ E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_P
                               MAPE_E2E_HIGH_PCT)
 PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
 """Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
+MEAN_BATCH_METRIC = PredictionMetric("mean_batch", MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MAPE_MEAN_BATCH_PCT,
+                                     MAPE_MEAN_BATCH_LOW_PCT, MAPE_MEAN_BATCH_HIGH_PCT)
+"""The mean running batch, predicted only by predictors that do not take it as an input (SIM)."""
+MAPE_METRICS = (*PREDICTION_METRICS, MEAN_BATCH_METRIC)
+"""Every metric a MAPE table holds; the mean batch's MAPE is NaN for predictors given it."""
 
 # --- Fig. 11 (results/generalisation/): one row per target run, and per target model.
 GENERALISATION_PREDICTION_COLUMNS = (

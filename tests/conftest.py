@@ -52,3 +52,27 @@ def copy_workflow(workdir: Path) -> Path:
         source = REPO / item
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
     return workdir
+@pytest.fixture(scope="session")
+def public_clean(shared_traces_dir):
+    """The cleaned table of the real output-length traces (h100-public)."""
+    from slim.specs.architecture import load_architectures
+    from slim.traces.clean import clean_runs
+    from slim.traces.ingest import ingest_traces
+
+    runs = ingest_traces(shared_traces_dir / "output_length", "h100-public", load_architectures())
+    return runs, clean_runs(runs)[0]
+
+
+@pytest.fixture(scope="session")
+def public_schedules(public_clean):
+    """The simulator's schedule of every ok or preempted real run, simulated once per session
+    (what rule sim_schedules caches for the pipeline)."""
+    from slim.sim.constants import load_sim_constants
+    from slim.sim.schedules import schedules_of_runs
+    from slim.specs.architecture import load_architectures
+    from slim.specs.hardware import load_hardware
+
+    runs, _ = public_clean
+    return schedules_of_runs(runs, load_architectures(), load_hardware()["h100-64gb"],
+                             load_sim_constants(REPO / "slim/sim/h100-64gb-sim.yaml"),
+                             workers=min(2, os.cpu_count() or 1))

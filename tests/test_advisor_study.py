@@ -8,8 +8,9 @@ import pytest
 
 from slim import columns as col
 from slim.advisor.measured import measured_curves
+from slim.advisor.sim_bca import SimCurve, sim_bca
 from slim.advisor.slim_bca import slim_curve_predictor
-from slim.errors import ConfigError, SplitError
+from slim.errors import AdvisorError, ConfigError, SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
@@ -17,6 +18,7 @@ from slim.paper.advisor_study import (
     advisor_comparison,
     kv_saved_gib,
     memory_breakdown,
+    sensitivity_agreement,
     sensitivity_grid,
     single_curve,
     table5,
@@ -26,7 +28,8 @@ from slim.paper.advisor_study_config import CurveSelection, Table5Experiment, lo
 from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import HeldOutSetting
-from slim.paper.tables import advisors_display, as_display, latex_escaped_columns
+from slim.paper.tables import advisors_display, as_display, full_profile_agreement, latex_escaped_columns
+from slim.sim.schedule_fit import SimPrediction
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 
@@ -196,8 +199,11 @@ def test_sensitivity_grid_shape_and_monotone_slo(frame):
     setting = HeldOutSetting("output_length", "Output length",
                              train={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [130, 260, 390]},
                              validate={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [520]})
-    grid = sensitivity_grid(frame, setting, CATALOG, HW, (0.05, 0.1, 0.2, 0.3), (1.0, 1.25, 1.5, 2.0, 3.0))
-    assert len(grid) == 20
+    both = sensitivity_grid(frame, setting, CATALOG, HW, (0.05, 0.1, 0.2, 0.3), (1.0, 1.25, 1.5, 2.0, 3.0))
+    assert list(dict.fromkeys(both["advisor"])) == ["Full-profile BCA", "SLIM-BCA"] and len(both) == 40
+    agreement = sensitivity_agreement(both)
+    assert list(agreement) == ["SLIM-BCA"] and agreement["SLIM-BCA"][1] == 20 and agreement["SLIM-BCA"][0] > 10
+    grid = both[both["advisor"] == "SLIM-BCA"]
     assert grid["throughput_retained_pct"].max() <= 100.0 + 1e-9
     at_eps = grid[grid["epsilon"] == 0.05].sort_values("slo_multiplier")
     # A looser SLO never lowers the cap (NaN: no cap meets the SLO, below every cap);
@@ -207,7 +213,8 @@ def test_sensitivity_grid_shape_and_monotone_slo(frame):
     saved = at_eps["kv_saved_gib"].to_numpy()
     assert np.all(np.diff(saved[~np.isnan(saved)]) <= 1e-9)
     figure = plot_sensitivity(grid, "synthetic")
-    assert len(figure.axes) == 2 + 2   # one transfer: two heatmaps and their colour bars
+    assert len(figure.axes) == 2 + 2   # one transfer, one advisor: two heatmaps and their colour bars
+    assert len(plot_sensitivity(both, "synthetic").axes) == 2 * (2 + 2)
 
 
 def test_advisor_comparison_on_an_exact_model(frame):
@@ -282,3 +289,33 @@ def test_memory_figure_is_byte_stable(frame, tmp_path):
         save_figure(plot_memory_breakdown(memory, "synthetic", 0.1, 2.0), pdf, png)
         paths.append((pdf.read_bytes(), png.read_bytes()))
     assert paths[0] == paths[1]
+
+
+# --- SIM-BCA on the real traces ---------------------------------------------------------
+
+def test_sim_bca_refuses_caps_it_predicts_to_preempt():
+    prediction = SimPrediction(np.array([100.0, 180.0, 300.0, 320.0]), np.array([1.0, 2.0, 4.0, 8.0]),
+                               np.array([1.0, 1.1, 1.3, 2.5]), np.array([0, 0, 0, 12]))
+    curve = SimCurve(np.array([1.0, 2.0, 4.0, 8.0]), prediction, prediction.num_preemptions > 0)
+    decision = sim_bca(curve, slo_s=10.0, epsilon=0.1)
+    assert decision.batch_cap == 4.0            # 8 has the highest throughput but preempts
+    assert decision.throughput_at_one_per_s == 100.0
+    assert sim_bca(curve, slo_s=10.0, epsilon=0.1, candidates=np.array([1.0, 2.0])).batch_cap == 2.0
+    with pytest.raises(AdvisorError, match="refuses every candidate"):
+        sim_bca(SimCurve(curve.max_num_seqs, prediction, np.ones(4, dtype=bool)), slo_s=10.0, epsilon=0.1)
+
+
+def test_sim_bca_joins_table_v_fig_12_and_the_comparison_on_real_data(public_clean, public_schedules):
+    _, clean = public_clean
+    study = load_bca_config(REPO / "config" / "bca" / "h100-public.yaml")
+    decisions = table5(clean, study.table5, CATALOG, HW, study.epsilon, study.strict_slo_multiplier,
+                       sim_schedules=public_schedules)
+    assert {"B SIM", "SIM Thr. var (%)", "SIM SLO viol. (%)"} <= set(decisions.columns)
+    assert decisions["B SIM"].notna().all()
+    comparison = advisor_comparison(clean, CATALOG, HW, study.epsilon, study.strict_slo_multiplier,
+                                    sim_schedules=public_schedules)
+    assert comparison["sim_cap"].notna().all()
+    assert (comparison["sim_cap"] == comparison["full_cap"]).sum() >= (comparison["slim_cap"]
+                                                                       == comparison["full_cap"]).sum()
+    assert ("SIM-BCA", "cap") in advisors_display(comparison).columns
+    assert "SIM-BCA on" in full_profile_agreement(comparison)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slim import __version__
-from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, main
+from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, format_advice, main
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 
@@ -297,3 +297,21 @@ def test_a_hugging_face_config_describes_the_target(capsys, tmp_path):
                                      "--input-len", "256", "--output-len", "128", "--slo-ms", "5000"])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "model config not found")
+def test_sim_predictor_simulates_each_cap_and_refuses_preempting_ones(shared_traces_dir):
+    """OPT-2.7B at 242 + 520 tokens: its KV cache holds about 223 such sequences, so SIM
+    predicts preemption at caps 256 and 512 and refuses them; SLIM's default is unchanged."""
+    advice = advise(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
+                    candidates=(64, 128, 256, 512), predictor="sim",
+                    sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml")
+    assert advice.predictor == "sim" and advice.refused_caps == (256.0, 512.0)
+    assert advice.decision.feasible and advice.decision.batch_cap in (64, 128)
+    assert advice.fit.n_train_points >= 100
+    text = format_advice(advice)
+    assert text.startswith("SIM (the simulator) calibrated") and "SIM refused --max-num-seqs 256, 512" in text
+
+
+def test_unknown_predictor_is_an_argument_error(capsys):
+    code, out, err = run_main(capsys, ["advise", "--traces", "x", *WORKLOAD, "--slo-ms", "8000",
+                                       "--predictor", "oracle"])
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "--predictor")

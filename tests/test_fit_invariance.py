@@ -1,11 +1,14 @@
 """Every MAPE of Table III is a function of the data alone (no BLAS kernel, noise or start order).
 
 For the real public traces and the simulated grid, the full held-out evaluation (SLIM, its
-ablations, LLMVisor-Agg, IMAI OOD-LR, and the ranges over training-equivalent SLIM fits)
-must move by less than 0.05 MAPE points under
+ablations, LLMVisor-Agg, IMAI OOD-LR, on the real traces SIM and SLIM at SIM's predicted
+batch, and the ranges over training-equivalent fits) must move by less than 0.05 MAPE
+points under
 (a) another OpenBLAS kernel (`OPENBLAS_CORETYPE`, in a subprocess; only kernels this CPU runs),
 (b) each measured throughput multiplied by ``1 + 1e-9 u`` (u seeded uniform in [-1, 1] per run),
-(c) the SLIM start grid in reverse order.
+(c) the SLIM start grid in reverse order, and SIM's start grid in reverse order.
+The simulator's schedules (slim.sim.schedules) are simulated once and passed to every
+evaluation: they hold no fitted quantity.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import pytest
 import yaml
 
 import slim.model.fit as fit_module
+import slim.sim.schedule_fit as schedule_fit
 from slim import columns as col
 from slim.paper.heldout import evaluate_setting, mape_table
 from slim.paper.splits import load_settings
 from slim.sim.constants import load_sim_constants
 from slim.sim.grid import simulate_grid_to_dir
+from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 from slim.traces.clean import clean_runs
@@ -34,7 +39,7 @@ from slim.traces.ingest import ingest_traces
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE_PCT_POINTS = 0.05
-MAPE_VALUE_COLUMNS = tuple(name for metric in col.PREDICTION_METRICS
+MAPE_VALUE_COLUMNS = tuple(name for metric in col.MAPE_METRICS
                            for name in (metric.mape, metric.mape_low, metric.mape_high))
 SETTINGS_FILES = {"h100-public": REPO / "config/settings/h100-public.yaml",
                   "simulated": REPO / "config/settings/paper.yaml"}
@@ -45,11 +50,15 @@ import pandas as pd
 from threadpoolctl import threadpool_info
 from slim.paper.heldout import evaluate_setting, mape_table
 from slim.paper.splits import load_settings
+from slim.sim.constants import load_sim_constants
+from slim.sim.schedules import read_schedules
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
-for clean_path, settings_path, out_path in zip(*[iter(sys.argv[1:])] * 3):
-    evaluations = [evaluate_setting(pd.read_parquet(clean_path), s, catalog, hardware)
+constants = load_sim_constants("slim/sim/h100-64gb-sim.yaml")
+for clean_path, settings_path, schedules_path, out_path in zip(*[iter(sys.argv[1:])] * 4):
+    schedules = read_schedules(schedules_path, constants) if schedules_path != "-" else None
+    evaluations = [evaluate_setting(pd.read_parquet(clean_path), s, catalog, hardware, schedules)
                    for s in load_settings(settings_path) if s.applicable]
     table = mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
                        pd.concat([e.identifiability for e in evaluations], ignore_index=True))
@@ -59,9 +68,9 @@ print(json.dumps(sorted({info.get("architecture", "?") for info in threadpool_in
 """
 
 
-def evaluate(clean: pd.DataFrame, dataset: str) -> pd.DataFrame:
+def evaluate(clean: pd.DataFrame, dataset: str, schedules: ScheduleTable | None) -> pd.DataFrame:
     catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
-    evaluations = [evaluate_setting(clean, setting, catalog, hardware)
+    evaluations = [evaluate_setting(clean, setting, catalog, hardware, schedules)
                    for setting in load_settings(SETTINGS_FILES[dataset]) if setting.applicable]
     return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
                       pd.concat([e.identifiability for e in evaluations], ignore_index=True))
@@ -84,21 +93,27 @@ def largest_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
 
 
 @pytest.fixture(scope="module")
-def clean_tables(shared_traces_dir, tmp_path_factory) -> dict[str, pd.DataFrame]:
+def clean_tables(public_clean, tmp_path_factory) -> dict[str, pd.DataFrame]:
     """The cleaned tables of the real traces and of the full simulated grid."""
     catalog = load_architectures()
-    real, _ = clean_runs(ingest_traces(shared_traces_dir / "output_length", "h100-public", catalog))
+    _, real = public_clean
     grid = yaml.safe_load((REPO / "config/sim_grid.yaml").read_text())
     sim_dir = tmp_path_factory.mktemp("simulated")
-    constants = load_sim_constants(REPO / "config/hardware/h100-64gb-sim.yaml")
+    constants = load_sim_constants(REPO / "slim/sim/h100-64gb-sim.yaml")
     simulate_grid_to_dir(grid, catalog, load_hardware(), constants, sim_dir, workers=min(2, os.cpu_count() or 1))
     simulated, _ = clean_runs(ingest_traces(sim_dir, "simulated", catalog))
     return {"h100-public": real, "simulated": simulated}
 
 
 @pytest.fixture(scope="module")
-def reference_tables(clean_tables) -> dict[str, pd.DataFrame]:
-    return {dataset: evaluate(clean, dataset) for dataset, clean in clean_tables.items()}
+def schedules(public_schedules) -> dict[str, ScheduleTable | None]:
+    """SIM runs on the real traces only (on the simulated grid it would be circular)."""
+    return {"h100-public": public_schedules, "simulated": None}
+
+
+@pytest.fixture(scope="module")
+def reference_tables(clean_tables, schedules) -> dict[str, pd.DataFrame]:
+    return {dataset: evaluate(clean, dataset, schedules[dataset]) for dataset, clean in clean_tables.items()}
 
 
 def supported_kernels() -> list[str]:
@@ -120,14 +135,19 @@ def supported_kernels() -> list[str]:
     return kernels
 
 
-def test_table3_is_the_same_under_every_blas_kernel(clean_tables, reference_tables, tmp_path):
+def test_table3_is_the_same_under_every_blas_kernel(clean_tables, schedules, reference_tables, tmp_path):
     kernels = supported_kernels()
     if not kernels:
         pytest.skip("no x86-64 OpenBLAS kernels to compare on this CPU")
     arguments = []
     for dataset, clean in clean_tables.items():
         clean.to_parquet(tmp_path / f"{dataset}.parquet")
-        arguments += [str(tmp_path / f"{dataset}.parquet"), str(SETTINGS_FILES[dataset]), f"{dataset}.csv"]
+        schedules_path = "-"
+        if schedules[dataset] is not None:
+            schedules_path = str(tmp_path / f"{dataset}_schedules.parquet")
+            schedules[dataset].to_frame().to_parquet(schedules_path)
+        arguments += [str(tmp_path / f"{dataset}.parquet"), str(SETTINGS_FILES[dataset]), schedules_path,
+                      f"{dataset}.csv"]
     script = tmp_path / "evaluate.py"
     script.write_text(EVALUATE_SCRIPT)
     default_kernel = None
@@ -155,21 +175,25 @@ def test_table3_is_the_same_under_every_blas_kernel(clean_tables, reference_tabl
 
 
 @pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
-def test_table3_is_the_same_when_throughputs_move_by_1e_9(dataset, clean_tables, reference_tables):
+def test_table3_is_the_same_when_throughputs_move_by_1e_9(dataset, clean_tables, schedules, reference_tables):
     clean = clean_tables[dataset].copy()
     factor = 1.0 + 1e-9 * np.random.default_rng(20261201).uniform(-1.0, 1.0, len(clean))
     for name in (col.TOTAL_TOKEN_THROUGHPUT, col.REQUEST_THROUGHPUT, col.OUTPUT_TOKEN_THROUGHPUT):
         clean[name] = clean[name] * factor
     clean[col.E2E_LATENCY_S] = clean[col.MEAN_BATCH_SIZE] / clean[col.REQUEST_THROUGHPUT]
-    assert largest_change(reference_tables[dataset], evaluate(clean, dataset)) < TOLERANCE_PCT_POINTS
+    assert largest_change(reference_tables[dataset], evaluate(clean, dataset, schedules[dataset])) \
+        < TOLERANCE_PCT_POINTS
 
 
 @pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
-def test_table3_is_the_same_with_the_start_grid_reversed(dataset, clean_tables, reference_tables, monkeypatch):
+def test_table3_is_the_same_with_the_start_grids_reversed(dataset, clean_tables, schedules, reference_tables,
+                                                          monkeypatch):
     grid = fit_module.start_grid
     monkeypatch.setattr(fit_module, "start_grid", lambda specs: list(reversed(grid(specs))))
     assert fit_module.start_grid([fit_module.FIT_PARAMETERS[0]]) == [(0.75,), (0.25,)]
-    assert largest_change(reference_tables[dataset], evaluate(clean_tables[dataset], dataset)) < TOLERANCE_PCT_POINTS
+    monkeypatch.setattr(schedule_fit, "STARTS", tuple(reversed(schedule_fit.STARTS)))
+    table = evaluate(clean_tables[dataset], dataset, schedules[dataset])
+    assert largest_change(reference_tables[dataset], table) < TOLERANCE_PCT_POINTS
 
 
 def test_the_real_model_transfer_reports_what_the_data_cannot_decide(reference_tables):

@@ -66,3 +66,13 @@ def test_the_readme_section_is_updated_only_on_request(tmp_path):
     assert readme.read_text() == "intro\n<!-- results:start -->\nnew table\n<!-- results:end -->\nouttro\n"
     assert section(readme.read_text(), "results") == "new table"
     assert not update_readme(readme, generated)
+
+
+def test_sim_must_beat_is_checked_and_kept():
+    table = pd.concat([mapes(), pd.DataFrame({col.SETTING: ["model"], col.PREDICTOR: ["SIM"], col.N_VALIDATION: [8],
+                                              col.MAPE_THROUGHPUT_PCT: [8.0], col.MAPE_E2E_PCT: [13.0]})],
+                      ignore_index=True)
+    record = {"toy": dict(RECORD["toy"], sim_must_beat={"model": ["SLIM", "LLMVisor-Agg"]})}
+    problems = headline_verdict(table, record, "toy").problems
+    assert problems == ("model: SIM e2e MAPE 13.00% does not beat SLIM (12.00%)",)
+    assert record_headlines(record, {"toy": table})["toy"]["sim_must_beat"] == {"model": ["SLIM", "LLMVisor-Agg"]}

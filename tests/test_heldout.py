@@ -5,23 +5,29 @@ import pytest
 import yaml
 
 from slim.paper.headlines import check_headlines, load_expected
-from slim.paper.heldout import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, evaluate_setting, mape_table
+from slim.paper.heldout import (
+    IMAI,
+    LLMVISOR,
+    SIM,
+    SLIM,
+    SLIM_PREDICTED_BATCH,
+    average_mape_reduction_pct,
+    evaluate_setting,
+    mape_table,
+)
 from slim.paper.splits import load_settings
 from slim.paper.tables import RANGE_NOTE, UNDETERMINED_NOTE, identifiability_notes, table3, to_booktabs, to_markdown
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
-from slim.traces.clean import clean_runs
-from slim.traces.ingest import ingest_traces
 
 
 @pytest.fixture(scope="module")
-def public_mapes(shared_traces_dir) -> pd.DataFrame:
+def public_mapes(public_clean, public_schedules) -> pd.DataFrame:
     catalog = load_architectures()
-    runs = ingest_traces(shared_traces_dir / "output_length", "h100-public", catalog)
-    clean, _ = clean_runs(runs)
+    _, clean = public_clean
     hardware = load_hardware()["h100-64gb"]
     settings = load_settings("config/settings/h100-public.yaml")
-    evaluations = [evaluate_setting(clean, s, catalog, hardware) for s in settings if s.applicable]
+    evaluations = [evaluate_setting(clean, s, catalog, hardware, public_schedules) for s in settings if s.applicable]
     return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
                       pd.concat([e.identifiability for e in evaluations], ignore_index=True))
 
@@ -85,3 +91,36 @@ def test_table3_shows_what_the_training_data_cannot_decide(public_mapes):
     assert identifiability_notes(table) == [RANGE_NOTE, UNDETERMINED_NOTE]
     markdown = to_markdown(table)
     assert slim_cell in markdown and imai_cell in markdown
+
+
+def test_sim_and_slim_at_sims_batch_join_every_real_setting(public_mapes):
+    settings = load_settings("config/settings/h100-public.yaml")
+    for setting in (s.name for s in settings if s.applicable):
+        for predictor in (SIM, SLIM_PREDICTED_BATCH):
+            batch_error = _mape(public_mapes, setting, predictor, "mape_mean_batch_pct")
+            assert 0 <= batch_error < 2.0, (setting, predictor)
+        assert pd.isna(_mape(public_mapes, setting, SLIM, "mape_mean_batch_pct"))   # SLIM is given the batch
+    table = table3(public_mapes, settings)
+    assert (SIM, "Batch") in table.columns and (SLIM_PREDICTED_BATCH, "Thr.") in table.columns
+
+
+def test_sim_beats_slims_pick_and_llmvisor_on_the_real_model_transfers(public_mapes):
+    for setting in ("model", "model_output_length"):
+        for metric in ("mape_throughput_pct", "mape_e2e_pct"):
+            sim = _mape(public_mapes, setting, SIM, metric)
+            assert sim < _mape(public_mapes, setting, SLIM, metric) and sim < _mape(public_mapes, setting, LLMVISOR,
+                                                                                 metric)
+    assert _mape(public_mapes, "output_length", SIM) <= 5.0
+
+
+def test_sim_never_reads_the_validation_runs_measured_batch(public_clean, public_schedules):
+    _, clean = public_clean
+    setting = next(s for s in load_settings("config/settings/h100-public.yaml") if s.name == "model")
+    catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
+    validation = clean["model"] == "llama-2-7b"
+    altered = clean.assign(mean_batch_size=clean["mean_batch_size"].where(~validation, clean["mean_batch_size"] * 3))
+    predictions = [evaluate_setting(frame, setting, catalog, hardware, public_schedules).predictions
+                   for frame in (clean, altered)]
+    sim = [rows[rows["predictor"] == SIM] for rows in predictions]
+    for column in ("predicted_throughput", "predicted_e2e_s", "predicted_mean_batch_size"):
+        assert sim[0][column].tolist() == sim[1][column].tolist()

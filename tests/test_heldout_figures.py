@@ -13,7 +13,7 @@ from slim import columns as col
 from slim.errors import PlotInputError
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.heldout import plot_heldout_settings, plot_unseen_model
-from slim.paper.heldout import IMAI, LLMVISOR, SLIM, mape_table
+from slim.paper.heldout import IMAI, LLMVISOR, SIM, SLIM, mape_table
 from slim.paper.splits import HeldOutSetting
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +37,7 @@ def _curve(setting: str, predictor: str, model: str, output_len: int, role: str,
         "setting": setting, "predictor": predictor, "run_id": [f"{model}/{output_len}/{b:g}" for b in batch],
         "model": model, "max_num_seqs": batch, "input_len_mean": input_len, "output_len_mean": float(output_len),
         "output_len_nominal": float(output_len), "mean_batch_size": batch * 0.98,
+        "predicted_mean_batch_size": batch * 0.97 if predictor == SIM else np.nan,
         "measured_throughput": throughput, "predicted_throughput": throughput * factor,
         "measured_e2e_s": e2e_s, "predicted_e2e_s": e2e_s / factor, "role": role,
     })[list(col.PREDICTION_COLUMNS)]
@@ -149,3 +150,18 @@ def test_adapters_write_pdf_png_and_log(predictions, tmp_path, script, params):
     assert Path(out.pdf).read_bytes().startswith(b"%PDF")
     assert Path(out.png).read_bytes().startswith(b"\x89PNG")
     assert LABEL in (tmp_path / "logs" / "fig.log").read_text()
+
+
+def test_sim_joins_figs_9_and_10_where_the_predictions_hold_it(predictions):
+    rng = np.random.default_rng(11)
+    with_sim = pd.concat([predictions, _curve("model", SIM, "big", 390, "validate", BATCH_SIZES, 0.05, rng)],
+                         ignore_index=True)
+    mapes = mape_table(with_sim)
+    sim_throughput = mapes.loc[(mapes["setting"] == "model") & (mapes["predictor"] == SIM), "mape_throughput_pct"]
+    fig9 = plot_heldout_settings(with_sim, mapes, SETTINGS, LABEL)
+    assert any(f"SIM MAPE {sim_throughput.item():.1f} %" in text for text in _all_texts(fig9))
+    assert "SIM" in fig9.get_suptitle()
+    fig10 = plot_unseen_model(with_sim, mapes, "model", LABEL)
+    labels = [text.get_text() for text in fig10.axes[0].get_legend().get_texts()]
+    assert f"SIM (MAPE {sim_throughput.item():.1f} %)" in labels
+    assert "SIM" not in plot_heldout_settings(predictions, mape_table(predictions), SETTINGS, LABEL).get_suptitle()

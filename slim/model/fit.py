@@ -458,7 +458,7 @@ def _standard_errors_free(jacobian: np.ndarray, cost: float, n_points: int) -> n
     return np.where(unidentifiable, np.nan, np.sqrt(variances))
 
 
-def _null_space_shares(jacobian: np.ndarray) -> np.ndarray:
+def null_space_shares(jacobian: np.ndarray) -> np.ndarray:
     """Diagonal of the projector onto the Jacobian's null space (basis-independent)."""
     if jacobian.shape[1] == 0:
         return np.zeros(0)
@@ -496,7 +496,7 @@ def _identifiability(objective: _Objective, best_x: np.ndarray, lower: np.ndarra
     names = objective.free_names
     scale = np.maximum(1.0, np.abs(best_x))
     at_bound = (np.abs(best_x - lower) <= 1e-9 * scale) | (np.abs(best_x - upper) <= 1e-9 * scale)
-    shares = _null_space_shares(objective.jacobian(best_x)[:, ~at_bound])
+    shares = null_space_shares(objective.jacobian(best_x)[:, ~at_bound])
     interior = [name for name, bound in zip(names, at_bound) if not bound]
     unidentified = tuple(name for name, share in zip(interior, shares) if share >= 1e-3)
     dimensions = int(round(float(shares.sum())))

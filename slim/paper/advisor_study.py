@@ -9,7 +9,10 @@ curves and full-profile BCA on them (`slim.advisor.measured`), and SLIM-BCA
 
 * full-profile BCA: the target's measured curve at its profiled ``--max-num-seqs``;
 * SLIM-BCA: SLIM fitted on some *other* curves, predicting the target at the same
-  candidate ``--max-num-seqs`` values.
+  candidate ``--max-num-seqs`` values;
+* SIM-BCA (given the dataset's cached simulator schedules, real data only): the simulator
+  calibrated on the same other curves, simulating the target at the same candidates and
+  refusing those it predicts to preempt (`slim.advisor.sim_bca`).
 
 Both are judged on the measured target curve (throughput and E2E interpolated in
 ``log B`` at the chosen cap), against one SLO computed once from the measured target
@@ -32,6 +35,7 @@ from slim.advisor.bca import (
     throughput_variation_pct,
 )
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
+from slim.advisor.sim_bca import sim_bca, sim_curve_of_rows
 from slim.advisor.slim_bca import slim_bca
 from slim.errors import SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
@@ -40,19 +44,51 @@ from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim, start_at
 from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
 from slim.paper.splits import HeldOutSetting, select_rows
+from slim.sim.constants import SimConstants
+from slim.sim.schedule_fit import calibrate_on_rows
+from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB, Hardware
 
+FULL_PROFILE_BCA = "Full-profile BCA"
+SIM_BCA = "SIM-BCA"
+SLIM_BCA = "SLIM-BCA"
+
 # --- measured curves -------------------------------------------------------------------
 
-def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurve:
-    """The one measured curve a selection picks; `SplitError` if it picks none or several."""
+def single_curve_rows(frame: pd.DataFrame, selection: CurveSelection) -> pd.DataFrame:
+    """The runs of the one measured curve a selection picks; `SplitError` if it picks none or several."""
     rows = select_rows(frame, selection.select)
     curves = rows.groupby(list(col.WORKLOAD_KEYS)).ngroups if not rows.empty else 0
     if curves != 1:
         raise SplitError(f"selection '{selection.label}' ({selection.select}) matches {curves} measured "
                          "curves; it must pick exactly one (model, input length, output length)")
-    return curve_from_rows(rows)
+    return rows
+
+
+def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurve:
+    """The one measured curve a selection picks; `SplitError` if it picks none or several."""
+    return curve_from_rows(single_curve_rows(frame, selection))
+
+
+def _sim_cap(train: pd.DataFrame, target_rows: pd.DataFrame, schedules: ScheduleTable,
+             architectures: ArchitectureLookup, hw: Hardware, slo_s: float, epsilon: float, split_name: str,
+             start: SimConstants | None = None) -> float:
+    """SIM-BCA's cap for a target curve, SIM calibrated on `train` (only its chosen fit is
+    used, so the valley is not sampled; `start`: one starting point instead of the grid)."""
+    starts = None if start is None else [[getattr(start, name) for name in col.SIM_FITTED_CONSTANTS]]
+    calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name, starts=starts,
+                                    sample_valley=False)
+    curve = sim_curve_of_rows(target_rows, schedules, architectures, hw, calibration.constants)
+    return sim_bca(curve, slo_s, epsilon).batch_cap
+
+
+def sim_calibration_start(frame: pd.DataFrame, schedules: ScheduleTable, architectures: ArchitectureLookup,
+                          hw: Hardware) -> SimConstants:
+    """SIM calibrated on every curve: the start of leave-one-curve-out refits, which differ
+    from it by one curve out of many."""
+    return calibrate_on_rows(frame, schedules, architectures, hw, split_name="all curves",
+                             sample_valley=False).constants
 
 
 def _measured(curve: MeasuredCurve, values: np.ndarray, batch_cap: float) -> float:
@@ -73,16 +109,20 @@ def kv_gib(arch: Architecture, batch_cap: float, curve: MeasuredCurve) -> float:
 
 def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], architectures: ArchitectureLookup,
            hw: Hardware, epsilon: float, slo_multiplier: float,
-           slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
-    """One row per (target, training set): the SLIM-BCA choice vs the full-profile choice.
+           slo_reference_max_num_seqs: float | None = None,
+           sim_schedules: ScheduleTable | None = None) -> pd.DataFrame:
+    """One row per (target, training set): the SLIM-BCA choice vs the full-profile choice,
+    and with `sim_schedules` the SIM-BCA choice (columns ``B SIM``, ``SIM Thr. var (%)``,
+    ``SIM SLO viol. (%)``), SIM calibrated on the same training set.
 
     ``Thr. var`` = signed ``100 (T_meas(B_slim) - T_meas(B_full)) / T_meas(B_full)``;
     ``SLO viol.`` = ``100 max(0, E2E_meas(B_slim) - SLO) / SLO``. The SLO is computed
-    once from the measured target curve and shared by both flavours.
+    once from the measured target curve and shared by every flavour.
     """
     rows = []
     for experiment in experiments:
-        curve = single_curve(frame, experiment.target)
+        target_rows = single_curve_rows(frame, experiment.target)
+        curve = curve_from_rows(target_rows)
         arch = architectures[curve.model]
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
         full = full_profile_bca(curve, slo_s, epsilon)
@@ -90,19 +130,30 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
             train = select_rows(frame, training.select)
             fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}", sample_valley=False)
             slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
-            rows.append({
+            row = {
                 "target": experiment.target.label,
                 "training set": training.label,
                 "N points": len(train),
                 "SLO (s)": slo_s,
                 "B full": full.batch_cap,
                 "B SLIM": slim.batch_cap,
-                "Thr. var (%)": throughput_variation_pct(slim.batch_cap, full.batch_cap, curve.max_num_seqs,
-                                                         curve.throughput_per_s),
-                "SLO viol. (%)": (float("nan") if np.isnan(slim.batch_cap) else
-                                  slo_violation_pct(slim.batch_cap, curve.max_num_seqs, curve.e2e_latency_s, slo_s)),
-            })
+                **_decision_quality(curve, slim.batch_cap, full.batch_cap, slo_s, ""),
+            }
+            if sim_schedules is not None:
+                cap = _sim_cap(train, target_rows, sim_schedules, architectures, hw, slo_s, epsilon,
+                               f"table5: {training.label}")
+                row.update({"B SIM": cap, **_decision_quality(curve, cap, full.batch_cap, slo_s, "SIM ")})
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _decision_quality(curve: MeasuredCurve, cap: float, full_cap: float, slo_s: float,
+                      prefix: str) -> dict[str, float]:
+    """Table V's ``Thr. var (%)`` and ``SLO viol. (%)`` of a cap against full-profile BCA's."""
+    return {f"{prefix}Thr. var (%)": throughput_variation_pct(cap, full_cap, curve.max_num_seqs,
+                                                              curve.throughput_per_s),
+            f"{prefix}SLO viol. (%)": (float("nan") if np.isnan(cap) else
+                                       slo_violation_pct(cap, curve.max_num_seqs, curve.e2e_latency_s, slo_s))}
 
 
 # --- Table VI: profiling cost --------------------------------------------------------
@@ -153,25 +204,38 @@ def kv_saved_gib(arch: Architecture, curve: MeasuredCurve, batch_cap: float) -> 
 
 def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures: ArchitectureLookup,
                      hw: Hardware, epsilons: tuple[float, ...], slo_multipliers: tuple[float, ...],
-                     slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
-    """SLIM-BCA fitted on a setting's training runs, for its (single-curve) validation
-    target, over ``epsilon x SLO multiplier``: chosen cap, measured throughput retained
-    (% of the profiled peak) and KV memory saved (GiB, `kv_saved_gib`)."""
-    curve = single_curve(frame, CurveSelection(setting.label, setting.validate))
+                     slo_reference_max_num_seqs: float | None = None,
+                     sim_schedules: ScheduleTable | None = None) -> pd.DataFrame:
+    """SLIM-BCA (and with `sim_schedules` SIM-BCA) fitted on a setting's training runs, for
+    its (single-curve) validation target, over ``epsilon x SLO multiplier``, beside
+    full-profile BCA on the measured target: chosen cap, measured throughput retained (% of
+    the profiled peak) and KV memory saved (GiB, `kv_saved_gib`); column ``advisor`` names
+    the flavour."""
+    target_rows = single_curve_rows(frame, CurveSelection(setting.label, setting.validate))
+    curve = curve_from_rows(target_rows)
     arch = architectures[curve.model]
-    fit = fit_slim(select_rows(frame, setting.train), architectures, hw, split_name=setting.name,
-                   sample_valley=False)
+    train = select_rows(frame, setting.train)
+    fit = fit_slim(train, architectures, hw, split_name=setting.name, sample_valley=False)
+    advisors = {FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon).batch_cap,
+                SLIM_BCA: lambda slo_s, epsilon: slim_bca(curve, fit.params, arch, hw, slo_s, epsilon).batch_cap}
+    if sim_schedules is not None:
+        calibration = calibrate_on_rows(train, sim_schedules, architectures, hw, split_name=setting.name,
+                                        sample_valley=False)
+        sim_curve = sim_curve_of_rows(target_rows, sim_schedules, architectures, hw, calibration.constants)
+        advisors[SIM_BCA] = lambda slo_s, epsilon: sim_bca(sim_curve, slo_s, epsilon).batch_cap
     rows = []
-    for multiplier in slo_multipliers:
-        slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
-        for epsilon in epsilons:
-            cap = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon).batch_cap
-            rows.append({
-                "transfer": setting.name, "label": setting.label, "epsilon": epsilon,
-                "slo_multiplier": multiplier, "slo_s": slo_s, "batch_cap": cap,
-                "throughput_retained_pct": throughput_retained_pct(cap, curve.max_num_seqs, curve.throughput_per_s),
-                "kv_saved_gib": kv_saved_gib(arch, curve, cap),
-            })
+    for advisor, choose in advisors.items():
+        for multiplier in slo_multipliers:
+            slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
+            for epsilon in epsilons:
+                cap = choose(slo_s, epsilon)
+                rows.append({
+                    "transfer": setting.name, "label": setting.label, "advisor": advisor, "epsilon": epsilon,
+                    "slo_multiplier": multiplier, "slo_s": slo_s, "batch_cap": cap,
+                    "throughput_retained_pct": throughput_retained_pct(cap, curve.max_num_seqs,
+                                                                       curve.throughput_per_s),
+                    "kv_saved_gib": kv_saved_gib(arch, curve, cap),
+                })
     return pd.DataFrame(rows)
 
 
@@ -208,19 +272,24 @@ def memory_breakdown(frame: pd.DataFrame, selections: tuple[CurveSelection, ...]
 
 def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
                        epsilon: float, slo_multiplier: float,
-                       slo_reference_max_num_seqs: float | None = None) -> pd.DataFrame:
-    """Each measured curve with the three advisors' caps, measured throughput retained
+                       slo_reference_max_num_seqs: float | None = None,
+                       sim_schedules: ScheduleTable | None = None) -> pd.DataFrame:
+    """Each measured curve with the advisors' caps, measured throughput retained
     (% of the curve's peak), measured E2E at the cap and KV memory of the cap (GiB).
 
     Knee: `recommend_knee` with ``ctx = IL + OL``, its suggested ``max_num_seqs``
     (measured columns NaN when outside the profiled range). SLIM-BCA is
-    leave-one-curve-out: SLIM is fitted on every other curve of the table.
+    leave-one-curve-out: SLIM is fitted on every other curve of the table; so is SIM-BCA
+    (columns ``sim_*``, with `sim_schedules` only), each refit starting from SIM calibrated
+    on every curve.
     """
     rows = []
     # Each leave-one-curve-out refit starts from the fit on every curve (one refinement, not
     # the 16-start grid): the data differ by one curve out of many.
     every_curve = fit_slim(frame, architectures, hw, split_name="all curves", sample_valley=False)
-    for curve in measured_curves(frame):
+    sim_start = (sim_calibration_start(frame, sim_schedules, architectures, hw)
+                 if sim_schedules is not None else None)
+    for curve, curve_rows in zip(measured_curves(frame), _curve_row_groups(frame)):
         arch = architectures[curve.model]
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
         knee = recommend_knee(arch, hw, curve.input_len_mean + curve.output_len_mean)
@@ -234,8 +303,11 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
         row: dict[str, Any] = {"model": curve.model, "input_len": curve.input_len_nominal,
                                "output_len": curve.output_len_nominal, "slo_s": slo_s,
                                "knee_b_knee": knee.b_knee}
-        for name, cap in (("knee", float(knee.suggested_max_num_seqs)), ("full", full.batch_cap),
-                          ("slim", slim.batch_cap)):
+        caps = [("knee", float(knee.suggested_max_num_seqs)), ("full", full.batch_cap), ("slim", slim.batch_cap)]
+        if sim_schedules is not None:
+            caps.append(("sim", _sim_cap(others, curve_rows, sim_schedules, architectures, hw, slo_s, epsilon,
+                                         f"all curves but {curve.label}", start=sim_start)))
+        for name, cap in caps:
             row[f"{name}_cap"] = cap
             peak = curve.throughput_per_s.max()
             row[f"{name}_retained_pct"] = 100.0 * _measured(curve, curve.throughput_per_s, cap) / peak
@@ -243,3 +315,25 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
             row[f"{name}_kv_gib"] = kv_gib(arch, cap, curve)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _curve_row_groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The runs of each measured curve, in `measured_curves` order."""
+    return [rows for _, rows in frame.groupby(list(col.WORKLOAD_KEYS), sort=True)]
+
+
+def sensitivity_agreement(grid: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per predicted flavour of a `sensitivity_grid`: (cells where it picks full-profile BCA's
+    cap, cells), over every transfer, epsilon and SLO multiplier (both infeasible counts as
+    agreeing)."""
+    keys = ["transfer", "epsilon", "slo_multiplier"]
+    full = grid[grid["advisor"] == FULL_PROFILE_BCA].set_index(keys)["batch_cap"]
+    agreement = {}
+    for advisor in (SLIM_BCA, SIM_BCA):
+        caps = grid[grid["advisor"] == advisor].set_index(keys)["batch_cap"]
+        if caps.empty:
+            continue
+        reference = full.loc[caps.index]
+        same = (caps == reference) | (caps.isna() & reference.isna())
+        agreement[advisor] = (int(same.sum()), len(caps))
+    return agreement

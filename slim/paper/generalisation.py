@@ -138,11 +138,19 @@ def table_fig11_display(mapes: pd.DataFrame) -> pd.DataFrame:
     }, index=pd.Index(mapes[col.MODEL], name="Target model"))
 
 
+SIM_TENSOR_PARALLEL_NOTE = (
+    "SIM (the calibrated simulator as a predictor) has no row here: these targets are the simulator's own output, "
+    "so its score would be circular, and its tensor-parallel constants (NVLink bandwidth, all-reduce latency) are "
+    "assumptions with no multi-GPU run in any trace to fit them; any SIM prediction of a tensor-parallel "
+    "configuration inherits them untested.")
+"""Fig. 11's statement about SIM (issue: honesty about tensor parallelism)."""
+
+
 def table_fig11_caption(dataset_label: str, train_models: Sequence[str], train_il: float, n_train_runs: int) -> str:
     return (f"Fig. 11 companion, {dataset_label} data: MAPE (%) of SLIM fitted only on single-GPU runs of "
             f"{', '.join(train_models)} ({n_train_runs} runs, IL {train_il:g}) and predicting models it never "
             "saw. SLIM does not model tensor parallelism: each target is predicted as the whole model on one "
-            "GPU. The paper reports no numbers for this figure, only curves.")
+            f"GPU. The paper reports no numbers for this figure, only curves. {SIM_TENSOR_PARALLEL_NOTE}")
 
 
 def table_fig11_latex(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,

@@ -1,8 +1,13 @@
 """Fit every predictor on a held-out setting's training rows and predict its validation rows.
 
 Predictors: SLIM (full and its two ablations) and the two regression baselines,
-LLMVisor-Agg and IMAI OOD-LR. All are judged on the same measured quantities:
-total-token throughput and the Little's-law E2E latency of each validation run.
+LLMVisor-Agg and IMAI OOD-LR, which all take each validation run's *measured* mean batch
+as an input; and, given the cached simulator schedules of a real dataset, SIM (the
+calibrated simulator, `slim.sim`, calibrated on the training runs only and predicting each
+validation run from its configuration alone: model, IL, OL, ``--max-num-seqs``, prompts)
+and "SLIM (predicted batch)", SLIM fed with SIM's predicted mean batch instead of the
+measured one, as a user without the run would have to. All are judged on the same measured
+quantities: total-token throughput and the Little's-law E2E latency of each validation run.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
-from slim.paper.splits import HeldOutSetting, split_setting
+from slim.paper.splits import HeldOutSetting, Split, split_setting
+from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows, prediction_costs
+from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -25,6 +32,11 @@ SLIM = "SLIM"
 LLMVISOR = "LLMVisor-Agg"
 IMAI = "IMAI OOD-LR"
 MAIN_PREDICTORS = (SLIM, LLMVISOR, IMAI)
+SIM = "SIM"
+SLIM_PREDICTED_BATCH = "SLIM (predicted batch)"
+SIM_PREDICTORS = (SIM, SLIM_PREDICTED_BATCH)
+"""Predictors that need the simulator's cached schedules (real datasets only: on simulated
+data SIM would predict its own output)."""
 ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
 
 PREDICTION_DETERMINED_TOLERANCE = 1e-3
@@ -42,17 +54,24 @@ class SettingEvaluation:
     predictions: pd.DataFrame
     slim_fits: dict[str, SlimFit]
     identifiability: pd.DataFrame
+    sim_calibration: SimCalibration | None = None
 
     def fits_as_dict(self) -> dict[str, Any]:
-        return {name: fit.to_dict() for name, fit in self.slim_fits.items()}
+        """SLIM's fits by ablation and, when SIM ran, its calibration (key ``sim``)."""
+        fits = {name: fit.to_dict() for name, fit in self.slim_fits.items()}
+        if self.sim_calibration is not None:
+            fits["sim"] = self.sim_calibration.to_dict()
+        return fits
 
 
 def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
-                     throughput: np.ndarray, e2e_s: np.ndarray) -> pd.DataFrame:
+                     throughput: np.ndarray, e2e_s: np.ndarray,
+                     predicted_batch: np.ndarray | None = None) -> pd.DataFrame:
     frame = rows[[col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
                   col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE]].copy()
     frame.insert(0, col.PREDICTOR, predictor)
     frame.insert(0, col.SETTING, setting)
+    frame[col.PREDICTED_MEAN_BATCH_SIZE] = np.nan if predicted_batch is None else predicted_batch
     frame[col.MEASURED_THROUGHPUT] = rows[col.TOTAL_TOKEN_THROUGHPUT].to_numpy()
     frame[col.PREDICTED_THROUGHPUT] = throughput
     frame[col.MEASURED_E2E_S] = rows[col.E2E_LATENCY_S].to_numpy()
@@ -62,8 +81,10 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
 
 
 def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: ArchitectureCatalog,
-                     hw: Hardware) -> SettingEvaluation:
-    """Fit SLIM (full + ablations) and both baselines on the setting's training rows.
+                     hw: Hardware, sim_schedules: ScheduleTable | None = None) -> SettingEvaluation:
+    """Fit SLIM (full + ablations) and both baselines on the setting's training rows and, with
+    `sim_schedules` (the cached simulator schedules of every run of `clean`), calibrate SIM
+    on them too and add SIM and "SLIM (predicted batch)" (`SIM_PREDICTORS`).
 
     Returns predictions for the validation rows (role ``validate``) and, for SLIM,
     for the training rows too (role ``train``, used by the figures).
@@ -96,35 +117,89 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
                                    imai.predict_throughput(validate_x), imai.predict(validate_x)))
     identifiability.append(_baseline_identifiability(setting.name, IMAI, frames[-1],
                                                      imai.prediction_determined(validate_x)))
+    calibration = None
+    if sim_schedules is not None:
+        calibration, sim_frames, sim_records = _sim_predictions(setting.name, split, fits["full"], sim_schedules,
+                                                                catalog, hw)
+        frames += sim_frames
+        identifiability += sim_records
     return SettingEvaluation(pd.concat(frames, ignore_index=True), fits,
-                             pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)))
+                             pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)),
+                             calibration)
+
+
+def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: ScheduleTable,
+                     catalog: ArchitectureCatalog,
+                     hw: Hardware) -> tuple[SimCalibration, list[pd.DataFrame], list[dict[str, Any]]]:
+    """SIM calibrated on the training runs, predicting the validation runs from their
+    configurations, and SLIM at SIM's predicted mean batch; with the MAPE ranges over both
+    predictors' training-equivalent solutions."""
+    calibration = calibrate_on_rows(split.train, schedules, catalog, hw, split_name=setting)
+    validate = split.validate
+    costs = prediction_costs(validate, schedules, catalog, hw)
+    predictions = [costs.predict(consts) for consts in (calibration.constants,
+                                                        *calibration.identifiability.equivalent_constants)]
+    chosen = predictions[0]
+
+    def slim_at(params, batch: np.ndarray) -> dict[str, np.ndarray]:
+        rows = validate.assign(**{col.MEAN_BATCH_SIZE: batch})
+        e2e_s, throughput = predict_frame(catalog, hw, params, rows, slim_fit.ablation)
+        return {col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s,
+                col.MEAN_BATCH_METRIC.name: batch}
+
+    sim_alternatives = [{col.THROUGHPUT_METRIC.name: p.throughput_per_s, col.E2E_METRIC.name: p.e2e_latency_s,
+                         col.MEAN_BATCH_METRIC.name: p.mean_batch_size} for p in predictions]
+    # SLIM (predicted batch) is open along both fits' valleys: SLIM's equivalent fits at SIM's
+    # chosen batch, and SLIM's chosen fit at each equivalent SIM calibration's batch.
+    slim_alternatives = ([slim_at(slim_fit.params, chosen.mean_batch_size)]
+                         + [slim_at(params, chosen.mean_batch_size)
+                            for params in slim_fit.identifiability.equivalent_params]
+                         + [slim_at(slim_fit.params, p.mean_batch_size) for p in predictions[1:]])
+    frames, records = [], []
+    unidentified = {SIM: calibration.identifiability.describe(),
+                    SLIM_PREDICTED_BATCH: (f"SLIM: {slim_fit.identifiability.describe()}; "
+                                           f"SIM: {calibration.identifiability.describe()}")}
+    for predictor, alternatives in ((SIM, sim_alternatives), (SLIM_PREDICTED_BATCH, slim_alternatives)):
+        first = alternatives[0]
+        frames.append(prediction_rows(setting, predictor, validate, "validate", first[col.THROUGHPUT_METRIC.name],
+                                      first[col.E2E_METRIC.name], first[col.MEAN_BATCH_METRIC.name]))
+        records.append(_range_record(setting, predictor, validate, alternatives, unidentified[predictor]))
+    return calibration, frames, records
+
+
+def _range_record(setting: str, predictor: str, validate: pd.DataFrame, alternatives: list[dict[str, np.ndarray]],
+                  unidentified: str) -> dict[str, Any]:
+    """Identifiability of a predictor from its chosen predictions (first) and those of its
+    training-equivalent alternatives: every MAPE's range, and whether the training data
+    determine the validation throughputs (to `PREDICTION_DETERMINED_TOLERANCE`)."""
+    measured = {col.THROUGHPUT_METRIC.name: validate[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
+                col.E2E_METRIC.name: validate[col.E2E_LATENCY_S].to_numpy(dtype=float),
+                col.MEAN_BATCH_METRIC.name: validate[col.MEAN_BATCH_SIZE].to_numpy(dtype=float)}
+    reference = alternatives[0][col.THROUGHPUT_METRIC.name]
+    largest_change = max(float(np.max(np.abs(a[col.THROUGHPUT_METRIC.name] / reference - 1.0)))
+                         for a in alternatives)
+    record: dict[str, Any] = {
+        col.SETTING: setting, col.PREDICTOR: predictor,
+        col.VALIDATION_DETERMINED: largest_change <= PREDICTION_DETERMINED_TOLERANCE,
+        col.UNIDENTIFIED: unidentified, col.N_EQUIVALENT_SOLUTIONS: len(alternatives) - 1,
+    }
+    for metric in col.MAPE_METRICS:
+        if metric.name in alternatives[0]:
+            values = [mape_pct(a[metric.name], measured[metric.name]) for a in alternatives]
+            record[metric.mape_low], record[metric.mape_high] = min(values), max(values)
+        else:   # a metric the predictor takes as an input
+            record[metric.mape_low] = record[metric.mape_high] = np.nan
+    return record
 
 
 def _slim_identifiability(setting: str, predictor: str, fit: SlimFit, validate: pd.DataFrame,
                           catalog: ArchitectureCatalog, hw: Hardware) -> dict[str, Any]:
     """The validation MAPEs' range over the fit and its training-equivalent solutions."""
-    measured = {col.THROUGHPUT_METRIC.name: validate[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
-                col.E2E_METRIC.name: validate[col.E2E_LATENCY_S].to_numpy(dtype=float)}
-    mapes = {metric.name: [] for metric in col.PREDICTION_METRICS}
-    largest_change = 0.0
-    reference = None
+    alternatives = []
     for params in (fit.params, *fit.identifiability.equivalent_params):
         e2e_s, throughput = predict_frame(catalog, hw, params, validate, fit.ablation)
-        predicted = {col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s}
-        reference = throughput if reference is None else reference
-        largest_change = max(largest_change, float(np.max(np.abs(throughput / reference - 1.0))))
-        for metric in col.PREDICTION_METRICS:
-            mapes[metric.name].append(mape_pct(predicted[metric.name], measured[metric.name]))
-    record: dict[str, Any] = {
-        col.SETTING: setting, col.PREDICTOR: predictor,
-        col.VALIDATION_DETERMINED: largest_change <= PREDICTION_DETERMINED_TOLERANCE,
-        col.UNIDENTIFIED: fit.identifiability.describe(),
-        col.N_EQUIVALENT_SOLUTIONS: len(fit.identifiability.equivalent_params),
-    }
-    for metric in col.PREDICTION_METRICS:
-        record[metric.mape_low] = min(mapes[metric.name])
-        record[metric.mape_high] = max(mapes[metric.name])
-    return record
+        alternatives.append({col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s})
+    return _range_record(setting, predictor, validate, alternatives, fit.identifiability.describe())
 
 
 def _baseline_identifiability(setting: str, predictor: str, predictions: pd.DataFrame,
@@ -144,6 +219,7 @@ def _baseline_identifiability(setting: str, predictor: str, predictions: pd.Data
         value = mape_pct(predictions[metric.predicted], predictions[metric.measured]) if all_determined else np.nan
         record[metric.mape_low] = value
         record[metric.mape_high] = value
+    record[col.MEAN_BATCH_METRIC.mape_low] = record[col.MEAN_BATCH_METRIC.mape_high] = np.nan
     return record
 
 
@@ -191,13 +267,18 @@ def mape_table(predictions: pd.DataFrame, identifiability: pd.DataFrame | None =
     for (setting, predictor), rows in validation.groupby([col.SETTING, col.PREDICTOR], sort=False):
         records.append({
             col.SETTING: setting, col.PREDICTOR: predictor, col.N_VALIDATION: len(rows),
-            **{metric.mape: mape_pct(rows[metric.predicted], rows[metric.measured])
-               for metric in col.PREDICTION_METRICS},
+            **{metric.mape: _mape_or_nan(rows[metric.predicted], rows[metric.measured])
+               for metric in col.MAPE_METRICS},
         })
     mapes = pd.DataFrame.from_records(records, columns=list(col.MAPE_COLUMNS))
     if identifiability is None:
         return mapes
     return mapes.merge(identifiability, on=[col.SETTING, col.PREDICTOR], how="left", validate="one_to_one")
+
+
+def _mape_or_nan(predicted: pd.Series, measured: pd.Series) -> float:
+    """MAPE, or NaN where the predictor predicts nothing (the mean batch of SLIM and the baselines)."""
+    return np.nan if predicted.isna().all() else mape_pct(predicted, measured)
 
 
 def applicable_setting_names(settings: list[HeldOutSetting]) -> list[str]:

@@ -11,14 +11,26 @@ import pandas as pd
 import yaml
 
 from slim import columns as col
-from slim.paper.heldout import ABLATION_LABELS, MAIN_PREDICTORS, SLIM
+from slim.paper.heldout import ABLATION_LABELS, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM
 from slim.paper.splits import HeldOutSetting
 
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
+SIM_METRICS = (*METRICS, (col.MEAN_BATCH_METRIC, "Batch"))
+"""SIM predicts the mean batch too (every other predictor is given the measured one)."""
 
 UNDETERMINED_MARK = "*"
-RANGE_NOTE = ("[a-b]: the range of this MAPE over all SLIM fits that match the training data equally well; "
-              "the number before it is the fit the identifiability rule picks (slim.model.fit).")
+RANGE_NOTE = ("[a-b]: the range of this MAPE over all fits (SLIM's, SIM's calibrations) that match the training "
+              "data equally well; the number before it is the fit the identifiability rule picks "
+              "(slim.model.fit, slim.sim.schedule_fit).")
+SIM_NOTE = ("SIM: the calibrated simulator (slim.sim), its constants fitted on the training runs only, predicting "
+            "each validation run from its configuration (model, IL, OL, batch cap, number of prompts) without its "
+            "measured mean batch; Batch: MAPE of its predicted mean batch. SLIM (predicted batch): SLIM fed with "
+            "SIM's predicted mean batch instead of the measured one.")
+
+
+def predictor_metrics(predictor: str) -> tuple[tuple[col.PredictionMetric, str], ...]:
+    """The metrics Table III shows for a predictor: the mean batch only where SIM predicts it."""
+    return SIM_METRICS if predictor == SIM else METRICS
 UNDETERMINED_NOTE = (f"{UNDETERMINED_MARK}: the training data do not determine this baseline's validation "
                      "predictions; the value is its minimal-norm fit, one of infinitely many equally good ones.")
 
@@ -51,13 +63,13 @@ def mape_matrix(mapes: pd.DataFrame, settings: list[HeldOutSetting], predictors:
 
     Cells are `mape_cell`s: numbers, or text where the training data leave the MAPE open.
     """
-    columns = pd.MultiIndex.from_tuples([(p, label) for p in predictors for _, label in METRICS])
+    columns = pd.MultiIndex.from_tuples([(p, label) for p in predictors for _, label in predictor_metrics(p)])
     rows = {}
     for setting in settings:
         values: list[object] = []
         for predictor in predictors:
             match = mapes[(mapes[col.SETTING] == setting.name) & (mapes[col.PREDICTOR] == predictor)]
-            for metric, _ in METRICS:
+            for metric, _ in predictor_metrics(predictor):
                 if not setting.applicable:
                     values.append(setting.not_applicable if not values else "")
                 elif match.empty:
@@ -98,9 +110,16 @@ def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
     return pd.DataFrame(values, index=paper_row_labels(settings), columns=columns)
 
 
+def table3_predictors(mapes: pd.DataFrame) -> tuple[str, ...]:
+    """The paper's three predictors, then SIM's two where they were evaluated (real data)."""
+    present = set(mapes[col.PREDICTOR])
+    return MAIN_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in present)
+
+
 def table3(mapes: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
-    """Table III: MAPE (%) of throughput and E2E latency per setting for the three predictors."""
-    return mape_matrix(mapes, settings, MAIN_PREDICTORS)
+    """Table III: MAPE (%) of throughput and E2E latency per setting for the three predictors,
+    and for SIM and SLIM (predicted batch) where they were evaluated."""
+    return mape_matrix(mapes, settings, table3_predictors(mapes))
 
 
 def table4(mapes: pd.DataFrame, settings: list[HeldOutSetting], transfers: tuple[str, ...]) -> pd.DataFrame:
@@ -124,7 +143,7 @@ def heldout_tables(mapes: pd.DataFrame, settings: list[HeldOutSetting], referenc
     """Tables III (ours and the paper's) and IV from `table3.csv`'s rows, with the notes
     that explain ranges and marked cells, and the average-MAPE-reduction headline."""
     ours = table3(mapes, settings)
-    ours_notes = identifiability_notes(ours)
+    ours_notes = identifiability_notes(ours) + ([SIM_NOTE] if SIM in table3_predictors(mapes) else [])
     paper = paper_matrix(reference, "table3", settings, MAIN_PREDICTORS)
     ablation = table4(mapes, settings, ablation_transfers)
     ablation_notes = identifiability_notes(ablation)
@@ -189,7 +208,8 @@ def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.Data
     return shown
 
 
-ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"))
+ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"), ("sim", "SIM-BCA"))
+"""Advisors of the comparison table, by column prefix; SIM-BCA only where it ran (real data)."""
 ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))
 
 
@@ -200,6 +220,8 @@ def advisors_display(comparison: pd.DataFrame) -> pd.DataFrame:
              zip(comparison["model"], comparison["input_len"], comparison["output_len"])]
     data = {}
     for key, advisor in ADVISOR_LABELS:
+        if f"{key}_cap" not in comparison.columns:
+            continue
         for metric, shown in ADVISOR_METRICS:
             values = comparison[f"{key}_{metric}"]
             data[(advisor, shown)] = (["--" if pd.isna(v) else f"{int(v)}" for v in values]
@@ -218,3 +240,58 @@ def latex_escaped_columns(frame: pd.DataFrame) -> pd.DataFrame:
     escaped.columns = (pd.MultiIndex.from_tuples([escape(c) for c in frame.columns])
                        if isinstance(frame.columns, pd.MultiIndex) else [escape(c) for c in frame.columns])
     return escaped
+
+
+# --- SIM's calibrated constants per held-out setting ---------------------------------
+
+SIM_CONSTANT_DISPLAY = (("gemm_compute_efficiency", "eta GEMM compute", 1.0, 3),
+                        ("gemm_memory_efficiency", "eta GEMM memory", 1.0, 3),
+                        ("attention_memory_efficiency", "eta attention", 1.0, 3),
+                        ("kernel_latency_s", "kernel launch (us)", 1e6, 2),
+                        ("step_overhead_base_s", "step base (ms)", 1e3, 3),
+                        ("step_overhead_per_seq_s", "per sequence (us)", 1e6, 2))
+"""How each fitted simulator constant is shown: column label, scale to its unit, decimals."""
+
+
+def sim_constants_table(fits: dict[str, dict], settings: list[HeldOutSetting]) -> pd.DataFrame:
+    """One row per applicable setting (`columns.SIM_CONSTANTS_COLUMNS`): SIM's constants
+    calibrated on its training runs (the ``sim`` entry of the setting's fits JSON)."""
+    records = []
+    for setting in settings:
+        if not setting.applicable or "sim" not in fits.get(setting.name, {}):
+            continue
+        calibration = fits[setting.name]["sim"]
+        records.append({col.SETTING: setting.name, col.N_RUNS: calibration["n_train_points"],
+                        **{name: calibration["constants"][name] for name in col.SIM_FITTED_CONSTANTS},
+                        col.TRAIN_MAPE_THROUGHPUT_PCT: calibration["train_mape_throughput_pct"],
+                        col.UNIDENTIFIED: calibration["unidentified"]})
+    return pd.DataFrame.from_records(records, columns=list(col.SIM_CONSTANTS_COLUMNS))
+
+
+def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], dataset_label: str) -> str:
+    """The README's view of `sim_constants_table`, constants in display units (a sentence
+    saying why, where SIM was not evaluated)."""
+    if table.empty:
+        return (f"SIM is not evaluated on **{dataset_label}** data: where the data are simulated, the "
+                "simulator would predict its own output.\n")
+    labels = {setting.name: setting.label for setting in settings}
+    shown = pd.DataFrame({"Runs": [f"{int(n)}" for n in table[col.N_RUNS]]},
+                         index=pd.Index([labels[name] for name in table[col.SETTING]]))
+    for name, label, scale, decimals in SIM_CONSTANT_DISPLAY:
+        shown[label] = [f"{value * scale:.{decimals}f}" for value in table[name]]
+    shown["train MAPE %"] = [f"{value:.1f}" for value in table[col.TRAIN_MAPE_THROUGHPUT_PCT]]
+    shown["what the data leave open"] = table[col.UNIDENTIFIED].to_list()
+    return (f"SIM's constants, calibrated on each setting's training runs only, **{dataset_label}** data "
+            f"(`results/<dataset>/sim_constants.csv`; tensor-parallel constants are fixed assumptions, "
+            f"no TP runs exist to fit them):\n\n{to_markdown(shown)}")
+
+
+def full_profile_agreement(comparison: pd.DataFrame) -> str:
+    """How often each BCA flavour in `advisor_comparison` picks full-profile BCA's cap, as a sentence."""
+    parts = []
+    for key, advisor in ADVISOR_LABELS:
+        if key in ("knee", "full") or f"{key}_cap" not in comparison.columns:
+            continue
+        same = int((comparison[f"{key}_cap"] == comparison["full_cap"]).sum())
+        parts.append(f"{advisor} on {same} of {len(comparison)}")
+    return f"Curves on which an advisor picks full-profile BCA's cap: {', '.join(parts)}.\n"

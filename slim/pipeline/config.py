@@ -18,6 +18,7 @@ from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.splits import load_settings
+from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
 from slim.traces.ingest import trace_root_problem
@@ -58,9 +59,12 @@ def _workflow_path(path: Path) -> str:
 
 def with_catalog_defaults(config: dict[str, Any]) -> dict[str, Any]:
     """Set `models_file` and `hardware_file` to the catalogs shipped in the package where the config
-    names none (in place, so rules can take ``config["models_file"]`` as an input); returns `config`."""
+    names none, and `simulator.constants` to the packaged calibrated constants (in place, so rules
+    can take ``config["models_file"]`` as an input); returns `config`."""
     config.setdefault("models_file", _workflow_path(MODELS_FILE))
     config.setdefault("hardware_file", _workflow_path(HARDWARE_FILE))
+    if isinstance(config.get("simulator"), dict):
+        config["simulator"].setdefault("constants", _workflow_path(SIM_CONSTANTS_FILE))
     return config
 
 

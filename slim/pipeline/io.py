@@ -63,3 +63,14 @@ def worker_count(threads: int) -> int:
     """Processes a job may start: its Snakemake `threads`, but never more than the CPUs this
     process may run on (`snakemake --cores 8` on a 2-CPU machine gives 2, not 8)."""
     return max(1, min(int(threads), len(os.sched_getaffinity(0))))
+
+
+def read_sim_schedules(schedule_files: list[str], constant_files: list[str]):
+    """A rule's optional inputs ``sim_schedules`` and ``sim_constants`` (one file each, or none
+    where SIM is not evaluated) as a `slim.sim.schedules.ScheduleTable`, or None."""
+    if not schedule_files:
+        return None
+    from slim.sim.constants import load_sim_constants
+    from slim.sim.schedules import read_schedules
+
+    return read_schedules(schedule_files[0], load_sim_constants(constant_files[0]))

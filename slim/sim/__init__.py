@@ -4,11 +4,15 @@ It is the project's richer ground truth (scheduler + kernel roofline), not SLIM'
 closed form: `simulate_run` for one run, `simulate_grid` / `simulate_grid_to_dir` for a
 configured grid, `write_run_dir` for the public-trace file layout, `calibrate` to fit
 its few constants on real traces, `step_cost_breakdown` for per-component step costs.
+As a held-out predictor (SIM) it is calibrated on cached schedules (`schedules`,
+`linear_cost`, `schedule_fit`) and drives SIM-BCA (`slim.advisor.sim_bca`).
 
 Modules: `constants` (calibrated and fixed constants), `cost` (kernel roofline cost of a
 step), `memory` (KV capacity at server start), `scheduler` (queues, blocks, requests),
 `jitter` and `step_timer` (step durations), `metrics` (counters, scraped samples,
-accounting), `result`, `engine` (the step loop, `simulate_run`), `grid`, `rundir`, `calibrate`.
+accounting), `result`, `engine` (the step loop, `simulate_run`), `grid`, `rundir`, `schedules`
+(every run's schedule simulated once), `linear_cost` (a schedule's cost as a function of the
+fitted constants), `schedule_fit` (calibration on schedules), `calibrate`.
 """
 
 from slim.sim.constants import FITTED_CONSTANTS, SimConstants, load_sim_constants

@@ -3,134 +3,99 @@
 Because every request arrives at once, the simulated schedule (which sequences run in
 which step) does not depend on the cost constants; only step durations do. Each real
 configuration is therefore simulated once, at its real ``num_prompts``, to collect its
-jitter-weighted step statistics (`ScheduleStats`), and the benchmark duration for any
-constants is then an exact weighted sum (no re-simulation, no reduced prompt count).
-`calibrate` minimises the relative total-token-throughput error
-``T_sim / T_meas - 1`` over all runs with `scipy.optimize.least_squares` (bounded,
-``SimConstants`` fields in `FITTED_CONSTANTS`).
+jitter-weighted step statistics (`slim.sim.schedules`; reused from a cached
+`ScheduleTable` when one is passed), and the benchmark duration, mean batch and
+preemptions for any constants are then exact functions of them (no re-simulation, no
+reduced prompt count). `calibrate` minimises the relative total-token-throughput error
+``T_sim / T_meas - 1`` over all runs with the identifiability rule of
+`slim.sim.schedule_fit.calibrate_schedules` (bounded, ``SimConstants`` fields in
+`FITTED_CONSTANTS`, a weak roofline prior, a fixed start grid).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
-from scipy.optimize import least_squares
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
-from slim.sim.cost import StepCostModel
-from slim.sim.engine import simulate_run
-from slim.sim.metrics import ScheduleStats
-from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.sim.constants import FITTED_CONSTANTS, SimConstants
+from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
+from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
-# Fit in natural units so that every parameter is O(1) for the optimiser.
-_SCALE = {"gemm_compute_efficiency": 1.0, "gemm_memory_efficiency": 1.0, "attention_memory_efficiency": 1.0,
-          "kernel_latency_s": 1e-6, "step_overhead_base_s": 1e-3, "step_overhead_per_seq_s": 1e-6}
 
-
-@dataclass(frozen=True)
-class _RunCase:
-    arch: Architecture
-    il: int
-    ol: int
-    max_num_seqs: int
-    num_prompts: int
-    measured_throughput: float
-    stats: ScheduleStats
-    completed: int
-
-
-def _case_from_row(row: pd.Series, architectures: ArchitectureCatalog, hw: Hardware, consts: SimConstants,
-                   seed: int, num_prompts: int | None) -> _RunCase:
-    arch = architectures[row[col.MODEL]]
-    il, ol = int(round(row[col.INPUT_LEN_MEAN])), int(round(row[col.OUTPUT_LEN_MEAN]))
-    prompts = int(num_prompts or row.get(col.NUM_PROMPTS) or 2000)
-    result = simulate_run(arch, hw, consts, il, ol, int(row[col.MAX_NUM_SEQS]), prompts, seed, record_stats=True)
-    if result.status != "ok" or result.stats is None:
-        raise FitError(f"calibration run {row[col.MODEL]} B={row[col.MAX_NUM_SEQS]} cannot start in the "
-                       f"simulator ({result.status}); drop it from the calibration frame")
-    return _RunCase(arch, il, ol, int(row[col.MAX_NUM_SEQS]), prompts, float(row[col.TOTAL_TOKEN_THROUGHPUT]),
-                    result.stats, result.completed)
-
-
-def _simulated_throughput(case: _RunCase, hw: Hardware, consts: SimConstants) -> float:
-    duration = case.stats.duration_s(StepCostModel(case.arch, hw, consts))
-    return case.completed * (case.il + case.ol) / duration
+def _schedules_for(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardware, initial: SimConstants,
+                   seed: int, schedules: ScheduleTable | None) -> ScheduleTable:
+    """The cached schedules, or those of `frame`'s rows simulated now."""
+    if schedules is not None:
+        return schedules
+    return simulate_schedules(keys_of_frame(frame), architectures, hw, initial, seed)
 
 
 def calibrate(clean_frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardware,
-              initial: SimConstants = SimConstants(), seed: int = 0,
-              num_prompts: int | None = None) -> tuple[SimConstants, pd.DataFrame]:
+              initial: SimConstants = SimConstants(), seed: int = 0, num_prompts: int | None = None,
+              schedules: ScheduleTable | None = None) -> tuple[SimConstants, pd.DataFrame]:
     """Fit `FITTED_CONSTANTS` to the measured throughput of every row of ``clean_frame``.
 
     ``clean_frame`` uses `slim.columns` names (model, max_num_seqs, input/output_len_mean,
-    total_token_throughput_per_s, num_prompts). Returns the fitted constants and a
-    residuals frame (one row per run: measured and simulated throughput, relative error).
+    total_token_throughput_per_s, num_prompts; `num_prompts` overrides the last). The fixed
+    fields of `initial` are kept (those of `schedules` when given). Returns the fitted
+    constants and a residuals frame (one row per run: measured and simulated throughput,
+    relative error).
     """
     if clean_frame.empty:
         raise FitError("calibrate: the clean frame has no rows")
-    cases = [_case_from_row(row, architectures, hw, initial, seed, num_prompts) for _, row in clean_frame.iterrows()]
-    measured = np.array([case.measured_throughput for case in cases])
-
-    def constants_of(x: np.ndarray) -> SimConstants:
-        return initial.with_fitted({name: value * _SCALE[name] for name, value in zip(FITTED_CONSTANTS, x)})
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        consts = constants_of(x)
-        return np.array([_simulated_throughput(case, hw, consts) for case in cases]) / measured - 1.0
-
-    x0 = np.array([getattr(initial, name) / _SCALE[name] for name in FITTED_CONSTANTS])
-    lower = np.array([BOUNDS[name][0] / _SCALE[name] for name in FITTED_CONSTANTS])
-    upper = np.array([BOUNDS[name][1] / _SCALE[name] for name in FITTED_CONSTANTS])
-    fit = least_squares(residuals, np.clip(x0, lower, upper), bounds=(lower, upper), x_scale="jac")
-    if not fit.success or not np.all(np.isfinite(fit.x)):
-        raise FitError(f"calibrate: least_squares did not converge ({fit.message})")
-    consts = constants_of(fit.x)
-    simulated = np.array([_simulated_throughput(case, hw, consts) for case in cases])
-    frame = pd.DataFrame({
-        col.MODEL: [case.arch.name for case in cases],
-        col.INPUT_LEN_MEAN: [case.il for case in cases], col.OUTPUT_LEN_MEAN: [case.ol for case in cases],
-        col.MAX_NUM_SEQS: [case.max_num_seqs for case in cases],
+    frame = clean_frame.assign(**{col.NUM_PROMPTS: num_prompts}) if num_prompts else clean_frame
+    table = _schedules_for(frame, architectures, hw, initial, seed, schedules)
+    failed = [s.key for s in table.for_frame(frame) if not s.ok]
+    if failed:
+        raise FitError(f"calibration run {failed[0]} cannot start in the simulator; drop it from the calibration frame")
+    calibration = calibrate_on_rows(frame, table, architectures, hw, split_name="calibrate", sample_valley=False)
+    measured = frame[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)
+    simulated = measured * (1.0 + calibration.residuals)
+    keys = keys_of_frame(frame)
+    residuals = pd.DataFrame({
+        col.MODEL: [key.model for key in keys], col.INPUT_LEN_MEAN: [key.input_len for key in keys],
+        col.OUTPUT_LEN_MEAN: [key.output_len for key in keys], col.MAX_NUM_SEQS: [key.max_num_seqs for key in keys],
         "measured_throughput_per_s": measured, "simulated_throughput_per_s": simulated,
         "relative_error": simulated / measured - 1.0,
     })
-    return consts, frame
+    return calibration.constants, residuals
 
 
 def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardware, consts: SimConstants,
-             seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Full simulation of every run of ``frame`` (ok and preempted rows alike).
+             seed: int = 0, schedules: ScheduleTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The simulator at `consts` on every run of ``frame`` (ok and preempted rows alike).
 
     Returns (per-run frame, per-curve frame). Per curve (model, IL, OL): MAPE % of
-    throughput and of mean batch size (both as the real pipeline measures them), and
+    throughput and of mean batch size (the simulated one is the time-averaged running
+    batch over the active window, the limit of the pipeline's once-a-second scrapes), and
     ``kv_saturation_agreement``: share of runs where the simulator preempts iff the real
     run did.
     """
-    rows = []
-    for _, row in frame.iterrows():
-        il, ol = int(round(row[col.INPUT_LEN_MEAN])), int(round(row[col.OUTPUT_LEN_MEAN]))
-        result = simulate_run(architectures[row[col.MODEL]], hw, consts, il, ol, int(row[col.MAX_NUM_SEQS]),
-                              int(row.get(col.NUM_PROMPTS) or 2000), seed)
-        measured_preemptions = float(row.get(col.NUM_PREEMPTIONS, 0.0) or 0.0)
-        rows.append({
-            col.MODEL: row[col.MODEL], col.INPUT_LEN_MEAN: il, col.OUTPUT_LEN_MEAN: ol,
-            col.MAX_NUM_SEQS: int(row[col.MAX_NUM_SEQS]),
-            "measured_throughput_per_s": float(row[col.TOTAL_TOKEN_THROUGHPUT]),
-            "simulated_throughput_per_s": result.total_token_throughput_per_s,
-            "measured_mean_batch_size": float(row[col.MEAN_BATCH_SIZE]),
-            "simulated_mean_batch_size": result.mean_batch_size,
-            "measured_preemptions": measured_preemptions, "simulated_preemptions": result.num_preemptions,
-            "measured_kv_capacity_tokens": float(row.get(col.KV_CAPACITY_TOKENS, math.nan)),
-            "simulated_kv_capacity_tokens": result.plan.kv_capacity_tokens,
-        })
-    runs = pd.DataFrame(rows)
+    table = _schedules_for(frame, architectures, hw, consts, seed, schedules)
+    predicted = prediction_costs(frame, table, architectures, hw).predict(consts)
+    keys = keys_of_frame(frame)
+    runs = pd.DataFrame({
+        col.MODEL: frame[col.MODEL].to_numpy(), col.INPUT_LEN_MEAN: [key.input_len for key in keys],
+        col.OUTPUT_LEN_MEAN: [key.output_len for key in keys], col.MAX_NUM_SEQS: [key.max_num_seqs for key in keys],
+        "measured_throughput_per_s": frame[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
+        "simulated_throughput_per_s": predicted.throughput_per_s,
+        "measured_mean_batch_size": frame[col.MEAN_BATCH_SIZE].to_numpy(dtype=float),
+        "simulated_mean_batch_size": predicted.mean_batch_size,
+        "measured_preemptions": [float(v or 0.0) if not (isinstance(v, float) and math.isnan(v)) else 0.0
+                                 for v in frame.get(col.NUM_PREEMPTIONS, pd.Series(0.0, index=frame.index))],
+        "simulated_preemptions": predicted.num_preemptions,
+        "measured_kv_capacity_tokens": frame.get(col.KV_CAPACITY_TOKENS,
+                                                 pd.Series(np.nan, index=frame.index)).to_numpy(dtype=float),
+        "simulated_kv_capacity_tokens": [s.kv_capacity_tokens for s in table.for_frame(frame)],
+    })
     runs["throughput_ape"] = 100 * (runs["simulated_throughput_per_s"] / runs["measured_throughput_per_s"] - 1).abs()
     runs["batch_ape"] = 100 * (runs["simulated_mean_batch_size"] / runs["measured_mean_batch_size"] - 1).abs()
     runs["kv_saturation_agrees"] = (runs["measured_preemptions"] > 0) == (runs["simulated_preemptions"] > 0)

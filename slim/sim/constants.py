@@ -14,20 +14,21 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from slim.columns import SIM_FITTED_CONSTANTS
 from slim.errors import ConfigError
 from slim.gpu.kv_memory import VllmMemoryProfile
 from slim.specs.hardware import GIB
 from slim.yaml_files import read_yaml_mapping
 
-FITTED_CONSTANTS = (
-    "gemm_compute_efficiency",
-    "gemm_memory_efficiency",
-    "attention_memory_efficiency",
-    "kernel_latency_s",
-    "step_overhead_base_s",
-    "step_overhead_per_seq_s",
-)
-"""The constants `calibrate` fits; everything else is fixed from logs or vLLM defaults."""
+SIM_CONSTANTS_FILE = Path(__file__).with_name("h100-64gb-sim.yaml")
+"""The calibrated H100 64 GB constants shipped with the package (package data, so the installed
+`slim advise --predictor sim` finds them); `simulator.constants` defaults to it."""
+
+FITTED_CONSTANTS = SIM_FITTED_CONSTANTS
+"""The constants `calibrate` fits (gemm_compute_efficiency, gemm_memory_efficiency,
+attention_memory_efficiency, kernel_latency_s, step_overhead_base_s, step_overhead_per_seq_s;
+named in `slim.columns`, whose tables carry them); everything else is fixed from logs or vLLM
+defaults."""
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_compute_efficiency": (0.05, 1.0),

@@ -95,6 +95,13 @@ class StepCostModel:
         time = np.maximum(flops / self.compute_rate, bytes_moved / self.memory_rate)
         return time, flops, bytes_moved
 
+    def gemm_work(self, rows: ArrayLike) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(FLOPs, bytes) over `rows` input rows of each layer GEMM (QKV, output projection,
+        FFN up, FFN down; one layer, one rank) and last of the LM head: the two sides of each
+        GEMM's roofline ``max`` (`slim.sim.linear_cost` takes the cost apart along them)."""
+        rows = np.asarray(rows, dtype=float)
+        return [self._gemm_time(gemm, rows)[1:] for gemm in (*self.gemms, self.lm_head)]
+
     def gemm_components(self, tokens: ArrayLike) -> dict[str, np.ndarray]:
         """Layer GEMMs + elementwise kernels for ``tokens`` scheduled tokens (all layers)."""
         tokens = np.asarray(tokens, dtype=float)

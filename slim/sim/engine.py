@@ -148,8 +148,8 @@ class ServingEngine:
         batch, il, ol = scheduler.max_num_seqs, scheduler.input_len, scheduler.output_len
         if scheduler.running or len(scheduler.waiting) < 2 * batch or ol < 3 or ol - 1 > MAX_STRETCH_STEPS:
             return False
-        if self.metrics.recording or scheduler.preemptions or scheduler.used_blocks:
-            return False   # the step statistics, and any recompute in the queue, take the exact path
+        if scheduler.preemptions or scheduler.used_blocks:
+            return False   # any recompute in the queue takes the exact path
         if batch * il > scheduler.token_budget:
             return False
         held = batch * -(-(il + ol) // scheduler.block_size)
@@ -240,6 +240,8 @@ class ServingEngine:
         metrics.prompt_tokens += waves * prefill_tokens
         metrics.successes += waves * batch
         metrics.add_inter_token_gaps(durations[decode_mask], np.full(total - waves, batch, dtype=np.int64))
+        if metrics.recording:
+            metrics.record_wave_stats(jit, decode_mask, batch, prefill_tokens, pairs, context)
 
         first_token_at = ends[prefill_at].tolist()
         finished_at = ends[prefill_at + steps_per_wave - 1].tolist()

@@ -31,6 +31,11 @@ class ScheduleStats:
     ``duration = sum_T W_tokens[T] gpu_fixed(T) + sum_n W_sampled[n] lm_head(n)
     + S_context x attention_s_per_token + S_pairs x prefill_s_per_pair
     + W_steps x overhead_base + S_seqs x overhead_per_seq`` (all jitter-weighted).
+
+    ``running_weighted`` holds the same sums with each step's weight multiplied by the
+    requests running before it was scheduled (what a metrics scrape inside the step reads),
+    so ``running_weighted.duration_s(m) / duration_s(m)`` is the time-averaged running batch
+    for any cost constants (`slim.sim.schedules`).
     """
 
     w_tokens: np.ndarray
@@ -40,6 +45,7 @@ class ScheduleStats:
     s_seqs: float = 0.0
     w_steps: float = 0.0
     n_steps: int = 0
+    running_weighted: "ScheduleStats | None" = None
 
     def duration_s(self, model: StepCostModel) -> float:
         tokens_table, sampled_table = model.gpu_fixed_table(len(self.w_tokens) - 1, len(self.w_sampled) - 1)
@@ -73,7 +79,9 @@ class ServerMetrics:
         self.decode_time_s = 0.0
         self.step_counts = {"decode_only": 0, "prefill_only": 0, "mixed": 0}
         self.recording = False
-        self.stats = ScheduleStats(np.zeros(stats_sizes[0]), np.zeros(stats_sizes[1]))
+        self.stats = ScheduleStats(np.zeros(stats_sizes[0]), np.zeros(stats_sizes[1]),
+                                   running_weighted=ScheduleStats(np.zeros(stats_sizes[0]),
+                                                                  np.zeros(stats_sizes[1])))
 
     def start_window(self, record_stats: bool) -> None:
         """The main benchmark starts: phase accounting and step statistics cover it only."""
@@ -124,14 +132,8 @@ class ServerMetrics:
         self.decode_time_s += duration - prefill_part
         self.step_counts[batch.kind] += 1
         if self.recording:
-            stats = self.stats
-            stats.w_tokens[batch.tokens] += jit
-            stats.w_sampled[batch.sampled] += jit
-            stats.s_context += jit * decode_context_tokens
-            stats.s_pairs += jit * batch.attention_pairs
-            stats.s_seqs += jit * batch.sequences
-            stats.w_steps += jit
-            stats.n_steps += 1
+            _add_step(self.stats, batch, jit, decode_context_tokens)
+            _add_step(self.stats.running_weighted, batch, jit * gauges_before[1], decode_context_tokens)
         self.generation_tokens += batch.n_decode
         if batch.n_decode:
             self.itl_values.append(duration)
@@ -160,17 +162,33 @@ class ServerMetrics:
         self.decode_time_s = float(np.add.accumulate(np.concatenate(([self.decode_time_s], durations_s)))[-1])
         self.step_counts["decode_only"] += steps
         if self.recording:
-            stats = self.stats
-            stats.w_tokens[n_decode] += jit.sum()
-            stats.w_sampled[n_decode] += jit.sum()
-            stats.s_context += float(np.dot(jit, context_tokens))
-            stats.s_seqs += float(jit.sum()) * n_decode
-            stats.w_steps += float(jit.sum())
-            stats.n_steps += steps
+            _add_decode_stretch(self.stats, jit, context_tokens, n_decode)
+            _add_decode_stretch(self.stats.running_weighted, jit * len(self.scheduler.running), context_tokens,
+                                n_decode)
         self.scheduler_time_s = float(scheduler_times[-1])
         self.forward_time_s = float(forward_times[-1])
         self.generation_tokens += n_decode * steps
         self.add_inter_token_gaps(durations_s, np.full(steps, n_decode, dtype=np.int64))
+
+    def record_wave_stats(self, jit: np.ndarray, decode_mask: np.ndarray, batch: int, prefill_tokens: int,
+                          pairs: int, wave_context_tokens: np.ndarray) -> None:
+        """`record_step`'s statistics for identical waves (`ServingEngine.run_identical_waves`):
+        each a prefill step of `batch` prompts (`prefill_tokens`, `pairs`) with nothing running
+        before it, then decode steps of `batch` sequences whose contexts are
+        `wave_context_tokens`; `jit` holds every step's jitter, `decode_mask` marks the decodes."""
+        prefill_jit, decode_jit = jit[~decode_mask], jit[decode_mask]
+        context = np.tile(wave_context_tokens, len(prefill_jit))
+        for stats, gauge in ((self.stats, 1.0), (self.stats.running_weighted, float(batch))):
+            prefill_w = 0.0 if stats is self.stats.running_weighted else float(prefill_jit.sum())
+            decode_w = gauge * float(decode_jit.sum())
+            stats.w_tokens[prefill_tokens] += prefill_w
+            stats.w_tokens[batch] += decode_w
+            stats.w_sampled[batch] += prefill_w + decode_w
+            stats.s_context += gauge * float(np.dot(decode_jit, context))
+            stats.s_pairs += pairs * prefill_w
+            stats.s_seqs += batch * (prefill_w + decode_w)
+            stats.w_steps += prefill_w + decode_w
+            stats.n_steps += len(jit)
 
     def add_inter_token_gaps(self, durations_s: np.ndarray, decodes: np.ndarray) -> None:
         """Steps with decodes, as arrays: `durations_s` each counts as `decodes` gaps."""
@@ -190,3 +208,26 @@ class ServerMetrics:
             return np.zeros(0)
         return np.repeat(np.concatenate([values for values, _ in self._itl_segments]),
                          np.concatenate([weights for _, weights in self._itl_segments]))
+
+
+def _add_step(stats: ScheduleStats, batch: ScheduledBatch, weight: float, decode_context_tokens: int) -> None:
+    """One step of `batch`, with weight `weight` (its jitter factor, times a gauge for weighted sums)."""
+    stats.w_tokens[batch.tokens] += weight
+    stats.w_sampled[batch.sampled] += weight
+    stats.s_context += weight * decode_context_tokens
+    stats.s_pairs += weight * batch.attention_pairs
+    stats.s_seqs += weight * batch.sequences
+    stats.w_steps += weight
+    stats.n_steps += 1
+
+
+def _add_decode_stretch(stats: ScheduleStats, weights: np.ndarray, context_tokens: np.ndarray,
+                        n_decode: int) -> None:
+    """A stretch of pure-decode steps of `n_decode` sequences, with per-step weights `weights`."""
+    total = float(weights.sum())
+    stats.w_tokens[n_decode] += weights.sum()
+    stats.w_sampled[n_decode] += weights.sum()
+    stats.s_context += float(np.dot(weights, context_tokens))
+    stats.s_seqs += total * n_decode
+    stats.w_steps += total
+    stats.n_steps += len(weights)

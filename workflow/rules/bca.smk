@@ -1,5 +1,6 @@
 # Fitting SLIM per target (Tables V-VI, Fig. 12) and leave-one-curve-out (the advisor
-# comparison) are cluster jobs; Fig. 13 only reads the measured curves.
+# comparison) are cluster jobs; Fig. 13 only reads the measured curves. On real datasets the
+# simulator's cached schedules add SIM-BCA beside SLIM-BCA.
 
 
 localrules:
@@ -13,6 +14,8 @@ rule bca_tables:
         bca_config=bca_config_file,
         models=config["models_file"],
         hardware=config["hardware_file"],
+        sim_schedules=sim_schedules_file,
+        sim_constants=sim_constants_file,
     output:
         table5=report("figures/{dataset}/table5.tex", caption="../report/table5.rst", category="Advisor"),
         table5_csv="results/{dataset}/table5.csv",
@@ -43,6 +46,8 @@ rule bca_sensitivity:
         bca_config=bca_config_file,
         models=config["models_file"],
         hardware=config["hardware_file"],
+        sim_schedules=sim_schedules_file,
+        sim_constants=sim_constants_file,
     output:
         pdf=report("figures/{dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"),
         png="figures/{dataset}/fig12.png",
@@ -91,6 +96,8 @@ rule bca_advisors:
         bca_config=bca_config_file,
         models=config["models_file"],
         hardware=config["hardware_file"],
+        sim_schedules=sim_schedules_file,
+        sim_constants=sim_constants_file,
     output:
         table=report("figures/{dataset}/table_advisors.tex", caption="../report/table_advisors.rst", category="Advisor"),
         csv="results/{dataset}/table_advisors.csv",

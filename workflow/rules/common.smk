@@ -118,6 +118,26 @@ def evaluation_files(wildcards):
     return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
 
 
+# Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
+# ones. On simulated data it would predict its own output (a circular score).
+SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated]
+
+
+def sim_schedules_file(wildcards):
+    """The dataset's cached simulator schedules, or nothing where SIM is not evaluated."""
+    return [f"results/{wildcards.dataset}/sim_schedules.parquet"] if wildcards.dataset in SIM_DATASETS else []
+
+
+def sim_constants_file(wildcards):
+    """The simulator's constants (fixed fields: scheduler, memory) where SIM is evaluated."""
+    return [config["simulator"]["constants"]] if wildcards.dataset in SIM_DATASETS else []
+
+
+def fits_files(wildcards):
+    """Each applicable setting's fits JSON (SLIM's fits and, on real data, SIM's calibration)."""
+    return [f"results/{wildcards.dataset}/fits/{name}.json" for name in applicable_settings(wildcards.dataset)]
+
+
 def recorded_headline_tables(wildcards):
     """The table3.csv of every evaluated dataset, in EVALUATED_DATASETS order."""
     return [f"results/{name}/table3.csv" for name in EVALUATED_DATASETS]
@@ -176,7 +196,12 @@ def readme_summaries(wildcards):
     """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
     then Table VI and the advisor comparison of every real one."""
     ordered = [DEFAULT_DATASET] + [name for name in EVALUATED_DATASETS if name != DEFAULT_DATASET]
-    summaries = [f"results/{name}/table3.md" for name in ordered if name in SETTINGS]
+    summaries = []
+    for name in ordered:
+        if name in SETTINGS:
+            summaries.append(f"results/{name}/table3.md")
+        if name in SIM_DATASETS:
+            summaries.append(f"results/{name}/sim_constants.md")
     for name in ordered:
         if name in BCA_DATASETS and not DATASETS[name].is_simulated:
             summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]

@@ -4,6 +4,8 @@ rule evaluate_setting:
         settings=settings_file,
         models=config["models_file"],
         hardware=config["hardware_file"],
+        sim_schedules=sim_schedules_file,
+        sim_constants=sim_constants_file,
     output:
         predictions="results/{dataset}/evaluation/{setting}.parquet",
         identifiability="results/{dataset}/identifiability/{setting}.parquet",

@@ -24,9 +24,36 @@ rule simulate:
         "../scripts/simulate.py"
 
 
+# Every ok or preempted run of a real dataset simulated once: its schedule, from which SIM's
+# throughput, mean batch and preemptions follow for any fitted constants (slim.sim.schedules).
+rule sim_schedules:
+    input:
+        runs="results/{dataset}/runs.parquet",
+        constants=config["simulator"]["constants"],
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+    output:
+        schedules="results/{dataset}/sim_schedules.parquet",
+    params:
+        hardware=hardware_name,
+    log:
+        "logs/{dataset}/sim_schedules.log",
+    benchmark:
+        "benchmarks/{dataset}/sim_schedules.tsv"
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/sim_schedules.py"
+
+
 rule calibrate_simulator:
     input:
         runs=f"results/{config['simulator']['calibration_dataset']}/runs.parquet",
+        schedules=f"results/{config['simulator']['calibration_dataset']}/sim_schedules.parquet",
         models=config["models_file"],
         hardware=config["hardware_file"],
         constants=config["simulator"]["constants"],

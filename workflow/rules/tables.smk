@@ -10,10 +10,13 @@ rule tables:
     input:
         predictions=evaluation_files,
         identifiability=identifiability_files,
+        fits=fits_files,
         settings=settings_file,
         reference="config/paper_reference.yaml",
     output:
         mapes="results/{dataset}/table3.csv",
+        sim_constants="results/{dataset}/sim_constants.csv",
+        sim_constants_md="results/{dataset}/sim_constants.md",
         table3=report("figures/{dataset}/table3.tex", caption="../report/table3.rst", category="Held-out accuracy"),
         table3_paper="figures/{dataset}/table3_paper.tex",
         table4=report("figures/{dataset}/table4.tex", caption="../report/table4.rst", category="Held-out accuracy"),

@@ -1,10 +1,11 @@
-"""Snakemake adapter: fit the simulator's constants on the real traces and validate per curve."""
+"""Snakemake adapter: fit the simulator's constants on the real traces and validate it per curve."""
 import pandas as pd
 
 from slim import columns as col
 from slim.pipeline.io import open_log, write_csv
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
 from slim.sim.constants import load_sim_constants
+from slim.sim.schedules import read_schedules
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -14,9 +15,9 @@ architectures = load_architectures(snakemake.input.models)
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 fit_rows = runs[runs[col.STATUS] == "ok"]
 validation_rows = runs[runs[col.STATUS].isin(["ok", "preempted"])]
-initial_constants = load_sim_constants(snakemake.input.constants)
-constants, residuals = calibrate(fit_rows, architectures, hardware, initial=initial_constants)
-_, curves = validate(validation_rows, architectures, hardware, constants)
+schedules = read_schedules(snakemake.input.schedules, load_sim_constants(snakemake.input.constants))
+constants, residuals = calibrate(fit_rows, architectures, hardware, initial=schedules.constants, schedules=schedules)
+_, curves = validate(validation_rows, architectures, hardware, constants, schedules=schedules)
 write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,
                        source=f"{snakemake.input.runs} (ok runs; validation includes preempted runs)")
 write_csv(curves, snakemake.output.validation)

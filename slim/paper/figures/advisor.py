@@ -33,20 +33,23 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
 
 
 def plot_sensitivity(grid: pd.DataFrame, dataset_label: str) -> Figure:
-    """Fig. 12: one row per transfer, one heatmap per metric over SLO multiplier x epsilon.
-    Cells where SLIM-BCA finds no admissible cap are marked 'none'."""
+    """Fig. 12: one row per (transfer, advisor), one heatmap per metric over SLO multiplier x
+    epsilon. Cells where the advisor finds no admissible cap are marked 'none'. A grid
+    without an ``advisor`` column is SLIM-BCA's."""
     _require(grid, ("transfer", "label", "epsilon", "slo_multiplier",
                     *(metric[0] for metric in SENSITIVITY_METRICS)), "sensitivity")
     # seaborn (its heatmap and the "mako" colour map) is imported only here: it adds about
     # 0.7 s to every job that imports this module, and only this figure uses it.
     import seaborn as sns
 
-    transfers = list(dict.fromkeys(grid["transfer"]))
-    figure = Figure(figsize=(10, 3.6 * len(transfers)), layout="constrained")
+    if "advisor" not in grid.columns:
+        grid = grid.assign(advisor="SLIM-BCA")
+    panels = list(dict.fromkeys(zip(grid["transfer"], grid["advisor"])))
+    figure = Figure(figsize=(10, 3.6 * len(panels)), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(len(transfers), len(SENSITIVITY_METRICS), squeeze=False)
-    for row, transfer in enumerate(transfers):
-        rows = grid[grid["transfer"] == transfer]
+    axes = figure.subplots(len(panels), len(SENSITIVITY_METRICS), squeeze=False)
+    for row, (transfer, advisor) in enumerate(panels):
+        rows = grid[(grid["transfer"] == transfer) & (grid["advisor"] == advisor)]
         for column, (metric, title, cmap, fmt) in enumerate(SENSITIVITY_METRICS):
             ax = axes[row, column]
             matrix = rows.pivot(index="slo_multiplier", columns="epsilon", values=metric).sort_index()
@@ -55,8 +58,9 @@ def plot_sensitivity(grid: pd.DataFrame, dataset_label: str) -> Figure:
                 ax.text(j + 0.5, i + 0.5, "none", ha="center", va="center", fontsize=8, color="0.4")
             ax.set_xlabel("epsilon (batching-efficiency floor)")
             ax.set_ylabel("SLO multiplier")
-            ax.set_title(f"{rows['label'].iloc[0]}\n{title}", fontsize=9)
-    figure.suptitle(f"SLIM-BCA sensitivity, {dataset_label}")
+            ax.set_title(f"{advisor}: {rows['label'].iloc[0]}\n{title}", fontsize=9)
+    advisors = " and ".join(dict.fromkeys(grid["advisor"]))
+    figure.suptitle(f"{advisors} sensitivity, {dataset_label}")
     return figure
 
 

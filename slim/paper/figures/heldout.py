@@ -18,10 +18,11 @@ from matplotlib.lines import Line2D
 from slim import columns as col
 from slim.errors import PlotInputError
 from slim.paper.figures.common import CURVE_KEYS, METRIC_AXIS_LABELS, curve_colors, curves
-from slim.paper.heldout import IMAI, LLMVISOR, MAIN_PREDICTORS, SLIM
+from slim.paper.heldout import IMAI, LLMVISOR, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM, SLIM_PREDICTED_BATCH
 from slim.paper.splits import HeldOutSetting
 
 UNSEEN_MODEL_PREDICTORS = MAIN_PREDICTORS
+"""Fig. 10's predictors on every dataset; SIM's (`SIM_PREDICTORS`) join them where present."""
 
 REQUIRED_PREDICTION_COLUMNS = (
     col.SETTING, col.PREDICTOR, col.ROLE, *CURVE_KEYS, col.MEAN_BATCH_SIZE,
@@ -33,7 +34,11 @@ PREDICTOR_STYLE = {
     SLIM: {"color": "C0", "linestyle": "-", "marker": "s"},
     LLMVISOR: {"color": "C1", "linestyle": "-.", "marker": "D"},
     IMAI: {"color": "C2", "linestyle": ":", "marker": "^"},
+    SIM: {"color": "C3", "linestyle": "--", "marker": "v"},
+    SLIM_PREDICTED_BATCH: {"color": "C4", "linestyle": (0, (1, 1)), "marker": "x"},
 }
+SIM_LINE = {"linestyle": ":", "linewidth": 1.6}
+"""Fig. 9's SIM prediction of a validation curve (in the curve's colour)."""
 TRAINING_COLOR = "0.6"
 
 
@@ -43,9 +48,10 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
 
     One column per applicable setting (in the order of `settings`); top row
     total-token throughput (Eq. 6), bottom row E2E latency (Eq. 5), both against
-    the mean batch size on a log axis. Training runs are grey dots; each
+    the measured mean batch size on a log axis. Training runs are grey dots; each
     validation curve (model, nominal output length) has its own colour, measured
-    as markers and SLIM as a dashed line. Each panel prints SLIM's MAPE of that
+    as markers and SLIM as a dashed line, and, where the predictions hold SIM (real
+    data), SIM as a dotted line. Each panel prints SLIM's (and SIM's) MAPE of that
     metric over the setting's validation runs. Settings that are not applicable
     to the dataset are listed, with their reason, under the panels.
     """
@@ -55,6 +61,7 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
     if not shown:
         raise PlotInputError("plot_heldout_settings: no applicable setting to plot")
     slim_rows = predictions[predictions[col.PREDICTOR] == SLIM]
+    sim_rows = predictions[(predictions[col.PREDICTOR] == SIM) & (predictions[col.ROLE] == "validate")]
     figure = Figure(figsize=(3.9 * len(shown), 7.6), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(2, len(shown), squeeze=False)
@@ -67,18 +74,27 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
         training = rows[rows[col.ROLE] == "train"]
         colors = curve_colors(validate)
         mape = _mape_row(mapes, setting.name, SLIM, "plot_heldout_settings")
+        sim = sim_rows[sim_rows[col.SETTING] == setting.name]
+        sim_mape = _mape_row(mapes, setting.name, SIM, "plot_heldout_settings") if not sim.empty else None
         for row, metric in enumerate(col.PREDICTION_METRICS):
             ax = axes[row, column]
             _plot_setting_panel(ax, training, validate, colors, metric)
-            _print_mape(ax, f"SLIM MAPE {mape[metric.mape]:.1f} %\n(n = {int(mape[col.N_VALIDATION])})")
+            for key, curve in curves(sim):
+                ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric.predicted], color=colors[key], zorder=2, **SIM_LINE)
+            text = f"SLIM MAPE {mape[metric.mape]:.1f} %"
+            if sim_mape is not None:
+                text += f"\nSIM MAPE {sim_mape[metric.mape]:.1f} %"
+            _print_mape(ax, f"{text}\n(n = {int(mape[col.N_VALIDATION])})")
             ax.set_ylabel(METRIC_AXIS_LABELS[metric.name] if column == 0 else "")
             ax.set_xlabel("Mean batch size" if row == 1 else "")
         axes[0, column].set_title(setting.label, fontsize="medium")
         axes[1, column].legend(handles=_curve_handles(colors), title="Validation curve", fontsize="small",
                                title_fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2),
                                ncol=2 if len(colors) > 4 else 1, frameon=False)
-    figure.legend(handles=_style_handles(), loc="outside lower center", ncol=3, frameon=False)
-    figure.suptitle(f"Held-out accuracy of SLIM, {dataset_label}")
+    with_sim = not sim_rows.empty
+    figure.legend(handles=_style_handles(with_sim), loc="outside lower center", ncol=4 if with_sim else 3,
+                  frameon=False)
+    figure.suptitle(f"Held-out accuracy of SLIM{' and SIM' if with_sim else ''}, {dataset_label}")
     skipped = [f"{setting.label} ({setting.not_applicable})" for setting in settings if not setting.applicable]
     if skipped:
         figure.text(0.01, 0.0, "Not shown: " + "; ".join(skipped), fontsize="small", ha="left", va="bottom")
@@ -88,10 +104,11 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
 
 def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_name: str, dataset_label: str,
                       setting_label: str | None = None) -> Figure:
-    """Fig. 10: the model-transfer setting, measured vs SLIM and both baselines.
+    """Fig. 10: the model-transfer setting, measured vs SLIM and both baselines (and, where the
+    predictions hold them, SIM and SLIM at SIM's predicted batch).
 
     Left: total-token throughput (Eq. 6); right: E2E latency (Eq. 5); both
-    against the mean batch size on a log axis. Each predictor's legend entry
+    against the measured mean batch size on a log axis. Each predictor's legend entry
     carries its MAPE of that metric over the setting's validation runs.
     """
     col.require_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "the predictions table", PlotInputError)
@@ -101,6 +118,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     if missing:
         raise PlotInputError(f"plot_unseen_model: setting '{setting_name}' has no validation predictions "
                              f"for {', '.join(missing)}")
+    shown = UNSEEN_MODEL_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in set(validate[col.PREDICTOR]))
     measured = validate[validate[col.PREDICTOR] == SLIM]
     figure = Figure(figsize=(10.5, 4.4), layout="constrained")
     FigureCanvasAgg(figure)
@@ -110,7 +128,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
         for _, curve in curves(measured):
             ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric.measured], linestyle="none", marker="o",
                     markersize=7, color="black", zorder=3)
-        for predictor in UNSEEN_MODEL_PREDICTORS:
+        for predictor in shown:
             mape = _mape_row(mapes, setting_name, predictor, "plot_unseen_model")[metric.mape]
             handles.append(Line2D([], [], markersize=5, label=f"{predictor} (MAPE {mape:.1f} %)",
                                   **PREDICTOR_STYLE[predictor]))
@@ -152,13 +170,16 @@ def _curve_handles(colors: dict[tuple, tuple]) -> list[Line2D]:
                    label=_curve_label(key)) for key, color in colors.items()]
 
 
-def _style_handles() -> list[Line2D]:
-    return [
+def _style_handles(with_sim: bool) -> list[Line2D]:
+    handles = [
         Line2D([], [], linestyle="none", marker="o", markersize=3.5, color=TRAINING_COLOR, label="Training run"),
         Line2D([], [], linestyle="none", marker="o", markersize=5, markerfacecolor="none", color="black",
                label="Held-out run, measured"),
         Line2D([], [], linestyle="--", color="black", label="SLIM prediction"),
     ]
+    if with_sim:
+        handles.append(Line2D([], [], color="black", label="SIM prediction (no measured batch)", **SIM_LINE))
+    return handles
 
 
 def _print_mape(ax: Axes, text: str) -> None:

@@ -1,0 +1,239 @@
+"""The simulated schedule of every real run, simulated once and kept: the cache SIM calibrates on.
+
+With every request sent at once (request rate ``inf``), which sequences run in which engine
+step never depends on the cost constants the simulator fits (`FITTED_CONSTANTS`), only on the
+configuration (model, IL, OL, ``--max-num-seqs``, number of prompts), the fixed scheduler and
+memory constants and the seed. One simulation per run configuration therefore gives its
+`ScheduleStats`, and from them, for *any* fitted constants and exactly (`slim.sim.linear_cost`):
+
+* the benchmark duration, hence the total-token throughput ``completed (IL + OL) / duration``;
+* the time-averaged running batch over the server's active window, which is what the
+  pipeline measures as the mean batch size (``num_requests_running`` scraped while
+  ``running + waiting > 0``): ``(R_test + R_main) / (D_test + D_main)``, with ``D`` the
+  durations and ``R`` the running-weighted durations of the client's single test prompt
+  and of the benchmark window;
+* the preemptions (a property of the schedule alone).
+
+`simulate_schedules` builds a `ScheduleTable` from a runs table; it round-trips through a
+parquet file (`ScheduleTable.to_frame` / `from_frame`), one row per run configuration.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.errors import ConfigError
+from slim.sim.constants import SimConstants
+from slim.sim.engine import simulate_run
+from slim.sim.metrics import ScheduleStats
+from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
+
+DEFAULT_NUM_PROMPTS = 2000
+"""Requests per run where a runs table does not record them (the public traces' benchmark)."""
+
+SCHEDULE_SEED = 0
+"""Seed of every cached schedule (the step jitter), as `slim.sim.calibrate` has always used."""
+
+_STATS_PARTS = ("main", "main_running", "test", "test_running")
+_STATS_SCALARS = ("s_context", "s_pairs", "s_seqs", "w_steps", "n_steps")
+
+
+class ScheduleKey(NamedTuple):
+    """A run configuration as the simulator sees it (lengths rounded to whole tokens)."""
+
+    model: str
+    input_len: int
+    output_len: int
+    max_num_seqs: int
+    num_prompts: int
+    tensor_parallel: int = 1
+
+
+def key_of_row(row: pd.Series) -> ScheduleKey:
+    """The configuration of one row of a runs table (`slim.columns` names)."""
+    prompts = row.get(col.NUM_PROMPTS)
+    tensor_parallel = row.get(col.TENSOR_PARALLEL)
+    return ScheduleKey(str(row[col.MODEL]), int(round(float(row[col.INPUT_LEN_MEAN]))),
+                       int(round(float(row[col.OUTPUT_LEN_MEAN]))), int(row[col.MAX_NUM_SEQS]),
+                       int(prompts) if pd.notna(prompts) and prompts else DEFAULT_NUM_PROMPTS,
+                       int(tensor_parallel) if pd.notna(tensor_parallel) and tensor_parallel else 1)
+
+
+def keys_of_frame(frame: pd.DataFrame) -> list[ScheduleKey]:
+    return [key_of_row(row) for _, row in frame.iterrows()]
+
+
+@dataclass(frozen=True)
+class RunSchedule:
+    """One simulated run's schedule: its step statistics and what does not depend on time.
+
+    ``main`` covers the benchmark window, ``test`` the client's single test prompt before it
+    (both with their ``running_weighted`` companions); ``status`` is ``"ok"`` or the KV
+    plan's failure code, in which case there are no statistics.
+    """
+
+    key: ScheduleKey
+    status: str
+    completed: int
+    num_preemptions: int
+    kv_capacity_tokens: float
+    main: ScheduleStats | None
+    test: ScheduleStats | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def tokens_per_request(self) -> int:
+        return self.key.input_len + self.key.output_len
+
+
+def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: Hardware,
+                      consts: SimConstants, seed: int = SCHEDULE_SEED) -> RunSchedule:
+    """Simulate one configuration and keep its statistics (the fitted fields of `consts`
+    change only the discarded times, never the statistics)."""
+    arch = architectures[key.model]
+    main = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
+                        key.tensor_parallel, record_stats=True)
+    if main.status != "ok" or main.stats is None:
+        return RunSchedule(key, main.status, 0, 0, float(main.plan.kv_capacity_tokens), None, None)
+    # The test prompt runs from step 0 on an idle server, exactly as a one-request window does.
+    test = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, 1, seed,
+                        key.tensor_parallel, include_test_prompt=False, record_stats=True)
+    return RunSchedule(key, "ok", main.completed, main.num_preemptions, float(main.plan.kv_capacity_tokens),
+                       main.stats, test.stats)
+
+
+def _simulate_job(args: tuple) -> RunSchedule:
+    return simulate_schedule(*args)
+
+
+class ScheduleTable:
+    """Cached schedules by `ScheduleKey`, and the constants they were simulated with (only
+    their fixed fields, scheduler, memory and tensor parallelism, matter; `constants` is what
+    a calibration on these schedules starts from and keeps)."""
+
+    def __init__(self, schedules: Iterable[RunSchedule], constants: SimConstants):
+        self.constants = constants
+        self._by_key: dict[ScheduleKey, RunSchedule] = {}
+        for schedule in schedules:
+            self._by_key.setdefault(schedule.key, schedule)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __iter__(self) -> Iterator[RunSchedule]:
+        return iter(self._by_key.values())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def get(self, key: ScheduleKey) -> RunSchedule:
+        try:
+            return self._by_key[key]
+        except KeyError:
+            raise ConfigError(f"no cached simulator schedule for {key}; rebuild the schedules of this dataset "
+                              "(rule sim_schedules) from a runs table that holds this run") from None
+
+    def for_frame(self, frame: pd.DataFrame) -> list[RunSchedule]:
+        """The schedule of every row of `frame`, in row order."""
+        return [self.get(key) for key in keys_of_frame(frame)]
+
+    # -- parquet round trip ---------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per schedule (in key order): the key, status and counts, and per stats part
+        (``main``, ``main_running``, ``test``, ``test_running``) its weight vectors and sums."""
+        records = []
+        for key in sorted(self._by_key):
+            schedule = self._by_key[key]
+            record = {**key._asdict(), "status": schedule.status, "completed": schedule.completed,
+                      col.NUM_PREEMPTIONS: schedule.num_preemptions,
+                      col.KV_CAPACITY_TOKENS: schedule.kv_capacity_tokens}
+            for part, stats in _parts(schedule):
+                record[f"{part}_w_tokens"] = None if stats is None else stats.w_tokens.tolist()
+                record[f"{part}_w_sampled"] = None if stats is None else stats.w_sampled.tolist()
+                for name in _STATS_SCALARS:
+                    record[f"{part}_{name}"] = np.nan if stats is None else float(getattr(stats, name))
+            records.append(record)
+        return pd.DataFrame.from_records(records)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, constants: SimConstants) -> "ScheduleTable":
+        """Inverse of `to_frame`; `constants` are those the schedules were simulated with."""
+        col.require_columns(frame, (*ScheduleKey._fields, "status", "completed", col.NUM_PREEMPTIONS),
+                            "schedules table", ConfigError, fix="write it with ScheduleTable.to_frame")
+        schedules = []
+        for _, row in frame.iterrows():
+            key = ScheduleKey(str(row["model"]), *(int(row[name]) for name in ScheduleKey._fields[1:]))
+            stats = {part: _stats_of(row, part) for part in _STATS_PARTS}
+            for part in ("main", "test"):
+                if stats[part] is not None:
+                    stats[part].running_weighted = stats[f"{part}_running"]
+            schedules.append(RunSchedule(key, str(row["status"]), int(row["completed"]),
+                                         int(row[col.NUM_PREEMPTIONS]), float(row[col.KV_CAPACITY_TOKENS]),
+                                         stats["main"], stats["test"]))
+        return cls(schedules, constants)
+
+
+def _parts(schedule: RunSchedule) -> list[tuple[str, ScheduleStats | None]]:
+    def running(stats: ScheduleStats | None) -> ScheduleStats | None:
+        return None if stats is None else stats.running_weighted
+
+    return [("main", schedule.main), ("main_running", running(schedule.main)),
+            ("test", schedule.test), ("test_running", running(schedule.test))]
+
+
+def _stats_of(row: pd.Series, part: str) -> ScheduleStats | None:
+    tokens = row[f"{part}_w_tokens"]
+    if tokens is None or (isinstance(tokens, float) and np.isnan(tokens)):
+        return None
+    scalars = {name: float(row[f"{part}_{name}"]) for name in _STATS_SCALARS}
+    scalars["n_steps"] = int(scalars["n_steps"])
+    return ScheduleStats(np.asarray(tokens, dtype=float), np.asarray(row[f"{part}_w_sampled"], dtype=float),
+                         **scalars)
+
+
+def simulate_schedules(keys: Iterable[ScheduleKey], architectures: ArchitectureCatalog, hw: Hardware,
+                       consts: SimConstants, seed: int = SCHEDULE_SEED, workers: int = 1) -> ScheduleTable:
+    """Simulate every distinct configuration of `keys` once (`workers` processes; the result
+    does not depend on them)."""
+    distinct = sorted(set(keys))
+    jobs = [(key, architectures, hw, consts, seed) for key in distinct]
+    if workers <= 1 or len(jobs) < 2:
+        return ScheduleTable((_simulate_job(job) for job in jobs), consts)
+    # Longest runs (many steps per request) first keeps the workers busy until the end.
+    order = sorted(range(len(jobs)), key=lambda i: (-distinct[i].output_len / distinct[i].max_num_seqs, i))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        done = dict(zip(order, pool.map(_simulate_job, [jobs[i] for i in order], chunksize=2)))
+    return ScheduleTable((done[i] for i in range(len(jobs))), consts)
+
+
+SIMULATED_STATUSES = ("ok", "preempted")
+"""Runs whose measurements the simulator is calibrated and validated on (`slim.traces.clean`)."""
+
+
+def schedules_of_runs(runs: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardware, consts: SimConstants,
+                      workers: int = 1) -> ScheduleTable:
+    """The schedule of every ok or preempted run of a runs table (``runs.parquet``)."""
+    col.require_columns(runs, (col.STATUS, col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS),
+                        "runs table", ConfigError)
+    chosen = runs[runs[col.STATUS].isin(SIMULATED_STATUSES)]
+    return simulate_schedules(keys_of_frame(chosen), architectures, hw, consts, workers=workers)
+
+
+def read_schedules(path: str | Path, consts: SimConstants) -> ScheduleTable:
+    """A `ScheduleTable` written with ``to_frame`` to parquet, simulated with `consts`."""
+    try:
+        frame = pd.read_parquet(path)
+    except FileNotFoundError as error:
+        raise ConfigError(f"simulator schedules not found: {path}; build them with rule sim_schedules") from error
+    return ScheduleTable.from_frame(frame, consts)

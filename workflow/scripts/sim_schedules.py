@@ -1,0 +1,16 @@
+"""Snakemake adapter: simulate the schedule of every ok or preempted run of a real dataset once."""
+import pandas as pd
+
+from slim.pipeline.io import open_log, worker_count, write_parquet
+from slim.sim.constants import load_sim_constants
+from slim.sim.schedules import schedules_of_runs
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
+
+log = open_log(snakemake.log[0])
+schedules = schedules_of_runs(pd.read_parquet(snakemake.input.runs), load_architectures(snakemake.input.models),
+                              load_hardware(snakemake.input.hardware)[snakemake.params.hardware],
+                              load_sim_constants(snakemake.input.constants), workers=worker_count(snakemake.threads))
+write_parquet(schedules.to_frame(), snakemake.output.schedules)
+log.info("simulated %d run configurations once each (%d preempt in the simulator)", len(schedules),
+         sum(schedule.num_preemptions > 0 for schedule in schedules))
