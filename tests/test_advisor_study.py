@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.advisor.measured import measured_curves
+from slim.advisor.bca import select_batch_cap
+from slim.advisor.measured import full_profile_bca, measured_curves
 from slim.advisor.sim_bca import SimCurve, sim_bca
 from slim.advisor.slim_bca import slim_curve_predictor
 from slim.errors import AdvisorError, ConfigError, SplitError
@@ -18,9 +19,12 @@ from slim.paper.advisor_study import (
     advisor_comparison,
     kv_saved_gib,
     memory_breakdown,
+    no_cap_reason,
     sensitivity_agreement,
     sensitivity_grid,
+    sensitivity_study,
     single_curve,
+    slo_only_cap,
     table5,
     table6,
 )
@@ -217,6 +221,58 @@ def test_sensitivity_grid_shape_and_monotone_slo(frame):
     assert len(plot_sensitivity(both, "synthetic").axes) == 2 * (2 + 2)
 
 
+def test_epsilon_binds_in_the_sensitivity_grid_where_the_slo_is_loose(frame):
+    # Each cell must be Eq. 13 at that cell's epsilon: a grid that ignored epsilon (or always used
+    # the default 0.1) showed the same cap in every column of Fig. 12, and this test fails on it.
+    setting = HeldOutSetting("output_length", "Output length",
+                             train={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [130, 260, 390]},
+                             validate={col.MODEL: ["opt-1.3b"], col.OUTPUT_LEN_NOMINAL: [520]})
+    epsilons, multipliers = (0.05, 0.3, 0.6), (2.0, 100.0)
+    grid, efficiency = sensitivity_study(frame, setting, CATALOG, HW, epsilons, multipliers)
+    curve = single_curve(frame, selection("OL 520", model=["opt-1.3b"], output_len_nominal=[520]))
+    full = grid[grid["advisor"] == "Full-profile BCA"]
+    for cell in full.itertuples():
+        expected = full_profile_bca(curve, cell.slo_s, cell.epsilon).batch_cap
+        assert cell.batch_cap == expected or (np.isnan(cell.batch_cap) and np.isnan(expected))
+    for advisor in ("Full-profile BCA", "SLIM-BCA"):
+        own = efficiency[efficiency["advisor"] == advisor].sort_values("batch_cap")
+        assert own["batch_cap"].tolist() == list(map(float, CAPS))
+        assert own["batching_efficiency"].iloc[0] == pytest.approx(1.0)   # T(1) / (1 T(1))
+        loose = grid[(grid["advisor"] == advisor) & (grid["slo_multiplier"] == 100.0)].sort_values("epsilon")
+        # With every cap within the SLO, the floor alone decides: the largest cap batching above
+        # epsilon (throughput rises with the cap on this curve), read off the efficiency table.
+        for cell in loose.itertuples():
+            assert cell.batch_cap == own.loc[own["batching_efficiency"] > cell.epsilon, "batch_cap"].max()
+            assert cell.slo_only_cap == CAPS[-1]
+            assert cell.epsilon_binds == (cell.batch_cap < CAPS[-1])
+        assert loose["batch_cap"].nunique() == len(epsilons) and loose["epsilon_binds"].any()
+    chosen = grid.dropna(subset=["batch_cap"])
+    assert (chosen["batching_efficiency"] > chosen["epsilon"]).all()
+    # At 2x the SLO binds first on this curve (T(B) / (B T(1)) is about E2E(1) / E2E(B) >= 1/2 there),
+    # so epsilons below 1/2 change nothing.
+    strict = full[full["slo_multiplier"] == 2.0]
+    assert not strict.loc[strict["epsilon"] < 0.5, "epsilon_binds"].any()
+    figure = plot_sensitivity(grid, "synthetic", efficiency)
+    assert len(figure.axes) == 2 * (2 + 2 + 1)   # per advisor: two heatmaps, their colour bars, the efficiency
+    outlined = sum(1 for ax in figure.axes for patch in ax.patches if patch.get_edgecolor()[3] > 0
+                   and not patch.get_fill())
+    assert outlined == 2 * int(grid["epsilon_binds"].sum())   # one outline per binding cell and metric
+
+
+def test_no_cap_reason_and_the_slo_only_cap():
+    batch, tput = [1.0, 2.0, 4.0], [10.0, 18.0, 30.0]
+    feasible = select_batch_cap(batch, tput, [1.0, 1.1, 1.3], slo_s=1.2, epsilon=0.1)
+    assert no_cap_reason(feasible) == "" and feasible.batch_cap == 2.0 == slo_only_cap(feasible)
+    slo = select_batch_cap(batch, tput, [1.0, 1.1, 1.3], slo_s=0.5, epsilon=0.1)
+    assert no_cap_reason(slo) == "slo" and np.isnan(slo_only_cap(slo))
+    # T(1) = 100: every efficiency (0.1, 0.09, 0.075) is at or below the floor.
+    floor = select_batch_cap(batch, tput, [1.0, 1.1, 1.3], slo_s=2.0, epsilon=0.1, throughput_at_one_per_s=100.0)
+    assert no_cap_reason(floor) == "epsilon" and slo_only_cap(floor) == 4.0
+    # Efficiencies 0.5, 0.45, 0.375 > 0.4 at caps 1 and 2; only cap 4 meets the SLO.
+    both = select_batch_cap(batch, tput, [2.0, 2.0, 1.0], slo_s=1.5, epsilon=0.4, throughput_at_one_per_s=20.0)
+    assert no_cap_reason(both) == "both" and slo_only_cap(both) == 4.0
+
+
 def test_advisor_comparison_on_an_exact_model(frame):
     table = advisor_comparison(frame, CATALOG, HW, epsilon=0.1, slo_multiplier=2.0)
     assert len(table) == len(measured_curves(frame)) == len(OPT_CURVES)
@@ -257,7 +313,10 @@ def test_shipped_bca_configs_load(name):
     assert study.epsilon == 0.1
     assert (study.strict_slo_multiplier, study.loose_slo_multiplier) == (2.0, 4.0)
     assert study.sensitivity_epsilons == (0.05, 0.1, 0.2, 0.3)
-    assert study.sensitivity_slo_multipliers == (1.0, 1.25, 1.5, 2.0, 3.0)
+    # The paper's five multipliers, then looser ones: with the SLO referenced to the target's own
+    # E2E at its smallest cap, E2E(B) <= m E2E(1) is close to T(B) / (B T(1)) >= 1/m, so no
+    # epsilon <= 0.3 can bind below m = 1/0.3 (tests/test_advisor_study.py::test_epsilon_binds...).
+    assert study.sensitivity_slo_multipliers == (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
     assert len(study.table5) == 2 and study.fig12_transfers == ("output_length", "model")
 
 

@@ -22,13 +22,14 @@ profiled point).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
 from slim.advisor.bca import (
+    BcaResult,
     interpolate_log_batch,
     slo_violation_pct,
     throughput_retained_pct,
@@ -202,6 +203,80 @@ def kv_saved_gib(arch: Architecture, curve: MeasuredCurve, batch_cap: float) -> 
     return held - kv_gib(arch, batch_cap, curve)
 
 
+def slo_only_cap(result: BcaResult) -> float:
+    """The cap Eq. 13 would pick on `result`'s candidates under its SLO alone (no efficiency
+    floor): the highest throughput with ``E2E <= SLO``, ties to the smaller cap; NaN if no
+    candidate meets the SLO. Comparing it with ``result.batch_cap`` says whether epsilon binds."""
+    batch = np.asarray(result.candidate_batch_sizes, dtype=float)
+    tput = np.asarray(result.candidate_throughput_per_s, dtype=float)
+    meets_slo = np.asarray(result.candidate_e2e_latency_s, dtype=float) <= result.slo_s
+    if not meets_slo.any():
+        return float("nan")
+    best = tput[meets_slo].max()
+    return float(batch[np.flatnonzero(meets_slo & (tput == best))[0]])
+
+
+def no_cap_reason(result: BcaResult) -> str:
+    """Why Eq. 13 found no cap: ``"slo"`` (no candidate meets the SLO), ``"epsilon"`` (none batches
+    above the floor), ``"both"`` (each constraint is met somewhere, never together); ``""`` if it did."""
+    if result.feasible:
+        return ""
+    meets_slo = np.asarray(result.candidate_e2e_latency_s, dtype=float) <= result.slo_s
+    efficient = np.asarray(result.candidate_efficiency, dtype=float) > result.epsilon
+    if not meets_slo.any():
+        return "slo"
+    return "epsilon" if not efficient.any() else "both"
+
+
+def sensitivity_study(frame: pd.DataFrame, setting: HeldOutSetting, architectures: ArchitectureLookup,
+                      hw: Hardware, epsilons: tuple[float, ...], slo_multipliers: tuple[float, ...],
+                      slo_reference_max_num_seqs: float | None = None,
+                      sim_schedules: ScheduleTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 12's two tables for one transfer: `sensitivity_grid`'s grid, and each advisor's
+    batching efficiency ``T(B) / (B T(1))`` (Eq. 13) at every candidate cap of its own curve
+    (columns ``transfer, label, advisor, batch_cap, batching_efficiency, e2e_latency_s``; the
+    measured curve for full-profile BCA, the predicted one for SLIM-BCA and SIM-BCA), which
+    shows where a floor epsilon can bind."""
+    target_rows = single_curve_rows(frame, CurveSelection(setting.label, setting.validate))
+    curve = curve_from_rows(target_rows)
+    arch = architectures[curve.model]
+    train = select_rows(frame, setting.train)
+    fit = fit_slim(train, architectures, hw, split_name=setting.name, sample_valley=False)
+    advisors: dict[str, Callable[[float, float], BcaResult]] = {
+        FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon),
+        SLIM_BCA: lambda slo_s, epsilon: slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)}
+    if sim_schedules is not None:
+        calibration = calibrate_on_rows(train, sim_schedules, architectures, hw, split_name=setting.name,
+                                        sample_valley=False)
+        sim_curve = sim_curve_of_rows(target_rows, sim_schedules, architectures, hw, calibration.constants)
+        advisors[SIM_BCA] = lambda slo_s, epsilon: sim_bca(sim_curve, slo_s, epsilon)
+    rows, efficiency = [], []
+    for advisor, choose in advisors.items():
+        for multiplier in slo_multipliers:
+            slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
+            for epsilon in epsilons:
+                result = choose(slo_s, epsilon)
+                cap, without_floor = result.batch_cap, slo_only_cap(result)
+                rows.append({
+                    "transfer": setting.name, "label": setting.label, "advisor": advisor, "epsilon": epsilon,
+                    "slo_multiplier": multiplier, "slo_s": slo_s, "batch_cap": cap,
+                    "batching_efficiency": result.batching_efficiency,
+                    "slo_only_cap": without_floor,
+                    # The floor binds where it changes the choice: a smaller cap, or none at all.
+                    "epsilon_binds": bool(np.isfinite(without_floor) and cap != without_floor),
+                    "no_cap_reason": no_cap_reason(result),
+                    "throughput_retained_pct": throughput_retained_pct(cap, curve.max_num_seqs,
+                                                                       curve.throughput_per_s),
+                    "kv_saved_gib": kv_saved_gib(arch, curve, cap),
+                })
+        # The candidates and their efficiency depend on neither the SLO nor epsilon.
+        efficiency.extend({"transfer": setting.name, "label": setting.label, "advisor": advisor,
+                           "batch_cap": batch, "batching_efficiency": value, "e2e_latency_s": e2e}
+                          for batch, value, e2e in zip(result.candidate_batch_sizes, result.candidate_efficiency,
+                                                       result.candidate_e2e_latency_s))
+    return pd.DataFrame(rows), pd.DataFrame(efficiency)
+
+
 def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures: ArchitectureLookup,
                      hw: Hardware, epsilons: tuple[float, ...], slo_multipliers: tuple[float, ...],
                      slo_reference_max_num_seqs: float | None = None,
@@ -210,33 +285,11 @@ def sensitivity_grid(frame: pd.DataFrame, setting: HeldOutSetting, architectures
     its (single-curve) validation target, over ``epsilon x SLO multiplier``, beside
     full-profile BCA on the measured target: chosen cap, measured throughput retained (% of
     the profiled peak) and KV memory saved (GiB, `kv_saved_gib`); column ``advisor`` names
-    the flavour."""
-    target_rows = single_curve_rows(frame, CurveSelection(setting.label, setting.validate))
-    curve = curve_from_rows(target_rows)
-    arch = architectures[curve.model]
-    train = select_rows(frame, setting.train)
-    fit = fit_slim(train, architectures, hw, split_name=setting.name, sample_valley=False)
-    advisors = {FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon).batch_cap,
-                SLIM_BCA: lambda slo_s, epsilon: slim_bca(curve, fit.params, arch, hw, slo_s, epsilon).batch_cap}
-    if sim_schedules is not None:
-        calibration = calibrate_on_rows(train, sim_schedules, architectures, hw, split_name=setting.name,
-                                        sample_valley=False)
-        sim_curve = sim_curve_of_rows(target_rows, sim_schedules, architectures, hw, calibration.constants)
-        advisors[SIM_BCA] = lambda slo_s, epsilon: sim_bca(sim_curve, slo_s, epsilon).batch_cap
-    rows = []
-    for advisor, choose in advisors.items():
-        for multiplier in slo_multipliers:
-            slo_s = curve.slo_s(multiplier, slo_reference_max_num_seqs)
-            for epsilon in epsilons:
-                cap = choose(slo_s, epsilon)
-                rows.append({
-                    "transfer": setting.name, "label": setting.label, "advisor": advisor, "epsilon": epsilon,
-                    "slo_multiplier": multiplier, "slo_s": slo_s, "batch_cap": cap,
-                    "throughput_retained_pct": throughput_retained_pct(cap, curve.max_num_seqs,
-                                                                       curve.throughput_per_s),
-                    "kv_saved_gib": kv_saved_gib(arch, curve, cap),
-                })
-    return pd.DataFrame(rows)
+    the flavour. Also, per cell, the advisor's batching efficiency at its cap, the cap its SLO
+    alone would pick (`slo_only_cap`), whether epsilon changed the choice (``epsilon_binds``)
+    and, where there is no cap, why (`no_cap_reason`)."""
+    return sensitivity_study(frame, setting, architectures, hw, epsilons, slo_multipliers,
+                             slo_reference_max_num_seqs, sim_schedules)[0]
 
 
 # --- Fig. 13: GPU memory per model ---------------------------------------------------

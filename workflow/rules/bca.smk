@@ -52,6 +52,7 @@ rule bca_sensitivity:
         pdf=report("figures/{dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"),
         png="figures/{dataset}/fig12.png",
         grid="results/{dataset}/fig12.csv",
+        efficiency="results/{dataset}/fig12_efficiency.csv",
     params:
         dataset_label=dataset_label,
         hardware=hardware_name,

@@ -18,6 +18,9 @@ SENSITIVITY_METRICS = (
     ("throughput_retained_pct", "Throughput retained (% of profiled peak)", "viridis", ".0f"),
     ("kv_saved_gib", "KV memory saved (GiB)", "mako", ".1f"),
 )
+NO_CAP_LABELS = {"slo": "none:\nSLO", "epsilon": "none:\nε", "both": "none:\nSLO+ε", "": "none"}
+"""Cell text where the advisor finds no cap, by `slim.paper.advisor_study.no_cap_reason`."""
+EPSILON_BINDS_COLOR = "crimson"
 MEMORY_PARTS = (
     ("weights_gib", "Weights", "0.35"),
     ("kv_allocation_gib", "BCA KV allocation", "C0"),
@@ -32,36 +35,89 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
         raise PlotInputError(f"{name} table is empty")
 
 
-def plot_sensitivity(grid: pd.DataFrame, dataset_label: str) -> Figure:
+def plot_sensitivity(grid: pd.DataFrame, dataset_label: str, efficiency: pd.DataFrame | None = None) -> Figure:
     """Fig. 12: one row per (transfer, advisor), one heatmap per metric over SLO multiplier x
-    epsilon. Cells where the advisor finds no admissible cap are marked 'none'. A grid
-    without an ``advisor`` column is SLIM-BCA's."""
-    _require(grid, ("transfer", "label", "epsilon", "slo_multiplier",
+    epsilon, each cell giving the metric and the chosen cap ``B``. Both heatmaps of a metric
+    share one colour scale per transfer (throughput: 0-100 %), so equal colours mean equal values
+    across advisors. Cells where epsilon changed the choice (grid column ``epsilon_binds``) are
+    outlined; cells without a cap say "none" and, with column ``no_cap_reason``, which constraint
+    no candidate met. With `efficiency` (`slim.paper.advisor_study.sensitivity_study`), a third
+    panel per row draws the advisor's batching efficiency ``T(B) / (B T(1))`` against the cap,
+    with the grid's epsilons as dashed lines. A grid without an ``advisor`` column is SLIM-BCA's."""
+    _require(grid, ("transfer", "label", "epsilon", "slo_multiplier", "batch_cap",
                     *(metric[0] for metric in SENSITIVITY_METRICS)), "sensitivity")
+    if efficiency is not None:
+        _require(efficiency, ("transfer", "advisor", "batch_cap", "batching_efficiency"), "batching efficiency")
     # seaborn (its heatmap and the "mako" colour map) is imported only here: it adds about
     # 0.7 s to every job that imports this module, and only this figure uses it.
     import seaborn as sns
+    from matplotlib.patches import Rectangle
 
     if "advisor" not in grid.columns:
         grid = grid.assign(advisor="SLIM-BCA")
     panels = list(dict.fromkeys(zip(grid["transfer"], grid["advisor"])))
-    figure = Figure(figsize=(10, 3.6 * len(panels)), layout="constrained")
+    n_slo = grid["slo_multiplier"].nunique()
+    columns = len(SENSITIVITY_METRICS) + (efficiency is not None)
+    figure = Figure(figsize=(4.6 * columns + 0.4, len(panels) * (1.1 + 0.3 * n_slo) + 0.5), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(len(panels), len(SENSITIVITY_METRICS), squeeze=False)
+    axes = figure.subplots(len(panels), columns, squeeze=False)
     for row, (transfer, advisor) in enumerate(panels):
         rows = grid[(grid["transfer"] == transfer) & (grid["advisor"] == advisor)]
+        of_transfer = grid[grid["transfer"] == transfer]
+        caps = rows.pivot(index="slo_multiplier", columns="epsilon", values="batch_cap").sort_index()
+        binds = (rows.pivot(index="slo_multiplier", columns="epsilon", values="epsilon_binds").sort_index()
+                 .to_numpy(dtype=bool) if "epsilon_binds" in rows.columns else np.zeros(caps.shape, dtype=bool))
+        reasons = (rows.pivot(index="slo_multiplier", columns="epsilon", values="no_cap_reason").sort_index()
+                   .fillna("").to_numpy(dtype=str) if "no_cap_reason" in rows.columns
+                   else np.full(caps.shape, "", dtype=object))
         for column, (metric, title, cmap, fmt) in enumerate(SENSITIVITY_METRICS):
             ax = axes[row, column]
             matrix = rows.pivot(index="slo_multiplier", columns="epsilon", values=metric).sort_index()
-            sns.heatmap(matrix, ax=ax, annot=True, fmt=fmt, cmap=cmap, cbar=True, linewidths=0.5)
-            for i, j in zip(*np.nonzero(np.isnan(matrix.to_numpy()))):
-                ax.text(j + 0.5, i + 0.5, "none", ha="center", va="center", fontsize=8, color="0.4")
-            ax.set_xlabel("epsilon (batching-efficiency floor)")
+            values = matrix.to_numpy(dtype=float)
+            labels = np.array([[f"{value:{fmt}}\nB {cap:g}" if np.isfinite(value) else ""
+                                for value, cap in zip(value_row, cap_row)]
+                               for value_row, cap_row in zip(values, caps.to_numpy(dtype=float))])
+            low, high = ((0.0, 100.0) if metric == "throughput_retained_pct"
+                         else (min(0.0, float(of_transfer[metric].min())), float(of_transfer[metric].max())))
+            sns.heatmap(matrix, ax=ax, annot=labels, fmt="", annot_kws={"fontsize": 7}, cmap=cmap, cbar=True,
+                        linewidths=0.5, vmin=low, vmax=high if high > low else low + 1.0)
+            for i, j in zip(*np.nonzero(np.isnan(values))):
+                ax.text(j + 0.5, i + 0.5, NO_CAP_LABELS.get(reasons[i, j], "none"), ha="center", va="center",
+                        fontsize=7, color="0.35")
+            for i, j in zip(*np.nonzero(binds)):
+                ax.add_patch(Rectangle((j + 0.04, i + 0.04), 0.92, 0.92, fill=False, edgecolor=EPSILON_BINDS_COLOR,
+                                       linewidth=1.6))
+            ax.set_xlabel("ε (batching-efficiency floor)")
             ax.set_ylabel("SLO multiplier")
+            ax.tick_params(labelsize=8)
             ax.set_title(f"{advisor}: {rows['label'].iloc[0]}\n{title}", fontsize=9)
+        if efficiency is not None:
+            _plot_efficiency(axes[row, -1], efficiency, transfer, advisor, sorted(rows["epsilon"].unique()))
     advisors = " and ".join(dict.fromkeys(grid["advisor"]))
-    figure.suptitle(f"{advisors} sensitivity, {dataset_label}")
+    figure.suptitle(f"{advisors} sensitivity, {dataset_label}\n"
+                    f"cell: metric and chosen cap B; outlined: ε changed the choice (the SLO alone picks a larger "
+                    f"cap); none: no cap meets the SLO / the floor ε / both", fontsize=10)
     return figure
+
+
+def _plot_efficiency(ax, efficiency: pd.DataFrame, transfer: str, advisor: str, epsilons: list[float]) -> None:
+    """The advisor's batching efficiency ``T(B) / (B T(1))`` on its own curve, the epsilons as lines."""
+    rows = efficiency[(efficiency["transfer"] == transfer) & (efficiency["advisor"] == advisor)]
+    rows = rows.sort_values("batch_cap")
+    ax.plot(rows["batch_cap"], rows["batching_efficiency"], color="C0", marker="o", markersize=4, linewidth=1.3)
+    for epsilon in epsilons:
+        ax.axhline(epsilon, color=EPSILON_BINDS_COLOR, linestyle="--", linewidth=0.8, alpha=0.7)
+        # Labelled at the left, where every efficiency curve starts at 1, far above the floors.
+        ax.annotate(f"ε {epsilon:g}", (0.0, epsilon), xycoords=("axes fraction", "data"), xytext=(3, 1),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=7, color=EPSILON_BINDS_COLOR)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1.05)
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("batch cap B (--max-num-seqs)")
+    ax.set_ylabel("T(B) / (B T(1))")
+    curve = "measured curve" if advisor == "Full-profile BCA" else "predicted curve"
+    ax.set_title(f"{advisor}: batching efficiency of its {curve}", fontsize=9)
 
 
 def plot_memory_breakdown(memory: pd.DataFrame, dataset_label: str, epsilon: float,
