@@ -97,8 +97,13 @@ def test_fig1_two_panels_one_line_per_model_and_crosses_on_preempted_runs(runs):
     assert len(preempted) == 2
     for ax, metric in ((throughput_ax, col.TOTAL_TOKEN_THROUGHPUT), (e2e_ax, col.E2E_LATENCY_S)):
         assert _cross_points(ax) == set(zip(preempted[col.MEAN_BATCH_SIZE], preempted[metric]))
-    legend_labels = [text.get_text() for text in throughput_ax.get_legend().get_texts()]
+    legend = e2e_ax.get_legend()
+    legend_labels = [text.get_text() for text in legend.get_texts()]
     assert any("KV cache capacity exceeded" in label for label in legend_labels)
+    # The legend lies outside both panels, so it can cover no curve whatever the data.
+    figure.canvas.draw()
+    box = legend.get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in (throughput_ax, e2e_ax))
 
 
 def test_fig1_has_no_crosses_without_preemption(runs):

@@ -43,7 +43,8 @@ def plot_batch_scaling_rows(rows: Sequence[tuple[str, pd.DataFrame, float | None
     (column `e2e_latency_s`). The x-axis is the *mean* batch size measured while
     serving (log scale), not the configured ``--max-num-seqs``. One line per model
     through its runs in ``max_num_seqs`` order; runs with status ``preempted``
-    (vLLM preempted requests: the KV cache capacity was exceeded) carry a red cross.
+    (vLLM preempted requests: the KV cache capacity was exceeded) carry a red cross. Each row's
+    legend sits outside its panels, right of the E2E panel, so it covers no curve.
 
     One figure row per ``(dataset label, runs, output_len)``; the runs shown are
     `batch_scaling_runs` (the whole dataset, or one nominal output length of a
@@ -53,7 +54,7 @@ def plot_batch_scaling_rows(rows: Sequence[tuple[str, pd.DataFrame, float | None
         raise PlotInputError("Fig. 1: no dataset to plot")
     shown_rows = [(label, batch_scaling_runs(runs, output_len), output_len) for label, runs, output_len in rows]
     models = sorted(set().union(*(shown[col.MODEL].unique() for _, shown, _ in shown_rows)))
-    figure = Figure(figsize=(11.0, 0.6 + 4.2 * len(rows)), layout="constrained")
+    figure = Figure(figsize=(13.0, 0.6 + 4.2 * len(rows)), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(len(rows), 2, squeeze=False)
     for row_axes, (label, shown, output_len) in zip(axes, shown_rows):
@@ -88,7 +89,10 @@ def _draw_batch_scaling(axes: Sequence[Axes], shown: pd.DataFrame, models: list[
     if n_preempted:
         handles.append(Line2D([], [], label=f"KV cache capacity exceeded (preempted, {n_preempted} run(s))",
                               **CROSS_STYLE))
-    axes[0].legend(handles=handles, loc="upper left", fontsize="small")
+    # Outside the axes, right of the E2E panel: inside, it covered whichever curves ran through its
+    # corner (OPT-125M's in the simulated row); constrained layout makes room for it.
+    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                    fontsize="small")
 
 
 # --- Fig. 2 -------------------------------------------------------------------------
