@@ -231,8 +231,12 @@ def test_plots_return_figures_with_one_panel_per_sweep(setup, table, tmp_path):
     assert len(plot_decode_utilisation(table, decode_bandwidth_cap(consts)).axes) == 3
     assert len(plot_decode_kernel_shares(table).axes) == 1
     figure = plot_attention_roofline(table, hw, paper)
-    assert len(figure.axes) == 3
-    assert all(len(ax.child_axes) == 1 for ax in figure.axes)     # each panel's zoom inset
+    assert len(figure.axes) == 6     # three roofline panels, and under each its zoom as a panel of its own
+    rooflines, zooms = figure.axes[:3], figure.axes[3:]
+    assert all(not ax.child_axes for ax in figure.axes)   # no inset to hide part of a roofline
+    assert all(ax.get_xscale() == "log" for ax in rooflines) and all(ax.get_xscale() == "linear" for ax in zooms)
+    figure.canvas.draw()
+    assert not any(zoom.get_window_extent().overlaps(roof.get_window_extent()) for zoom in zooms for roof in rooflines)
     # the paper's seven Table I rows fall on the sweeps: 3 + 3 + 3 (the base row on each)
     diamonds = sum(1 for ax in figure.axes[:3] for line in ax.get_lines() if line.get_marker() == "D")
     assert diamonds == 9

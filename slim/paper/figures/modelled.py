@@ -168,8 +168,9 @@ def plot_attention_roofline(table: pd.DataFrame, hw: Hardware, paper: PaperTable
     ``min(F_max, AI x BW_max)`` (log-log), one panel per sweep, points coloured by the swept
     value; memory-bound region (AI below the ridge ``F_max / BW_max``) shaded red, compute-bound
     green. With `paper` (and `paper_matches`), its measured Table I points on each sweep are
-    hollow diamonds. Each panel has an inset (linear axes) zoomed on the points, which the
-    log axes stack near the (constant) attention intensity."""
+    hollow diamonds. Under each roofline panel, a zoom on linear axes spreads the points, which the
+    log axes stack near the (constant) attention intensity; it is a panel of its own, not an inset,
+    so it hides no part of the roofline."""
     sweeps = _sweeps(table, ("final_attention_intensity_flop_per_byte", "final_attention_tflop_per_s"))
     if paper is not None and not paper_matches(paper, table, hw):
         paper = None
@@ -177,20 +178,24 @@ def plot_attention_roofline(table: pd.DataFrame, hw: Hardware, paper: PaperTable
     peak_tflop_per_s, bandwidth_tb_per_s = hw.peak_flops_per_s / 1e12, hw.hbm_bandwidth_bytes_per_s / 1e12
     x_range = (0.5, 20.0 * ridge)
     intensity = np.geomspace(*x_range, 200)
-    figure, axes = _new_figure(len(sweeps), 4.6, 4.8)
-    for ax, (quantity, rows, fixed) in zip(axes, sweeps):
+    figure = Figure(figsize=(4.6 * len(sweeps) + 0.4, 7.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    grid = figure.subplots(2, len(sweeps), squeeze=False, height_ratios=(1.7, 1.0))
+    for ax, zoom, (quantity, rows, fixed) in zip(grid[0], grid[1], sweeps):
         ax.axvspan(x_range[0], ridge, color="tab:red", alpha=0.08, linewidth=0)
         ax.axvspan(ridge, x_range[1], color="tab:green", alpha=0.08, linewidth=0)
         ax.plot(intensity, np.minimum(peak_tflop_per_s, intensity * bandwidth_tb_per_s), color="black", linewidth=1.5)
-        ax.text(ridge * 0.7, peak_tflop_per_s * 0.6, "memory-bound", ha="right", fontsize="small", color="tab:red")
+        # Below the bandwidth roof (which is >= 8% of the peak from ridge / 12 up): beside the roof's
+        # top the label ran into the line.
+        ax.text(ridge * 0.7, peak_tflop_per_s * 0.03, "memory-bound", ha="right", fontsize="small", color="tab:red")
         ax.text(ridge * 1.4, peak_tflop_per_s * 0.6, "compute-\nbound", ha="left", va="top", fontsize="small",
                 color="tab:green")
         shades = dict(zip(rows["value"], _shades(len(rows))))
         measured = _paper_rows_of_sweep(paper.rows, quantity, rows) if paper is not None else None
-        inset = ax.inset_axes([0.07, 0.52, 0.36, 0.36])
-        for target in (ax, inset):
+        for target in (ax, zoom):
             _attention_points(target, quantity, rows, shades, measured)
-        _zoom_inset(inset, rows, measured, bandwidth_tb_per_s)
+        _zoom_panel(zoom, rows, measured, bandwidth_tb_per_s)
+        zoom.set_xlabel("Arithmetic intensity (FLOP/B), linear")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(*x_range)
@@ -205,7 +210,8 @@ def plot_attention_roofline(table: pd.DataFrame, hw: Hardware, paper: PaperTable
             handles.append(Line2D([], [], marker="D", linestyle="none", markerfacecolor="none", color="black",
                                   label=PAPER_LABEL))
         ax.legend(handles=handles, loc="lower right", fontsize="x-small")
-    axes[0].set_ylabel("Attention performance (TFLOP/s)")
+    grid[0, 0].set_ylabel("Attention performance (TFLOP/s)")
+    grid[1, 0].set_ylabel("TFLOP/s, linear")
     figure.suptitle(f"Decode attention at the final decode step on the {hw.display_name or hw.name} roofline "
                     f"(ridge {ridge:.0f} FLOP/B), {_model_label(table)}:\n{MODELLED_LABEL}", fontsize="medium")
     return figure
@@ -232,7 +238,7 @@ def _attention_points(ax: Axes, quantity: str, rows: pd.DataFrame, shades: dict,
                     markeredgecolor=shades.get(row[quantity], "black"))
 
 
-def _zoom_inset(inset: Axes, rows: pd.DataFrame, measured: pd.DataFrame | None, bandwidth_tb_per_s: float) -> None:
+def _zoom_panel(zoom: Axes, rows: pd.DataFrame, measured: pd.DataFrame | None, bandwidth_tb_per_s: float) -> None:
     """Linear axes around the points, with the bandwidth roof ``AI x BW_max`` drawn through them."""
     xs = [rows["final_attention_intensity_flop_per_byte"].to_numpy(dtype=float)]
     ys = [rows["final_attention_tflop_per_s"].to_numpy(dtype=float)]
@@ -242,10 +248,8 @@ def _zoom_inset(inset: Axes, rows: pd.DataFrame, measured: pd.DataFrame | None, 
     x_all = np.concatenate(xs)
     x_low, x_high = 0.9 * x_all.min(), 1.1 * x_all.max()
     x_line = np.linspace(x_low, x_high, 20)
-    inset.plot(x_line, x_line * bandwidth_tb_per_s, color="black", linewidth=1.2)
-    inset.set_xlim(x_low, x_high)
-    inset.set_ylim(0.0, 1.15 * max(np.concatenate(ys).max(), x_high * bandwidth_tb_per_s))
-    inset.set_facecolor("white")
-    inset.tick_params(labelsize="x-small")
-    inset.set_title("zoom (linear axes)", fontsize="x-small")
-    inset.grid(True, alpha=0.3)
+    zoom.plot(x_line, x_line * bandwidth_tb_per_s, color="black", linewidth=1.2)
+    zoom.set_xlim(x_low, x_high)
+    zoom.set_ylim(0.0, 1.15 * max(np.concatenate(ys).max(), x_high * bandwidth_tb_per_s))
+    zoom.set_title("zoom on the points (linear axes), with the bandwidth roof AI x BW_max", fontsize="small")
+    zoom.grid(True, alpha=0.3)
