@@ -350,6 +350,20 @@ def test_memory_figure_is_byte_stable(frame, tmp_path):
     assert paths[0] == paths[1]
 
 
+def test_memory_figure_moves_labels_of_thin_segments_under_the_bar():
+    # OPT-350M's weights (0.62 GiB) and KV allocation (1.88 GiB) on a 64 GiB GPU: their labels
+    # overlapped inside the bar; they go under the bar's name instead.
+    memory = pd.DataFrame({"label": ["OPT-350M"], "batch_cap": [32.0], "weights_gib": [0.62],
+                           "kv_allocation_gib": [1.88], "kv_saved_gib": [54.42], "other_gib": [7.08],
+                           "total_gib": [64.0]})
+    figure = plot_memory_breakdown(memory, "synthetic", 0.1, 2.0)
+    ax = figure.axes[0]
+    inside = {text.get_text() for text in ax.texts}
+    assert {"54.42", "7.08"} <= inside and not {"0.62", "1.88"} & inside
+    tick = ax.get_xticklabels()[0].get_text()
+    assert "Weights 0.62" in tick and "BCA KV allocation 1.88" in tick and "KV saved" not in tick
+
+
 # --- SIM-BCA on the real traces ---------------------------------------------------------
 
 def test_sim_bca_refuses_caps_it_predicts_to_preempt():

@@ -21,6 +21,8 @@ SENSITIVITY_METRICS = (
 NO_CAP_LABELS = {"slo": "none:\nSLO", "epsilon": "none:\nε", "both": "none:\nSLO+ε", "": "none"}
 """Cell text where the advisor finds no cap, by `slim.paper.advisor_study.no_cap_reason`."""
 EPSILON_BINDS_COLOR = "crimson"
+MIN_LABELLED_SHARE = 0.04
+"""Fig. 13: a bar segment under this share of the GPU's memory is too thin for its label inside."""
 MEMORY_PARTS = (
     ("weights_gib", "Weights", "0.35"),
     ("kv_allocation_gib", "BCA KV allocation", "C0"),
@@ -123,23 +125,32 @@ def _plot_efficiency(ax, efficiency: pd.DataFrame, transfer: str, advisor: str, 
 def plot_memory_breakdown(memory: pd.DataFrame, dataset_label: str, epsilon: float,
                           slo_multiplier: float) -> Figure:
     """Fig. 13: stacked GPU memory per model (weights, BCA's KV allocation, KV saved,
-    the rest), each part's GiB printed on its bar segment."""
+    the rest), each part's GiB printed on its bar segment, or, for a segment too thin to hold
+    its label (under `MIN_LABELLED_SHARE` of the GPU's memory), under the bar's name."""
     _require(memory, ("label", "batch_cap", "total_gib", *(part[0] for part in MEMORY_PARTS)), "memory")
-    figure = Figure(figsize=(6.5, 4.5), layout="constrained")
+    figure = Figure(figsize=(6.5, 4.8), layout="constrained")
     FigureCanvasAgg(figure)
     ax = figure.subplots()
     positions = np.arange(len(memory))
     bottom = np.zeros(len(memory))
+    total = float(memory["total_gib"].iloc[0])
+    thin: list[list[str]] = [[] for _ in positions]
     for column, label, color in MEMORY_PARTS:
         heights = memory[column].to_numpy(dtype=float)
         bars = ax.bar(positions, heights, bottom=bottom, color=color, label=label, width=0.6)
-        ax.bar_label(bars, labels=[f"{h:.2f}" for h in heights], label_type="center", fontsize=8,
-                     color="white" if color in ("0.35", "C0") else "black")
+        fits = heights >= MIN_LABELLED_SHARE * total
+        ax.bar_label(bars, labels=[f"{h:.2f}" if ok else "" for h, ok in zip(heights, fits)], label_type="center",
+                     fontsize=8, color="white" if color in ("0.35", "C0") else "black")
+        for index in np.flatnonzero(~fits):
+            thin[index].append(f"{label} {heights[index]:.2f}")
         bottom += heights
-    ax.set_xticks(positions, [f"{label}\n(cap {cap:g})" for label, cap in zip(memory["label"], memory["batch_cap"])])
-    ax.axhline(float(memory["total_gib"].iloc[0]), color="k", linestyle=":", linewidth=1)
+    ax.set_xticks(positions, [f"{label}\n(cap {cap:g})" + "".join(f"\n{part}" for part in parts)
+                              for label, cap, parts in zip(memory["label"], memory["batch_cap"], thin)])
+    ax.tick_params(axis="x", labelsize=8)
+    ax.axhline(total, color="k", linestyle=":", linewidth=1, label=f"GPU memory ({total:g} GiB)")
     ax.set_ylabel("GPU memory (GiB)")
-    ax.set_title(f"GPU memory with BCA's cap (epsilon {epsilon:g}, SLO {slo_multiplier:g}x), {dataset_label}",
+    ax.set_title(f"GPU memory with BCA's cap (ε {epsilon:g}, SLO {slo_multiplier:g}x), {dataset_label}",
                  fontsize=9)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=8)
+    # Below the figure, where constrained layout leaves room for however tall the tick labels are.
+    figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
     return figure

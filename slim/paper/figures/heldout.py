@@ -9,11 +9,14 @@ table of `slim.paper.heldout.mape_table` (`columns.MAPE_COLUMNS`), and return a 
 
 from __future__ import annotations
 
+import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.transforms import offset_copy
 
 from slim import columns as col
 from slim.errors import PlotInputError
@@ -62,7 +65,10 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
         raise PlotInputError("plot_heldout_settings: no applicable setting to plot")
     slim_rows = predictions[predictions[col.PREDICTOR] == SLIM]
     sim_rows = predictions[(predictions[col.PREDICTOR] == SIM) & (predictions[col.ROLE] == "validate")]
-    figure = Figure(figsize=(3.9 * len(shown), 7.6), layout="constrained")
+    # The panels keep their height however many validation curves the tallest legend lists
+    # (two columns past four curves, about 0.18 inch a row).
+    legend_rows = max(_legend_rows(predictions, setting.name) for setting in shown)
+    figure = Figure(figsize=(3.9 * len(shown), 6.4 + 0.18 * legend_rows), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(2, len(shown), squeeze=False)
     for column, setting in enumerate(shown):
@@ -89,7 +95,8 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
             ax.set_xlabel("Mean batch size" if row == 1 else "")
         axes[0, column].set_title(setting.label, fontsize="medium")
         axes[1, column].legend(handles=_curve_handles(colors), title="Validation curve", fontsize="small",
-                               title_fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                               title_fontsize="small", loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                               bbox_transform=_below_x_label(axes[1, column]),
                                ncol=2 if len(colors) > 4 else 1, frameon=False)
     with_sim = not sim_rows.empty
     figure.legend(handles=_style_handles(with_sim), loc="outside lower center", ncol=4 if with_sim else 3,
@@ -144,6 +151,24 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     heading = setting_label or "; ".join(_curve_label(key) for key, _ in curves(measured))
     figure.suptitle(f"Unseen model: {heading}, {dataset_label}")
     return figure
+
+
+def _legend_rows(predictions: pd.DataFrame, setting: str) -> int:
+    """Rows of a Fig. 9 column's validation-curve legend (one or two columns, as drawn)."""
+    rows = predictions[(predictions[col.SETTING] == setting) & (predictions[col.ROLE] == "validate")]
+    count = rows.groupby(list(CURVE_KEYS)).ngroups
+    return count if count <= 4 else -(-count // 2)
+
+
+def _below_x_label(ax: Axes):
+    """The axes' coordinates shifted down past its tick labels and x label, in points: a legend
+    anchored at y = 0 of an axes-fraction offset (the old -0.2) overlapped the label whenever a
+    tall legend shrank the axes (the simulated dataset's 40 curves)."""
+    ticks, label = mpl.rcParams["xtick.major.size"] + mpl.rcParams["xtick.major.pad"], mpl.rcParams["axes.labelpad"]
+    font = FontProperties(size=mpl.rcParams["font.size"]).get_size_in_points()
+    # Log-axis tick labels (10^k) are about 1.5 lines tall; the x label one line; 4 points of margin.
+    return offset_copy(ax.transAxes, fig=ax.figure, y=-(ticks + 1.5 * 1.2 * font + label + 1.2 * font + 4.0),
+                       units="points")
 
 
 def _plot_setting_panel(ax: Axes, training: pd.DataFrame, validate: pd.DataFrame,
