@@ -105,36 +105,49 @@ def setting_resampling(curves: np.ndarray) -> Resampling:
     return Resampling(unit, groups)
 
 
-def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOTSTRAP_SEED
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+@dataclass(frozen=True)
+class MeanIntervals:
+    """`bootstrap_means`'s answer, one entry per column: the mean, its interval, why an interval
+    is zero-width or missing ("" otherwise), and the bootstrap distribution of each resampled
+    column (shape (columns, resamples); NaN rows for columns not resampled)."""
+
+    estimate: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    notes: list[str]
+    distribution: np.ndarray
+
+
+def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOTSTRAP_SEED) -> MeanIntervals:
     """Point estimate and CI of the mean over rows of each column of `values` (rows = the
     setting's validation runs, columns = quantities such as one predictor's absolute percentage
     error), every column from the same resamples.
 
-    Returns (estimate, low, high, note) with one entry per column. A column that is the same
-    in every resample gets a zero-width interval; with a single run there is no interval (NaN).
+    A column that is the same in every resample gets a zero-width interval; with a single run
+    there is no interval (NaN); both say so in `MeanIntervals.notes`.
     """
     values = np.asarray(values, dtype=float)
     n_rows, n_columns = values.shape
     estimate = values.mean(axis=0)
     low, high = np.full(n_columns, np.nan), np.full(n_columns, np.nan)
     notes = [""] * n_columns
+    distribution = np.full((n_columns, N_RESAMPLES), np.nan)
     if n_rows < 2:
-        return estimate, low, high, ["one validation run: no interval"] * n_columns
+        return MeanIntervals(estimate, low, high, ["one validation run: no interval"] * n_columns, distribution)
     if resampling.unit == RESAMPLED_CURVES:
         unit_sums = np.stack([values[rows].sum(axis=0) for rows in resampling.groups])
         unit_counts = np.array([len(rows) for rows in resampling.groups], dtype=float)
         unit_means = unit_sums / unit_counts[:, None]
-    else:
-        unit_means = values
-    spread = unit_means.max(axis=0) - unit_means.min(axis=0)
+        spread = unit_means.max(axis=0) - unit_means.min(axis=0)
+    else:   # runs are drawn within their curve: a column is constant if it is so within every curve
+        spread = np.max([values[rows].max(axis=0) - values[rows].min(axis=0) for rows in resampling.groups], axis=0)
     constant = spread <= CONSTANT_TOLERANCE * np.maximum(np.abs(estimate), 1.0)
     for k in np.flatnonzero(constant):
         low[k] = high[k] = estimate[k]
         notes[k] = f"the same on every resampled {_unit_word(resampling)}: zero-width interval"
     varying = np.flatnonzero(~constant)
     if varying.size == 0:
-        return estimate, low, high, notes
+        return MeanIntervals(estimate, low, high, notes, distribution)
     if resampling.unit == RESAMPLED_CURVES:
         sums, counts = unit_sums[:, varying], unit_counts
 
@@ -165,10 +178,11 @@ def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOT
                                  rng=np.random.default_rng(seed))
     low[varying] = np.atleast_1d(result.confidence_interval.low)
     high[varying] = np.atleast_1d(result.confidence_interval.high)
+    distribution[varying] = np.reshape(result.bootstrap_distribution, (varying.size, N_RESAMPLES))
     for k in varying:
         if not (np.isfinite(low[k]) and np.isfinite(high[k])):
             notes[k] = f"{BOOTSTRAP_METHOD} interval undefined (degenerate bootstrap distribution)"
-    return estimate, low, high, notes
+    return MeanIntervals(estimate, low, high, notes, distribution)
 
 
 def _unit_word(resampling: Resampling) -> str:
@@ -240,7 +254,8 @@ def mape_intervals(predictions: pd.DataFrame, curves: pd.Series) -> tuple[pd.Dat
         pairs = [(a, b, metric) for a, b in itertools.combinations(predictors, 2)
                  for metric in (m.name for m in col.MAPE_METRICS) if (a, metric) in errors and (b, metric) in errors]
         matrix = np.column_stack([errors[k] for k in keys] + [errors[(a, m)] - errors[(b, m)] for a, b, m in pairs])
-        estimate, low, high, notes = bootstrap_means(matrix, resampling)
+        means = bootstrap_means(matrix, resampling)
+        estimate, low, high, notes = means.estimate, means.low, means.high, means.notes
         by_key = {key: i for i, key in enumerate(keys)}
         for predictor in predictors:
             record = {col.SETTING: setting, col.PREDICTOR: predictor, col.CI_RESAMPLED: resampling.unit,
