@@ -52,10 +52,8 @@ def test_every_public_mape_lies_inside_its_bootstrap_interval(public_evaluations
     # Same curve spans the 12 public curves (resampled whole); each transfer validates on one curve.
     resampled = table.drop_duplicates(col.SETTING).set_index(col.SETTING)[col.CI_RESAMPLED]
     assert resampled["same_curve"] == "curves" and resampled["model"] == "runs within curves"
-    # SLIM beats LLMVisor-Agg on both model transfers beyond the interval (the headline check's claim).
-    rows = comparisons.set_index([col.SETTING, col.PREDICTOR, col.OTHER_PREDICTOR, col.METRIC])[col.VERDICT]
-    for setting in ("model", "model_output_length"):
-        assert rows[(setting, SLIM, LLMVISOR, "throughput")] == "better"
+    # Every must-beat of the record holds beyond the paired interval, not just on the point estimates.
+    assert check_headlines(public_mapes, load_expected("config/headlines.yaml", "h100-public"), comparisons) == []
     settings = ["same_curve", "model", "output_length", "model_output_length"]
     reduction = average_mape_reduction_interval(predictions, curves, settings)
     assert reduction.estimate_pct == pytest.approx(average_mape_reduction_pct(public_mapes, settings))

@@ -44,6 +44,7 @@ rule tables:
 rule check_headlines:
     input:
         mapes="results/{dataset}/table3.csv",
+        comparisons="results/{dataset}/mape_comparisons.csv",
         expected="config/headlines.yaml",
     output:
         check="results/{dataset}/headline_check.txt",
