@@ -53,6 +53,22 @@ def copy_workflow(workdir: Path) -> Path:
         (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
     return workdir
 @pytest.fixture(scope="session")
+def catalog():
+    """The model catalog shipped with the package."""
+    from slim.specs.architecture import load_architectures
+
+    return load_architectures()
+
+
+@pytest.fixture(scope="session")
+def h100():
+    """The H100 64 GB of the public traces, from the packaged GPU catalog."""
+    from slim.specs.hardware import load_hardware
+
+    return load_hardware()["h100-64gb"]
+
+
+@pytest.fixture(scope="session")
 def public_clean(shared_traces_dir):
     """The cleaned table of the real output-length traces (h100-public)."""
     from slim.specs.architecture import load_architectures

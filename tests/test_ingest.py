@@ -14,7 +14,6 @@ import pytest
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.traces.ingest import REASON_CODES, find_run_dirs, ingest_run_dir, ingest_traces
 from slim.traces.results import FORMAT_BENCHMARK_SERVING, FORMAT_VLLM_BENCH_SERVE
 
@@ -30,11 +29,6 @@ def _expected_statuses() -> dict[str, str]:
 
 
 EXPECTED = _expected_statuses()
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
 
 
 @pytest.fixture(scope="module")

@@ -23,22 +23,11 @@ from slim.gpu.kv_memory import (
     plan_kv_memory,
     weight_bytes,
 )
-from slim.specs.architecture import MODELS_FILE, load_architectures
-from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
+from slim.specs.hardware import GIB
 
 TRACE_RUN = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "vllm-h100-public"
              / "output_length" / "_260" / "opt-1.3b" / "_512__2000")
 OPT_13B_KV_BYTES_PER_TOKEN = 2 * 24 * 2048 * 2   # K and V x 24 layers x 2048 x fp16 = 196,608
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 def test_block_rounding():

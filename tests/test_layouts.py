@@ -14,7 +14,7 @@ from slim import cli
 from slim import columns as col
 from slim.cli import advise
 from slim.model import fit as fit_module
-from slim.specs.architecture import MODELS_FILE, load_architectures
+from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import ingest_traces
@@ -25,11 +25,6 @@ FORMATS = REPO / "tests" / "data" / "formats"
 
 
 LAYOUTS = load_data_generator("make_layouts")
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,6 @@ from slim.gpu.roofline import (
     roofline_tpot_s,
     suggest_max_num_seqs,
 )
-from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 GB = 1e9
@@ -55,19 +54,9 @@ LLAMA3_70B_BYTES = 140 * GB   # the note's "BF16 140GB"
 
 
 @pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
-
-
-@pytest.fixture(scope="module")
 def a100():
     """The knee note's A100 80 GB: the catalog's datasheet part (2,039 GB/s) at the note's round 2 TB/s."""
     return replace(load_hardware(HARDWARE_FILE)["a100-80gb"], hbm_bandwidth_bytes_per_s=2.0e12)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 def _printed_as(value: float, published: float, decimals: int = 0) -> bool:

@@ -8,18 +8,6 @@ import pytest
 
 from slim.errors import ConfigError
 from slim.sim import SimConstants, StepCostModel, kv_cache_plan, simulate_run, step_cost_breakdown
-from slim.specs.architecture import MODELS_FILE, load_architectures
-from slim.specs.hardware import HARDWARE_FILE, load_hardware
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 def tiny_kv_constants(arch, hw, consts, blocks, max_num_seqs):

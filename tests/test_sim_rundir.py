@@ -11,14 +11,8 @@ from slim import columns as col
 from slim.sim import SimConstants, simulate_run
 from slim.sim.grid import expand_grid, simulate_grid_to_dir
 from slim.sim.rundir import PHASE_FILE, write_run_dir
-from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.traces.ingest import ingest_run_dir
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
 
 
 @pytest.fixture(scope="module")

@@ -10,22 +10,10 @@ from slim.sim.constants import FITTED_CONSTANTS
 from slim.sim.linear_cost import coordinates_of
 from slim.sim.schedule_fit import STARTS, ScheduleCosts, calibrate_schedules
 from slim.sim.schedules import ScheduleKey, simulate_schedules
-from slim.specs.architecture import MODELS_FILE, load_architectures
-from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 TRUTH = SimConstants().with_fitted({"gemm_compute_efficiency": 0.45, "gemm_memory_efficiency": 0.85,
                                     "attention_memory_efficiency": 0.7, "kernel_latency_s": 8e-6,
                                     "step_overhead_base_s": 0.5e-3, "step_overhead_per_seq_s": 30e-6})
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 def keys(models: tuple[str, ...], lengths=((128, 64), (600, 24))) -> list[ScheduleKey]:

@@ -10,22 +10,10 @@ from slim.sim import SimConstants, StepCostModel, simulate_run
 from slim.sim.linear_cost import LinearCost, StatsMatrix, constants_at, coordinates_of
 from slim.sim.schedule_fit import ScheduleCosts
 from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedule, simulate_schedules
-from slim.specs.architecture import MODELS_FILE, load_architectures
-from slim.specs.hardware import HARDWARE_FILE, load_hardware
 
 OTHER = SimConstants().with_fitted({"gemm_compute_efficiency": 0.25, "gemm_memory_efficiency": 0.95,
                                     "attention_memory_efficiency": 0.7, "kernel_latency_s": 9e-6,
                                     "step_overhead_base_s": 0.3e-3, "step_overhead_per_seq_s": 20e-6})
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_architectures(MODELS_FILE)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_hardware(HARDWARE_FILE)["h100-64gb"]
 
 
 KEYS = (ScheduleKey("opt-125m", 300, 40, 16, 150), ScheduleKey("opt-1.3b", 900, 64, 64, 120),

@@ -125,23 +125,13 @@ def start_at(params: SlimParams) -> Callable[[Sequence[FitParameter]], list[tupl
 
 
 @dataclass(frozen=True)
-class Identifiability:
-    """What the training data of a fit determine (see `fit_slim`).
-
-    ``unidentified_dimensions`` is the number of directions of the free, not-at-bound
-    parameters along which the training cost is flat (relative singular value below
-    `NULL_SINGULAR_VALUE_RATIO`); ``unidentified_parameters`` are the parameters with a
-    share of at least 1e-3 in that null space (basis-independent: the diagonal of its
-    projector). ``at_bounds`` are free parameters the optimum pushed onto a bound.
-    ``equivalent_params`` are distinct training-equivalent solutions (data cost within
-    `EQUIVALENT_COST_TOLERANCE` of the fit's), found by projecting `VALLEY_SAMPLES`
-    seeded reference points onto that set; they bound what the data cannot decide.
-    """
+class IdentifiabilitySummary:
+    """The part of a fit's identifiability that is the same for SLIM and SIM: how many
+    directions the training data leave flat, the parameters in them, those at a bound."""
 
     unidentified_dimensions: int
     unidentified_parameters: tuple[str, ...]
     at_bounds: tuple[str, ...]
-    equivalent_params: tuple[SlimParams, ...]
 
     @property
     def identified(self) -> bool:
@@ -158,13 +148,31 @@ class Identifiability:
             parts.append(f"at bound: {', '.join(self.at_bounds)}")
         return "; ".join(parts) or "identified"
 
+    def summary_dict(self) -> dict[str, Any]:
+        return {"unidentified_dimensions": self.unidentified_dimensions,
+                "unidentified_parameters": list(self.unidentified_parameters),
+                "at_bounds": list(self.at_bounds)}
+
+
+@dataclass(frozen=True)
+class Identifiability(IdentifiabilitySummary):
+    """What the training data of a fit determine (see `fit_slim`).
+
+    ``unidentified_dimensions`` is the number of directions of the free, not-at-bound
+    parameters along which the training cost is flat (relative singular value below
+    `NULL_SINGULAR_VALUE_RATIO`); ``unidentified_parameters`` are the parameters with a
+    share of at least 1e-3 in that null space (basis-independent: the diagonal of its
+    projector). ``at_bounds`` are free parameters the optimum pushed onto a bound.
+    ``equivalent_params`` are distinct training-equivalent solutions (data cost within
+    `EQUIVALENT_COST_TOLERANCE` of the fit's), found by projecting `VALLEY_SAMPLES`
+    seeded reference points onto that set; they bound what the data cannot decide.
+    """
+
+    equivalent_params: tuple[SlimParams, ...]
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "unidentified_dimensions": self.unidentified_dimensions,
-            "unidentified_parameters": list(self.unidentified_parameters),
-            "at_bounds": list(self.at_bounds),
-            "equivalent_params": [params.to_dict() for params in self.equivalent_params],
-        }
+        return {**self.summary_dict(),
+                "equivalent_params": [params.to_dict() for params in self.equivalent_params]}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "Identifiability":

@@ -37,6 +37,7 @@ from slim.model.fit import (
     ROOFLINE_PRIOR_WEIGHT,
     VALLEY_SAMPLES,
     VALLEY_SEED,
+    IdentifiabilitySummary,
     null_space_shares,
 )
 from slim.model.metrics import mape_pct
@@ -136,32 +137,13 @@ class SimPrediction:
 
 
 @dataclass(frozen=True)
-class SimIdentifiability:
+class SimIdentifiability(IdentifiabilitySummary):
     """What a calibration's training runs determine (the analogue of `slim.model.fit.Identifiability`)."""
 
-    unidentified_dimensions: int
-    unidentified_parameters: tuple[str, ...]
-    at_bounds: tuple[str, ...]
     equivalent_constants: tuple[SimConstants, ...]
 
-    @property
-    def identified(self) -> bool:
-        return self.unidentified_dimensions == 0
-
-    def describe(self) -> str:
-        parts = []
-        if self.unidentified_dimensions:
-            plural = "s" if self.unidentified_dimensions > 1 else ""
-            parts.append(f"{self.unidentified_dimensions} unidentified direction{plural} "
-                         f"({', '.join(self.unidentified_parameters)})")
-        if self.at_bounds:
-            parts.append(f"at bound: {', '.join(self.at_bounds)}")
-        return "; ".join(parts) or "identified"
-
     def to_dict(self) -> dict[str, Any]:
-        return {"unidentified_dimensions": self.unidentified_dimensions,
-                "unidentified_parameters": list(self.unidentified_parameters),
-                "at_bounds": list(self.at_bounds),
+        return {**self.summary_dict(),
                 "equivalent_constants": [_fitted_dict(c) for c in self.equivalent_constants]}
 
 

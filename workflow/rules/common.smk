@@ -119,8 +119,9 @@ def evaluation_files(wildcards):
 
 
 # Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
-# ones. On simulated data it would predict its own output (a circular score).
-SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated]
+# ones, where the config has the simulator's section (its rules exist only then). On simulated
+# data it would predict its own output (a circular score).
+SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated and "simulator" in config]
 
 
 def sim_schedules_file(wildcards):
