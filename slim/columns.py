@@ -100,6 +100,61 @@ MAPE_MEAN_BATCH_PCT = "mape_mean_batch_pct"  # NaN where the predictor is given 
 MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT, MAPE_MEAN_BATCH_PCT)
 """Columns of a held-out MAPE table, in order."""
 
+# --- Bootstrap confidence intervals of the MAPEs (slim.paper.mape_intervals), one row per
+# (setting, predictor), joined into table3.csv beside each MAPE.
+MAPE_THROUGHPUT_CI_LOW_PCT = "mape_throughput_pct_ci_low"
+MAPE_THROUGHPUT_CI_HIGH_PCT = "mape_throughput_pct_ci_high"
+MAPE_E2E_CI_LOW_PCT = "mape_e2e_pct_ci_low"
+MAPE_E2E_CI_HIGH_PCT = "mape_e2e_pct_ci_high"
+MAPE_MEAN_BATCH_CI_LOW_PCT = "mape_mean_batch_pct_ci_low"
+MAPE_MEAN_BATCH_CI_HIGH_PCT = "mape_mean_batch_pct_ci_high"
+CI_RESAMPLED = "ci_resampled"          # "curves" (whole --max-num-seqs sweeps) or "runs within curves"
+CI_N_UNITS = "ci_n_units"              # number of curves, or of runs, resampled
+CI_NOTE = "ci_note"                    # why an interval is zero-width or missing ("" if neither)
+
+MAPE_INTERVAL_COLUMNS = (
+    SETTING, PREDICTOR, MAPE_THROUGHPUT_CI_LOW_PCT, MAPE_THROUGHPUT_CI_HIGH_PCT, MAPE_E2E_CI_LOW_PCT,
+    MAPE_E2E_CI_HIGH_PCT, MAPE_MEAN_BATCH_CI_LOW_PCT, MAPE_MEAN_BATCH_CI_HIGH_PCT, CI_RESAMPLED, CI_N_UNITS, CI_NOTE,
+)
+"""Columns of the MAPE interval table, in order."""
+MAPE_CI_TABLE_ORDER = (
+    SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_THROUGHPUT_CI_LOW_PCT, MAPE_THROUGHPUT_CI_HIGH_PCT,
+    MAPE_E2E_PCT, MAPE_E2E_CI_LOW_PCT, MAPE_E2E_CI_HIGH_PCT, MAPE_MEAN_BATCH_PCT, MAPE_MEAN_BATCH_CI_LOW_PCT,
+    MAPE_MEAN_BATCH_CI_HIGH_PCT, CI_RESAMPLED, CI_N_UNITS, CI_NOTE,
+)
+"""The first columns of `table3.csv`: each MAPE with its interval beside it (identifiability follows)."""
+
+# --- Paired comparisons (results/<dataset>/mape_comparisons.csv): one row per setting,
+# ordered pair of predictors and metric; the difference is MAPE(predictor) - MAPE(other).
+OTHER_PREDICTOR = "other_predictor"
+METRIC = "metric"                      # PredictionMetric.name: throughput, e2e, mean_batch
+MAPE_DIFFERENCE_PCT = "mape_difference_pct_points"
+MAPE_DIFFERENCE_CI_LOW = "mape_difference_pct_points_ci_low"
+MAPE_DIFFERENCE_CI_HIGH = "mape_difference_pct_points_ci_high"
+VERDICT = "verdict"                    # better (interval below 0), worse (above) or undecided
+
+MAPE_COMPARISON_COLUMNS = (
+    SETTING, PREDICTOR, OTHER_PREDICTOR, METRIC, MAPE_DIFFERENCE_PCT, MAPE_DIFFERENCE_CI_LOW,
+    MAPE_DIFFERENCE_CI_HIGH, VERDICT, CI_RESAMPLED, CI_N_UNITS,
+)
+"""Columns of `mape_comparisons.csv`, in order."""
+
+# --- The average-MAPE-reduction headline (results/<dataset>/mape_reduction.csv), one row.
+MAPE_REDUCTION_PCT = "average_mape_reduction_pct"
+MAPE_REDUCTION_CI_LOW = "average_mape_reduction_pct_ci_low"
+MAPE_REDUCTION_CI_HIGH = "average_mape_reduction_pct_ci_high"
+N_SETTINGS = "n_settings"
+CONFIDENCE_LEVEL = "confidence_level"
+CI_METHOD = "ci_method"                # scipy.stats.bootstrap method
+CI_N_RESAMPLES = "ci_n_resamples"
+CI_SEED = "ci_seed"
+
+MAPE_REDUCTION_COLUMNS = (
+    MAPE_REDUCTION_PCT, MAPE_REDUCTION_CI_LOW, MAPE_REDUCTION_CI_HIGH, N_SETTINGS, CONFIDENCE_LEVEL, CI_METHOD,
+    CI_N_RESAMPLES, CI_SEED, CI_NOTE,
+)
+"""Columns of `mape_reduction.csv`, in order."""
+
 # --- What the training data decide: one row per (setting, predictor)
 # (results/<dataset>/evaluation/<setting>_identifiability.parquet, merged into table3.csv).
 VALIDATION_DETERMINED = "validation_determined"  # every equally good fit predicts the validation rows alike
@@ -139,7 +194,8 @@ SIM_CONSTANTS_COLUMNS = (SETTING, N_RUNS, *SIM_FITTED_CONSTANTS, TRAIN_MAPE_THRO
 @dataclass(frozen=True)
 class PredictionMetric:
     """One predicted quantity: its measured and predicted columns, the column of its MAPE,
-    and the columns of that MAPE's range over the training-equivalent fits."""
+    the columns of that MAPE's range over the training-equivalent fits, and those of its
+    bootstrap confidence interval."""
 
     name: str
     measured: str
@@ -147,16 +203,20 @@ class PredictionMetric:
     mape: str
     mape_low: str
     mape_high: str
+    mape_ci_low: str
+    mape_ci_high: str
 
 
 THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT,
-                                     MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT)
+                                     MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT, MAPE_THROUGHPUT_CI_LOW_PCT,
+                                     MAPE_THROUGHPUT_CI_HIGH_PCT)
 E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT, MAPE_E2E_LOW_PCT,
-                              MAPE_E2E_HIGH_PCT)
+                              MAPE_E2E_HIGH_PCT, MAPE_E2E_CI_LOW_PCT, MAPE_E2E_CI_HIGH_PCT)
 PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
 """Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
 MEAN_BATCH_METRIC = PredictionMetric("mean_batch", MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MAPE_MEAN_BATCH_PCT,
-                                     MAPE_MEAN_BATCH_LOW_PCT, MAPE_MEAN_BATCH_HIGH_PCT)
+                                     MAPE_MEAN_BATCH_LOW_PCT, MAPE_MEAN_BATCH_HIGH_PCT, MAPE_MEAN_BATCH_CI_LOW_PCT,
+                                     MAPE_MEAN_BATCH_CI_HIGH_PCT)
 """The mean running batch, predicted only by predictors that do not take it as an input (SIM)."""
 MAPE_METRICS = (*PREDICTION_METRICS, MEAN_BATCH_METRIC)
 """Every metric a MAPE table holds; the mean batch's MAPE is NaN for predictors given it."""

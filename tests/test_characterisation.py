@@ -233,8 +233,10 @@ def test_adapters_write_their_artefacts(runs, sweep, tmp_path):
         assert Path(outputs["pdf"]).read_bytes().startswith(b"%PDF")
         assert Path(outputs["png"]).read_bytes().startswith(b"\x89PNG")
         assert LABEL in (tmp_path / f"{script}.log").read_text()
-    outputs = {"tex": str(tmp_path / "table1.tex"), "csv": str(tmp_path / "table1.csv")}
+    outputs = {"tex": str(tmp_path / "table1.tex"), "html": str(tmp_path / "table1.html"),
+               "csv": str(tmp_path / "table1.csv")}
     _run_adapter("table1.py", {"paper": str(CONFIG / "paper_table1.yaml"), "models": str(MODELS_FILE),
                                "hardware": str(HARDWARE_FILE)}, outputs, {}, tmp_path / "table1.log")
     assert "not measured" in Path(outputs["tex"]).read_text()
+    assert "<table" in Path(outputs["html"]).read_text() and "\\" not in Path(outputs["html"]).read_text()
     assert len(pd.read_csv(outputs["csv"])) == 7

@@ -205,7 +205,8 @@ def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
     for attempt in range(2):
         out = tmp_path / f"out{attempt}"
         outputs = {"predictions": str(out / "predictions.csv"), "fit": str(out / "fit.json"),
-                   "table": str(out / "table.tex"), "summary": str(out / "table.md"), "pdf": str(out / "fig11.pdf"),
+                   "table": str(out / "table.tex"), "table_html": str(out / "table.html"),
+                   "summary": str(out / "table.md"), "pdf": str(out / "fig11.pdf"),
                    "png": str(out / "fig11.png")}
         out.mkdir()
         inputs = {"clean": str(tmp_path / "clean.parquet"), "models": str(models_file),

@@ -35,6 +35,17 @@ def test_the_verdict_passes_reports_drift_and_says_when_nothing_is_recorded():
     assert not unrecorded.holds and unrecorded.to_text().startswith("UNRECORDED mine")
 
 
+def test_a_must_beat_needs_the_paired_interval_not_just_the_point_estimate():
+    def comparisons(throughput_verdict: str) -> pd.DataFrame:
+        return pd.DataFrame({col.SETTING: "model", col.PREDICTOR: "SLIM", col.OTHER_PREDICTOR: "LLMVisor-Agg",
+                             col.METRIC: ["throughput", "e2e"], col.VERDICT: [throughput_verdict, "better"]})
+
+    assert headline_verdict(mapes(), RECORD, "toy", comparisons("better")).holds
+    withheld = headline_verdict(mapes(), RECORD, "toy", comparisons("undecided"))
+    assert withheld.problems == ("model: SLIM throughput MAPE 10.00% beats LLMVisor-Agg (100.00%) only within the "
+                                 "bootstrap interval of the difference",)
+
+
 def test_recording_keeps_tolerance_notes_and_claims_and_round_trips(tmp_path):
     updated = record_headlines(RECORD, {"toy": mapes(slim_throughput=11.0), "mine": mapes()})
     assert updated["toy"]["note"] == "why" and updated["toy"]["slim_must_beat"] == {"model": ["LLMVisor-Agg"]}

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from slim import columns as col
 from slim.paper.headlines import check_headlines, load_expected
 from slim.paper.heldout import (
     IMAI,
@@ -15,6 +16,7 @@ from slim.paper.heldout import (
     evaluate_setting,
     mape_table,
 )
+from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals, with_intervals
 from slim.paper.splits import load_settings
 from slim.paper.tables import RANGE_NOTE, UNDETERMINED_NOTE, identifiability_notes, table3, to_booktabs, to_markdown
 from slim.specs.architecture import load_architectures
@@ -22,14 +24,40 @@ from slim.specs.hardware import load_hardware
 
 
 @pytest.fixture(scope="module")
-def public_mapes(public_clean, public_schedules) -> pd.DataFrame:
+def public_evaluations(public_clean, public_schedules) -> list:
     catalog = load_architectures()
     _, clean = public_clean
     hardware = load_hardware()["h100-64gb"]
     settings = load_settings("config/settings/h100-public.yaml")
-    evaluations = [evaluate_setting(clean, s, catalog, hardware, public_schedules) for s in settings if s.applicable]
-    return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
-                      pd.concat([e.identifiability for e in evaluations], ignore_index=True))
+    return [evaluate_setting(clean, s, catalog, hardware, public_schedules) for s in settings if s.applicable]
+
+
+@pytest.fixture(scope="module")
+def public_mapes(public_evaluations) -> pd.DataFrame:
+    return mape_table(pd.concat([e.predictions for e in public_evaluations], ignore_index=True),
+                      pd.concat([e.identifiability for e in public_evaluations], ignore_index=True))
+
+
+def test_every_public_mape_lies_inside_its_bootstrap_interval(public_evaluations, public_clean, public_mapes):
+    _, clean = public_clean
+    predictions = pd.concat([e.predictions for e in public_evaluations], ignore_index=True)
+    curves = curve_labels(clean)
+    intervals, comparisons = mape_intervals(predictions, curves)
+    table = with_intervals(public_mapes, intervals)
+    for metric in col.MAPE_METRICS:
+        shown = table[table[metric.mape].notna()]
+        assert shown[metric.mape_ci_low].notna().all()
+        assert (shown[metric.mape_ci_low] <= shown[metric.mape]).all()
+        assert (shown[metric.mape] <= shown[metric.mape_ci_high]).all()
+    # Same curve spans the 12 public curves (resampled whole); each transfer validates on one curve.
+    resampled = table.drop_duplicates(col.SETTING).set_index(col.SETTING)[col.CI_RESAMPLED]
+    assert resampled["same_curve"] == "curves" and resampled["model"] == "runs within curves"
+    # Every must-beat of the record holds beyond the paired interval, not just on the point estimates.
+    assert check_headlines(public_mapes, load_expected("config/headlines.yaml", "h100-public"), comparisons) == []
+    settings = ["same_curve", "model", "output_length", "model_output_length"]
+    reduction = average_mape_reduction_interval(predictions, curves, settings)
+    assert reduction.estimate_pct == pytest.approx(average_mape_reduction_pct(public_mapes, settings))
+    assert reduction.ci_low_pct <= reduction.estimate_pct <= reduction.ci_high_pct
 
 
 def _mape(mapes: pd.DataFrame, setting: str, predictor: str, metric: str = "mape_throughput_pct") -> float:

@@ -21,7 +21,9 @@ from report_check import (  # noqa: E402
     ReportDeclaration,
     check_report_contents,
     decode_data_uri,
+    embedded_tables,
     expected_report_artefacts,
+    html_table_problems,
     parse_summary,
     pattern_regex,
     report_artefacts,
@@ -29,7 +31,7 @@ from report_check import (  # noqa: E402
     report_patterns,
     select_report_artefacts,
 )
-from report_render import distinct_colours, render_report  # noqa: E402
+from report_render import distinct_colours, render_report, render_tables  # noqa: E402
 
 # The snakemake beside this interpreter (a virtual environment's), else the one on PATH.
 _BESIDE = Path(sys.executable).with_name("snakemake")
@@ -208,3 +210,48 @@ def test_report_whose_app_never_renders_fails(toy_report: Path, tmp_path: Path) 
     broken.write_text(html_text.replace("root.render(e(App));", ""))
     with pytest.raises(ReportCheckError, match="menu entry 'Figures' not rendered"):
         render_report(broken, tmp_path / "shot.png", chromium=CHROMIUM)
+
+
+# --- tables: HTML, not LaTeX source -------------------------------------------------------
+
+TABLE_PAGE = ("<!DOCTYPE html><html><head><title>T</title><style>td {}</style></head><body>"
+              "<table><caption>MAPE (%)</caption><thead><tr><th>SLIM</th></tr></thead>"
+              "<tbody><tr><td>11.4<br>(CI 8.7-15.3)</td></tr></tbody></table></body></html>")
+TEX_SOURCE = "\\begin{table}[t]\n\\toprule\nSLIM \\\\\n\\midrule\n11.4 \\\\\n\\bottomrule\n\\end{table}\n"
+
+
+def _report_with(entries: dict[str, tuple[str, str]]) -> str:
+    """A page with the report's data interface: path -> (mime type, content)."""
+    import base64
+
+    results = {path: {"mime_type": mime, "data_uri": f"data:{mime};base64," + base64.b64encode(text.encode()).decode()}
+               for path, (mime, text) in entries.items()}
+    return f'<html><body><script id="results">var results = {json.dumps(results)};</script></body></html>'
+
+
+def test_tables_embedded_as_html_pass_and_tex_source_is_named() -> None:
+    good = _report_with({"figures/table3.html": ("text/html", TABLE_PAGE), "figures/fig9.png": ("image/png", "x")})
+    assert list(embedded_tables(good)) == ["figures/table3.html"]
+    bad = _report_with({"figures/table3.html": ("text/html", TABLE_PAGE),
+                        "figures/table4.tex": ("text/x-tex", TEX_SOURCE)})
+    with pytest.raises(ReportCheckError, match=r"figures/table4\.tex is embedded as text/x-tex, not as an HTML table"):
+        embedded_tables(bad)
+    # An HTML file that only wraps the LaTeX source is not a table either.
+    wrapped = f"<html><body><pre>{TEX_SOURCE}</pre></body></html>"
+    problems = html_table_problems("figures/table5.html", "text/html", wrapped.encode())
+    assert problems == [
+        "figures/table5.html holds no <table> with cells",
+        "figures/table5.html shows raw LaTeX (\\begin{, \\end{, \\toprule, \\midrule, \\bottomrule, \\\\)",
+    ]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (apt-get install chromium)")
+def test_tables_render_as_html_tables_in_headless_chromium() -> None:
+    rendered = render_tables({"figures/table3.html": TABLE_PAGE}, chromium=CHROMIUM)
+    table = rendered["figures/table3.html"]
+    assert table.rows == 2 and table.cells == 1 and table.height_px > 0
+    wrapped = f"<html><body><table><tr><td>x</td></tr></table><pre>{TEX_SOURCE}</pre></body></html>"
+    with pytest.raises(ReportCheckError, match=r"figures/table4\.html renders raw LaTeX"):
+        render_tables({"figures/table3.html": TABLE_PAGE, "figures/table4.html": wrapped}, chromium=CHROMIUM)
+    with pytest.raises(ReportCheckError, match=r"figures/table6\.html renders no table"):
+        render_tables({"figures/table6.html": f"<html><body><pre>{TEX_SOURCE}</pre></body></html>"}, chromium=CHROMIUM)

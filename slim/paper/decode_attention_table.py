@@ -22,7 +22,7 @@ from slim.gpu.roofline import (
     decode_context_len,
     ridge_point_flop_per_byte,
 )
-from slim.paper.tables import to_booktabs
+from slim.paper.tables import to_booktabs, to_html_page
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 from slim.yaml_files import require_keys
@@ -174,3 +174,8 @@ def table1_caption(frame: pd.DataFrame, arch: Architecture, hw: Hardware, source
 def table1_latex(frame: pd.DataFrame, arch: Architecture, hw: Hardware, source: str) -> str:
     """Booktabs LaTeX of `table1_frame` with `table1_caption`."""
     return to_booktabs(table1_display(frame), table1_caption(frame, arch, hw, source), "tab:table1")
+
+
+def table1_html(frame: pd.DataFrame, arch: Architecture, hw: Hardware, source: str) -> str:
+    """The same table as an HTML page (`tables.to_html_page`), for the Snakemake report."""
+    return to_html_page(table1_display(frame), table1_caption(frame, arch, hw, source), "Table I")

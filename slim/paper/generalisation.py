@@ -29,7 +29,7 @@ from slim.model.metrics import mape_pct
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.heldout import SLIM, prediction_rows
 from slim.paper.splits import HeldOutSetting, split_setting
-from slim.paper.tables import to_booktabs, to_markdown
+from slim.paper.tables import to_booktabs, to_html_page, to_markdown
 from slim.specs.hardware import Hardware
 
 SETTING_NAME = "generalisation"
@@ -158,6 +158,13 @@ def table_fig11_latex(mapes: pd.DataFrame, dataset_label: str, train_models: Seq
     """Booktabs table of `table_fig11_display` with `table_fig11_caption`."""
     caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs).replace("%", "\\%")
     return to_booktabs(table_fig11_display(mapes), caption, "tab:fig11")
+
+
+def table_fig11_html(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,
+                     n_train_runs: int) -> str:
+    """The same table as an HTML page (`tables.to_html_page`), for the Snakemake report."""
+    caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs).replace("%", "\\%")
+    return to_html_page(table_fig11_display(mapes), caption, "Fig. 11 table")
 
 
 def table_fig11_markdown(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,

@@ -71,8 +71,12 @@ def measured_headlines(mapes: pd.DataFrame, tolerance_pct_points: float) -> dict
     return {"tolerance_pct_points": tolerance_pct_points, "mape_pct": values}
 
 
-def check_headlines(mapes: pd.DataFrame, expected: dict) -> list[str]:
-    """Every deviation from the recorded headlines, as readable lines; empty when all hold."""
+def check_headlines(mapes: pd.DataFrame, expected: dict, comparisons: pd.DataFrame | None = None) -> list[str]:
+    """Every deviation from the recorded headlines, as readable lines; empty when all hold.
+
+    With `comparisons` (`mape_comparisons.csv`, slim.paper.mape_intervals), a must-beat holds
+    only where the paired bootstrap interval of the MAPE difference lies below zero on the
+    metric, not merely where the point estimate is lower."""
     problems = []
     tolerance = float(expected["tolerance_pct_points"])
     metric_columns = {metric.name: metric.mape for metric in col.PREDICTION_METRICS}
@@ -95,7 +99,24 @@ def check_headlines(mapes: pd.DataFrame, expected: dict) -> list[str]:
                     if not rows.loc[winner, column] < rows.loc[baseline, column]:
                         problems.append(f"{setting}: {winner} {name} MAPE {rows.loc[winner, column]:.2f}% does not "
                                         f"beat {baseline} ({rows.loc[baseline, column]:.2f}%)")
+                    elif comparisons is not None and not _beats_beyond_interval(comparisons, setting, winner,
+                                                                                baseline, name):
+                        problems.append(f"{setting}: {winner} {name} MAPE {rows.loc[winner, column]:.2f}% beats "
+                                        f"{baseline} ({rows.loc[baseline, column]:.2f}%) only within the bootstrap "
+                                        "interval of the difference")
     return problems
+
+
+def _beats_beyond_interval(comparisons: pd.DataFrame, setting: str, winner: str, other: str, metric: str) -> bool:
+    """Whether the paired interval of MAPE(winner) - MAPE(other) lies below zero (either row order)."""
+    from slim.paper.mape_intervals import BETTER, WORSE
+
+    rows = comparisons[(comparisons[col.SETTING] == setting) & (comparisons[col.METRIC] == metric)]
+    direct = rows[(rows[col.PREDICTOR] == winner) & (rows[col.OTHER_PREDICTOR] == other)]
+    if not direct.empty:
+        return str(direct[col.VERDICT].iloc[0]) == BETTER
+    reverse = rows[(rows[col.PREDICTOR] == other) & (rows[col.OTHER_PREDICTOR] == winner)]
+    return not reverse.empty and str(reverse[col.VERDICT].iloc[0]) == WORSE
 
 
 @dataclass(frozen=True)
@@ -123,13 +144,15 @@ class HeadlineVerdict:
         return "\n".join(lines + [f"- {problem}" for problem in self.problems]) + "\n"
 
 
-def headline_verdict(mapes: pd.DataFrame, record: Mapping, dataset: str) -> HeadlineVerdict:
-    """Check `mapes` (a `table3.csv`) against the dataset's entry of the record, if it has one."""
+def headline_verdict(mapes: pd.DataFrame, record: Mapping, dataset: str,
+                     comparisons: pd.DataFrame | None = None) -> HeadlineVerdict:
+    """Check `mapes` (a `table3.csv`) against the dataset's entry of the record, if it has one
+    (must-beats against the paired intervals of `comparisons` where given)."""
     if dataset not in record:
         return HeadlineVerdict(dataset, False, 0, ())
     expected = record[dataset]
     n_checked = sum(len(metrics) for predictors in expected["mape_pct"].values() for metrics in predictors.values())
-    return HeadlineVerdict(dataset, True, n_checked, tuple(check_headlines(mapes, expected)))
+    return HeadlineVerdict(dataset, True, n_checked, tuple(check_headlines(mapes, expected, comparisons)))
 
 
 def record_headlines(record: Mapping, tables: Mapping[str, pd.DataFrame]) -> dict:

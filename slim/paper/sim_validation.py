@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from slim import columns as col
-from slim.paper.tables import to_booktabs
+from slim.paper.tables import to_booktabs, to_html_page
 
 THROUGHPUT_BAR_MEDIAN_PCT = 8.0
 THROUGHPUT_BAR_WORST_PCT = 15.0
@@ -29,10 +29,21 @@ def validation_frame(curves: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["model", "OL"]).reset_index(drop=True)
 
 
-def validation_latex(curves: pd.DataFrame) -> str:
+def validation_caption(curves: pd.DataFrame) -> str:
+    """The table's LaTeX caption: median and worst curve against the bars, and that it is in-sample."""
     median, worst = curves["throughput_mape"].median(), curves["throughput_mape"].max()
     caption = (f"SIMULATED vs real: per public H100 curve, MAPE of the simulator's throughput and mean batch size. "
                f"Median curve throughput MAPE {median:.1f}\\% (bar {THROUGHPUT_BAR_MEDIAN_PCT:.0f}\\%), worst "
                f"{worst:.1f}\\% (bar {THROUGHPUT_BAR_WORST_PCT:.0f}\\%). In-sample: the constants were fitted on "
                f"these runs.")
-    return to_booktabs(validation_frame(curves).set_index("model"), caption, "tab:sim-validation")
+    return caption
+
+
+def validation_latex(curves: pd.DataFrame) -> str:
+    return to_booktabs(validation_frame(curves).set_index("model"), validation_caption(curves), "tab:sim-validation")
+
+
+def validation_html(curves: pd.DataFrame) -> str:
+    """The same table as an HTML page (`tables.to_html_page`), for the Snakemake report."""
+    return to_html_page(validation_frame(curves).set_index("model"), validation_caption(curves),
+                        "Simulator validation")

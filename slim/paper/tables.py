@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,9 @@ import pandas as pd
 import yaml
 
 from slim import columns as col
-from slim.paper.heldout import ABLATION_LABELS, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM
+from slim.paper.heldout import ABLATION_LABELS, IMAI, LLMVISOR, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM
+from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
+from slim.paper.mape_intervals import CONFIDENCE_LEVEL as CONFIDENCE_LEVEL_SHOWN
 from slim.paper.splits import HeldOutSetting
 
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
@@ -47,15 +51,31 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
     A plain number where the training data determine the validation predictions (or where
     `row` has no identifiability columns); ``value [low-high]`` for a SLIM fit whose
     training-equivalent solutions disagree on them; ``value*`` for a baseline whose
-    prediction is its minimal-norm choice (`UNDETERMINED_MARK`).
+    prediction is its minimal-norm choice (`UNDETERMINED_MARK`). Where `row` has the
+    bootstrap interval's columns (`slim.paper.mape_intervals`), `` (CI low-high)`` follows
+    (`` (no CI)`` where there is none, e.g. one validation run).
     """
     value = float(row[metric.mape])
     if col.VALIDATION_DETERMINED not in row.index or bool(row[col.VALIDATION_DETERMINED]):
-        return value
-    low, high = float(row[metric.mape_low]), float(row[metric.mape_high])
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{value:.{precision}f}{UNDETERMINED_MARK}"
-    return f"{value:.{precision}f} [{low:.{precision}f}-{high:.{precision}f}]"
+        shown: object = value
+    else:
+        low, high = float(row[metric.mape_low]), float(row[metric.mape_high])
+        if not (math.isfinite(low) and math.isfinite(high)):
+            shown = f"{value:.{precision}f}{UNDETERMINED_MARK}"
+        else:
+            shown = f"{value:.{precision}f} [{low:.{precision}f}-{high:.{precision}f}]"
+    if metric.mape_ci_low not in row.index:
+        return shown
+    text = shown if isinstance(shown, str) else f"{value:.{precision}f}"
+    ci_low, ci_high = float(row[metric.mape_ci_low]), float(row[metric.mape_ci_high])
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return f"{text} {NO_INTERVAL_MARK}"
+    return f"{text} (CI {ci_low:.{precision}f}-{ci_high:.{precision}f})"
+
+
+NO_INTERVAL_MARK = "(no CI)"
+NO_INTERVAL_NOTE = (f"{NO_INTERVAL_MARK}: no bootstrap interval (a single validation run, or a degenerate "
+                    "bootstrap; the reason is in table3.csv, column ci_note).")
 
 
 def mape_matrix(mapes: pd.DataFrame, settings: list[HeldOutSetting], predictors: tuple[str, ...]) -> pd.DataFrame:
@@ -86,8 +106,12 @@ def identifiability_notes(matrix: pd.DataFrame) -> list[str]:
     notes = []
     if any("[" in cell for cell in cells):
         notes.append(RANGE_NOTE)
-    if any(cell.endswith(UNDETERMINED_MARK) for cell in cells):
+    if any(cell.endswith(UNDETERMINED_MARK) or f"{UNDETERMINED_MARK} (" in cell for cell in cells):
         notes.append(UNDETERMINED_NOTE)
+    if any("(CI " in cell for cell in cells):
+        notes.append(interval_note())
+    if any(NO_INTERVAL_MARK in cell for cell in cells):
+        notes.append(NO_INTERVAL_NOTE)
     return notes
 
 
@@ -130,18 +154,106 @@ def table4(mapes: pd.DataFrame, settings: list[HeldOutSetting], transfers: tuple
 
 @dataclass(frozen=True)
 class HeldOutTables:
-    """Tables III and IV of one dataset: LaTeX files and the README's Markdown summary."""
+    """Tables III and IV of one dataset: LaTeX files, their HTML renderings (for the Snakemake
+    report) and the README's Markdown summary."""
 
     table3_latex: str
     table3_paper_latex: str
     table4_latex: str
     summary_markdown: str
+    table3_html: str = ""
+    table4_html: str = ""
+
+
+CLAIM_PAIRS = ((SLIM, LLMVISOR), (SLIM, IMAI), (SIM, SLIM), (SIM, LLMVISOR), (SIM, IMAI))
+"""The comparisons the summary states a verdict on (the paper's claim, then SIM's), where both ran."""
+METRIC_SHORT = {col.THROUGHPUT_METRIC.name: "Thr.", col.E2E_METRIC.name: "E2E"}
+CLAIMS_NOTE = (
+    "A verdict is stated only where the paired bootstrap interval of the MAPE difference (same resampled runs "
+    "or curves for both predictors; results/<dataset>/mape_comparisons.csv) excludes zero on that metric; "
+    "'undecided' where it contains zero. ': chosen fit' marks a verdict about a predictor whose validation "
+    "predictions the training data do not determine (a range or a * in Table III): it holds for the fit "
+    "shown, not necessarily for every equally good one.")
+
+
+def pair_verdicts(comparisons: pd.DataFrame, setting: str, predictor: str, other: str) -> dict[str, str]:
+    """Per metric (throughput, E2E), whether `predictor`'s MAPE is `better` (lower), `worse`
+    or `undecided` against `other`'s on `setting`, from the paired intervals (either order)."""
+    verdicts = {}
+    flip = {BETTER: WORSE, WORSE: BETTER, UNDECIDED: UNDECIDED}
+    for metric in col.PREDICTION_METRICS:
+        rows = comparisons[(comparisons[col.SETTING] == setting) & (comparisons[col.METRIC] == metric.name)]
+        direct = rows[(rows[col.PREDICTOR] == predictor) & (rows[col.OTHER_PREDICTOR] == other)]
+        reverse = rows[(rows[col.PREDICTOR] == other) & (rows[col.OTHER_PREDICTOR] == predictor)]
+        if not direct.empty:
+            verdicts[metric.name] = str(direct[col.VERDICT].iloc[0])
+        elif not reverse.empty:
+            verdicts[metric.name] = flip[str(reverse[col.VERDICT].iloc[0])]
+    return verdicts
+
+
+def claim_text(verdicts: dict[str, str], predictor: str, other: str) -> str:
+    """``"SLIM better"``, ``"IMAI OOD-LR better"``, ``"undecided"``, or per metric where they differ."""
+    def winner(verdict: str) -> str:
+        return {BETTER: f"{predictor} better", WORSE: f"{other} better", UNDECIDED: "undecided"}[verdict]
+
+    if len(set(verdicts.values())) == 1:
+        return winner(next(iter(verdicts.values())))
+    return "; ".join(f"{METRIC_SHORT[name]}: {winner(verdict)}" for name, verdict in verdicts.items())
+
+
+def claims_matrix(mapes: pd.DataFrame, comparisons: pd.DataFrame, settings: list[HeldOutSetting],
+                  candidate_pairs: tuple[tuple[str, str], ...] = CLAIM_PAIRS) -> pd.DataFrame:
+    """Rows = applicable settings, columns = the `candidate_pairs` that ran: the verdict each
+    paired interval supports (`claim_text`), ``: chosen fit`` where a side is not determined by
+    the training data."""
+    present = set(mapes[col.PREDICTOR])
+    pairs = [(a, b) for a, b in candidate_pairs if a in present and b in present]
+    determined = ({(r[col.SETTING], r[col.PREDICTOR]): bool(r[col.VALIDATION_DETERMINED]) for _, r in mapes.iterrows()}
+                  if col.VALIDATION_DETERMINED in mapes.columns else {})
+    rows = {}
+    for setting in settings:
+        if not setting.applicable:
+            continue
+        cells = []
+        for a, b in pairs:
+            verdicts = pair_verdicts(comparisons, setting.name, a, b)
+            if not verdicts:
+                cells.append("--")
+                continue
+            text = claim_text(verdicts, a, b)
+            open_sides = [p for p in (a, b) if not determined.get((setting.name, p), True)]
+            cells.append(f"{text}: chosen fit" if open_sides and text != "undecided" else text)
+        rows[setting.label] = cells
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[f"{a} vs {b}" for a, b in pairs])
+
+
+def reduction_sentence(reduction: ReductionInterval, paper_pct: object) -> str:
+    """The headline with its interval, and what the interval allows one to say."""
+    if math.isfinite(reduction.ci_low_pct) and math.isfinite(reduction.ci_high_pct):
+        shown = (f"**{reduction.estimate_pct:.1f}%** (CI {reduction.ci_low_pct:.1f}% to "
+                 f"{reduction.ci_high_pct:.1f}%: {reduction.note})")
+    else:
+        shown = f"**{reduction.estimate_pct:.1f}%** (no interval: {reduction.note})"
+    verdict = reduction.describes_a_reduction()
+    meaning = {True: "The interval lies above zero: on these settings SLIM's MAPE is lower than the baselines' "
+                     "on average.",
+               False: "The interval lies below zero: on these settings SLIM's MAPE is higher than the baselines' "
+                      "on average, not lower.",
+               None: "The interval contains zero: these settings do not show SLIM's average MAPE to be lower or "
+                     "higher than the baselines'."}[verdict]
+    return (f"Average MAPE reduction of SLIM vs the two baselines (mean over both baselines and both metrics "
+            f"of 1 - mean_SLIM / mean_baseline across the applicable settings): {shown} "
+            f"(paper: {paper_pct}%). {meaning}\n")
 
 
 def heldout_tables(mapes: pd.DataFrame, settings: list[HeldOutSetting], reference: dict, dataset_label: str,
-                   ablation_transfers: tuple[str, ...], reduction_pct: float) -> HeldOutTables:
+                   ablation_transfers: tuple[str, ...], reduction: ReductionInterval,
+                   comparisons: pd.DataFrame | None = None) -> HeldOutTables:
     """Tables III (ours and the paper's) and IV from `table3.csv`'s rows, with the notes
-    that explain ranges and marked cells, and the average-MAPE-reduction headline."""
+    that explain ranges, intervals and marked cells, the verdicts the paired intervals in
+    `comparisons` support (`claims_matrix`), and the average-MAPE-reduction headline with its
+    interval."""
     ours = table3(mapes, settings)
     ours_notes = identifiability_notes(ours) + ([SIM_NOTE] if SIM in table3_predictors(mapes) else [])
     paper = paper_matrix(reference, "table3", settings, MAIN_PREDICTORS)
@@ -151,26 +263,42 @@ def heldout_tables(mapes: pd.DataFrame, settings: list[HeldOutSetting], referenc
     def notes_markdown(notes: list[str]) -> str:
         return "".join(f"{note}\n\n" for note in notes)
 
+    claims = ablation_claims = ""
+    if comparisons is not None and not comparisons.empty:
+        matrix = claims_matrix(mapes, comparisons, settings)
+        claims = (f"Which predictor is more accurate, where the {100 * CONFIDENCE_LEVEL_SHOWN:.0f}% intervals "
+                  f"decide (**{dataset_label}** data):\n\n{to_markdown(matrix)}\n{CLAIMS_NOTE}\n\n")
+        chosen = [s for s in settings if s.name in ablation_transfers]
+        ablation_matrix = claims_matrix(mapes, comparisons, chosen,
+                                        tuple((SLIM, label) for label in ABLATION_LABELS.values()))
+        ablation_claims = (f"Does each term help? Full SLIM against each ablation, where the intervals decide:\n\n"
+                           f"{to_markdown(ablation_matrix)}\n")
     summary = (
         f"Table III on **{dataset_label}** data (MAPE %, throughput / E2E latency):\n\n{to_markdown(ours)}\n"
-        f"{notes_markdown(ours_notes)}"
+        f"{notes_markdown(ours_notes)}{claims}"
         f"The paper's Table III (its own traces):\n\n{to_markdown(paper)}\n"
-        f"Ablation (Table IV):\n\n{to_markdown(ablation)}\n{notes_markdown(ablation_notes)}"
-        f"Average MAPE reduction of SLIM vs the two baselines (mean over both baselines and both metrics "
-        f"of 1 - mean_SLIM / mean_baseline across the applicable settings): **{reduction_pct:.1f}%** "
-        f"(paper: {reference['headline_mape_reduction_pct']}%).\n")
+        f"Ablation (Table IV):\n\n{to_markdown(ablation)}\n{notes_markdown(ablation_notes)}{ablation_claims}"
+        + reduction_sentence(reduction, reference["headline_mape_reduction_pct"]))
+    table3_caption = " ".join([f"MAPE (\\%) of throughput and E2E latency on the held-out settings, {dataset_label} "
+                               "data.", *map(latex_text, ours_notes)])
+    table4_caption = " ".join([f"Ablation: MAPE (\\%) with one SLIM term removed, {dataset_label} data.",
+                               *map(latex_text, ablation_notes)])
     return HeldOutTables(
-        table3_latex=to_booktabs(ours, " ".join([
-            f"MAPE (\\%) of throughput and E2E latency on the held-out settings, {dataset_label} data.",
-            *ours_notes]), "tab:table3"),
+        table3_latex=to_booktabs(ours, table3_caption, "tab:table3"),
         table3_paper_latex=to_booktabs(
             paper, "MAPE (\\%) reported by the SLIM paper (its own traces; targets OPT-6.7B / OL 512).",
             "tab:table3-paper"),
-        table4_latex=to_booktabs(ablation, " ".join([
-            f"Ablation: MAPE (\\%) with one SLIM term removed, {dataset_label} data.", *ablation_notes]),
-            "tab:table4"),
+        table4_latex=to_booktabs(ablation, table4_caption, "tab:table4"),
         summary_markdown=summary,
+        table3_html=to_html_page(ours, table3_caption, "Table III"),
+        table4_html=to_html_page(ablation, table4_caption, "Table IV"),
     )
+
+
+def latex_text(text: str) -> str:
+    """Plain note text for a LaTeX caption: ``%`` and ``_`` escaped (they start a comment and a
+    subscript there); already escaped ones are left alone."""
+    return re.sub(r"(?<!\\)([%_])", r"\\\1", text)
 
 
 def to_booktabs(frame: pd.DataFrame, caption: str, label: str, precision: int = 1) -> str:
@@ -185,6 +313,69 @@ def to_booktabs(frame: pd.DataFrame, caption: str, label: str, precision: int = 
     styler = frame.style.format(fmt)
     return styler.to_latex(hrules=True, caption=caption, label=label, position="t",
                            column_format="l" + "r" * frame.shape[1], multicol_align="c")
+
+
+HTML_TABLE_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #111; }
+table { border-collapse: collapse; border-top: 2px solid #111; border-bottom: 2px solid #111; font-size: 0.9em; }
+thead tr:last-child th { border-bottom: 1px solid #111; }
+th, td { padding: 0.25em 0.7em; }
+th.col_heading { text-align: center; }
+td { text-align: right; }
+td .ci { font-size: 0.8em; color: #555; white-space: nowrap; }
+td .range { white-space: nowrap; }
+th.row_heading { text-align: left; font-weight: normal; white-space: nowrap; }
+caption { caption-side: bottom; text-align: left; max-width: 70em; padding-top: 0.8em; font-size: 0.85em; }
+"""
+"""A booktabs look for the HTML renderings (rules above, below and under the header only)."""
+
+
+def latex_to_html_text(text: str) -> str:
+    """The LaTeX this module's tables put in captions, labels and cells (``\\%``, ``\\_``,
+    ``{,}`` thousands separators, ``\\emph{...}`` and simple inline math such as
+    ``$H_{kv}$``, ``$\\times$``, ``$\\mathrm{AI}$``) as HTML text, everything else escaped."""
+    out = html.escape(text, quote=False)
+
+    def math(match: re.Match[str]) -> str:
+        body = re.sub(r"\\mathrm\{([^{}]*)\}", r"\1", match.group(1))
+        for command, shown in ((r"\times", "&times;"), (r"\min", "min"), (r"\max", "max")):
+            body = body.replace(command, shown)
+        body = re.sub(r"_\{([^{}]*)\}", r"<sub>\1</sub>", body)
+        return re.sub(r"_(\w)", r"<sub>\1</sub>", body)
+
+    out = re.sub(r"\$([^$]*)\$", math, out)
+    out = re.sub(r"\\emph\{([^{}]*)\}", r"<em>\1</em>", out)
+    return (out.replace("{,}", ",").replace(r"\%", "%").replace(r"\_", "_").replace(r"\&amp;", "&amp;")
+            .replace("--", "&ndash;"))
+
+
+def to_html_page(frame: pd.DataFrame, caption: str, title: str, precision: int = 1) -> str:
+    """A self-contained HTML page holding `frame` as a ``<table>`` (pandas Styler), with the
+    same numbers as `to_booktabs` (fixed precision, NaN as '--') and its LaTeX `caption`
+    turned into HTML (`latex_to_html_text`): the rendering the Snakemake report shows, where
+    the ``.tex`` file stays the paper's artefact. Deterministic: a fixed table id, no cell ids."""
+    from pandas.io.formats.style import Styler
+
+    def fmt(value: object) -> str:
+        if isinstance(value, str):
+            # A MAPE's confidence interval on a second, smaller line (`mape_cell`).
+            text = re.sub(r"(\[[^\]]*\])", r'<span class="range">\1</span>', latex_to_html_text(value))
+            return re.sub(r" (\(CI [^)]*\)|\(no CI\))$", r'<br><span class="ci">\1</span>', text)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "--"
+        return f"{value:.{precision}f}"
+
+    def label(value: object) -> str:
+        return latex_to_html_text(str(value))
+
+    table_id = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "table"
+    styler = Styler(frame, uuid=table_id, cell_ids=False)
+    styler = styler.format(fmt).format_index(label, axis=0).format_index(label, axis=1)
+    styler = styler.set_caption(latex_to_html_text(caption))
+    body = styler.to_html(doctype_html=False)
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{HTML_TABLE_CSS}</style>\n</head>\n<body>\n"
+            f"{body}</body>\n</html>\n")
 
 
 def to_markdown(frame: pd.DataFrame, precision: int = 1, index_label: str = "setting") -> str:

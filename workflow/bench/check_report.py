@@ -9,8 +9,9 @@
 `--target` and the report(...) declarations in workflow/rules/*.smk, (2) compares them with
 the files embedded in the report (and their bytes with the files on disk), and (3) renders the
 report in headless Chromium: the menu, every category's table after a click, and a screenshot
-of the front page. Exit status 0 when everything is there, 1 on a failed check, 2 when
-Chromium is missing (Debian/Ubuntu: `apt-get install chromium`).
+of the front page; and (4) checks that every table artefact (file name table*) is embedded as HTML
+and renders in Chromium as a <table> with rows and cells, not as raw LaTeX source. Exit status 0
+when everything is there, 1 on a failed check, 2 when Chromium is missing (Debian/Ubuntu: `apt-get install chromium`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report_check import (  # noqa: E402
     ReportCheckError,
     check_report_contents,
+    embedded_tables,
     expected_report_artefacts,
 )
-from report_render import render_report  # noqa: E402
+from report_render import render_report, render_tables  # noqa: E402
 
 
 def _shown(path: Path) -> str:
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = expected_report_artefacts(REPO, target=arguments.target)
         contents = check_report_contents(report.read_text(encoding="utf-8"), expected, workdir=REPO)
         rendered = render_report(report, screenshot, chromium=chromium)
+        tables = render_tables(embedded_tables(report.read_text(encoding="utf-8")), chromium=chromium)
     except ReportCheckError as error:
         print(f"report check FAILED for {report}:\n  {error}", file=sys.stderr)
         return 1
@@ -90,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if contents.unexpected:
         print("embedded but not expected (informational): " + ", ".join(contents.unexpected))
     print(f"rendered: {rendered.chromium_version}; menu {', '.join(rendered.menu_labels)}")
+    print(f"tables: all {len(tables)} embedded as HTML and rendered as <table> elements, no LaTeX source: "
+          + ", ".join(f"{path} ({table.rows} rows)" for path, table in sorted(tables.items())))
     print(
         f"screenshot: {_shown(screenshot)} ({rendered.screenshot_size_px[0]}x"
         f"{rendered.screenshot_size_px[1]} px, {rendered.screenshot_distinct_colours} colours)"

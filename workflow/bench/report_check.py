@@ -276,3 +276,83 @@ def check_report_contents(html_text: str, expected: Iterable[str], workdir: Path
     if problems:
         raise ReportCheckError(f"{len(embedded)} artefacts embedded; " + "; ".join(problems))
     return contents
+
+
+# ------------------------------------------------------------------------- tables as HTML
+
+#: LaTeX a table rendered for readers must not show (booktabs rules, environments, escapes).
+LATEX_MARKERS = ("\\begin{", "\\end{", "\\toprule", "\\midrule", "\\bottomrule", "\\\\", "\\%", "\\emph")
+
+
+def is_table_artefact(path: str) -> bool:
+    """Tables are the artefacts whose file name starts with ``table`` (table3.html, table_fig11.html, ...)."""
+    return Path(path).name.startswith("table")
+
+
+class _TableCollector(HTMLParser):
+    """Counts `<table>` elements and their body cells, and collects the page's visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = 0
+        self.cells = 0
+        self.text: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables += 1
+        elif tag == "td":
+            self.cells += 1
+        elif tag in ("style", "script", "title"):
+            self._hidden += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("style", "script", "title"):
+            self._hidden -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.text.append(data)
+
+
+def html_table_problems(path: str, mime: str, payload: bytes) -> list[str]:
+    """Why an embedded table is not a readable HTML table: not text/html (e.g. raw ``.tex``),
+    no `<table>` with cells, or LaTeX markup in its visible text. Empty when it is one."""
+    if mime != "text/html":
+        return [f"{path} is embedded as {mime or 'an unknown type'}, not as an HTML table"]
+    collector = _TableCollector()
+    collector.feed(payload.decode("utf-8", errors="replace"))
+    collector.close()
+    problems = []
+    if collector.tables == 0 or collector.cells == 0:
+        problems.append(f"{path} holds no <table> with cells")
+    text = "".join(collector.text)
+    leaked = [marker for marker in LATEX_MARKERS if marker in text]
+    if leaked:
+        problems.append(f"{path} shows raw LaTeX ({', '.join(leaked)})")
+    return problems
+
+
+def embedded_tables(html_text: str) -> dict[str, str]:
+    """Every table artefact of the report (`is_table_artefact`): path -> its HTML text.
+
+    Raises ReportCheckError naming every table that is not an HTML table (`html_table_problems`),
+    e.g. a `.tex` file registered with `report(...)`: the report would offer it as a download of
+    LaTeX source instead of showing it.
+    """
+    results = report_results(html_text)
+    tables, problems = {}, []
+    for path, entry in sorted(results.items()):
+        if not is_table_artefact(path):
+            continue
+        payload = decode_data_uri(str(entry.get("data_uri", "")))
+        found = html_table_problems(path, str(entry.get("mime_type", "")), payload)
+        problems += found
+        if not found:
+            tables[path] = payload.decode("utf-8")
+    if problems:
+        raise ReportCheckError("tables not embedded as HTML tables: " + "; ".join(problems))
+    if not tables:
+        raise ReportCheckError("the report embeds no table artefact (no file named table*)")
+    return tables

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from report_check import ReportCheckError, report_categories, report_results
+from report_check import LATEX_MARKERS, ReportCheckError, report_categories, report_results
 
 #: Where the driver script writes what it saw; read back from Chromium's `--dump-dom`.
 _DRIVER_OUTPUT_ID = "slim-report-check"
@@ -222,3 +222,88 @@ def render_report(
         screenshot_distinct_colours=colours,
         elapsed_s=time.perf_counter() - start,
     )
+
+
+# One page holding every table in a same-origin `srcdoc` iframe (a data: URI iframe, as the
+# report itself uses, is cross-origin and cannot be inspected): after layout, record per table
+# how many <table> elements it has, their rendered size, rows and cells, and its visible text.
+_TABLES_DRIVER_JS = """
+<script>
+(async function () {
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const seen = {};
+  await sleep(300);
+  for (const frame of document.querySelectorAll("iframe[data-path]")) {
+    for (let i = 0; i < 50 && !(frame.contentDocument && frame.contentDocument.readyState === "complete"); i++) {
+      await sleep(50);
+    }
+    const doc = frame.contentDocument;
+    const tables = doc ? Array.from(doc.querySelectorAll("table")) : [];
+    const box = tables.length ? tables[0].getBoundingClientRect() : { width: 0, height: 0 };
+    seen[frame.dataset.path] = {
+      tables: tables.length,
+      width: box.width, height: box.height,
+      rows: tables.length ? tables[0].querySelectorAll("tr").length : 0,
+      cells: tables.length ? tables[0].querySelectorAll("td").length : 0,
+      text: doc && doc.body ? doc.body.innerText : "",
+    };
+  }
+  const out = document.createElement("pre");
+  out.id = "%s";
+  out.textContent = JSON.stringify(seen);
+  document.body.appendChild(out);
+})();
+</script>
+""" % _DRIVER_OUTPUT_ID
+
+
+@dataclass(frozen=True)
+class RenderedTable:
+    """What headless Chromium laid out for one table page: its size in px, rows and body cells."""
+
+    path: str
+    width_px: float
+    height_px: float
+    rows: int
+    cells: int
+
+
+def render_tables(
+    tables: Mapping[str, str],
+    chromium: str = "chromium",
+    virtual_time_budget_ms: int = 10_000,
+    timeout_s: float = 120.0,
+) -> dict[str, RenderedTable]:
+    """Lay out every table page (path -> HTML, `report_check.embedded_tables`) in one headless
+    Chromium run and check each shows as a table: one or more `<table>` elements with a non-zero
+    rendered size, rows and cells, and no LaTeX markup in the visible text. Raises
+    ReportCheckError naming every table that fails."""
+    frames = "\n".join(
+        f'<iframe data-path="{html.escape(path)}" srcdoc="{html.escape(page)}" width="1200" height="400"></iframe>'
+        for path, page in sorted(tables.items())
+    )
+    page = f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body>{frames}{_TABLES_DRIVER_JS}</body></html>"
+    with tempfile.TemporaryDirectory(prefix="slim-tables-") as scratch:
+        gallery = Path(scratch) / "tables.html"
+        gallery.write_text(page, encoding="utf-8")
+        dumped = _run_chromium(chromium, [f"--virtual-time-budget={virtual_time_budget_ms}", "--dump-dom"],
+                               gallery.as_uri(), timeout_s)
+    seen = _driver_output(dumped.stdout)
+    rendered, problems = {}, []
+    for path in sorted(tables):
+        entry = seen.get(path)
+        if not isinstance(entry, dict):
+            problems.append(f"{path} was not rendered")
+            continue
+        leaked = [marker for marker in LATEX_MARKERS if marker in str(entry.get("text", ""))]
+        if int(entry["tables"]) == 0 or float(entry["height"]) <= 0 or int(entry["cells"]) == 0:
+            problems.append(f"{path} renders no table ({entry['tables']} tables, {entry['cells']} cells, "
+                            f"{entry['height']:.0f} px high)")
+        elif leaked:
+            problems.append(f"{path} renders raw LaTeX ({', '.join(leaked)})")
+        else:
+            rendered[path] = RenderedTable(path, float(entry["width"]), float(entry["height"]), int(entry["rows"]),
+                                           int(entry["cells"]))
+    if problems:
+        raise ReportCheckError("tables do not render as HTML tables in Chromium: " + "; ".join(problems))
+    return rendered

@@ -17,9 +17,11 @@ rule bca_tables:
         sim_schedules=sim_schedules_file,
         sim_constants=sim_constants_file,
     output:
-        table5=report("figures/{dataset}/table5.tex", caption="../report/table5.rst", category="Advisor"),
+        table5="figures/{dataset}/table5.tex",
+        table5_html=report("figures/{dataset}/table5.html", caption="../report/table5.rst", category="Advisor"),
         table5_csv="results/{dataset}/table5.csv",
-        table6=report("figures/{dataset}/table6.tex", caption="../report/table6.rst", category="Advisor"),
+        table6="figures/{dataset}/table6.tex",
+        table6_html=report("figures/{dataset}/table6.html", caption="../report/table6.rst", category="Advisor"),
         table6_csv="results/{dataset}/table6.csv",
         table6_md="results/{dataset}/table6.md",
     params:
@@ -100,7 +102,10 @@ rule bca_advisors:
         sim_schedules=sim_schedules_file,
         sim_constants=sim_constants_file,
     output:
-        table=report("figures/{dataset}/table_advisors.tex", caption="../report/table_advisors.rst", category="Advisor"),
+        table="figures/{dataset}/table_advisors.tex",
+        table_html=report(
+            "figures/{dataset}/table_advisors.html", caption="../report/table_advisors.rst", category="Advisor"
+        ),
         csv="results/{dataset}/table_advisors.csv",
         md="results/{dataset}/table_advisors.md",
     params:

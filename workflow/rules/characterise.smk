@@ -74,7 +74,8 @@ rule table1:
         models=config["models_file"],
         hardware=config["hardware_file"],
     output:
-        tex=report("figures/table1.tex", caption="../report/table1.rst", category="Characterisation"),
+        tex="figures/table1.tex",
+        html=report("figures/table1.html", caption="../report/table1.rst", category="Characterisation"),
         csv="results/table1.csv",
     log:
         "logs/table1.log",

@@ -17,8 +17,9 @@ rule generalisation:
         predictions="results/generalisation/fig11_predictions.csv",
         fit="results/generalisation/fig11_fit.json",
         summary="results/generalisation/table_fig11.md",
-        table=report(
-            "figures/table_fig11.tex",
+        table="figures/table_fig11.tex",
+        table_html=report(
+            "figures/table_fig11.html",
             caption="../report/table_fig11.rst",
             category=GENERALISATION.report_category(),
         ),

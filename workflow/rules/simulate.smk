@@ -80,8 +80,9 @@ rule sim_validation_table:
     input:
         validation="results/simulator/validation_per_curve.csv",
     output:
-        table=report(
-            "figures/table_sim_validation.tex", caption="../report/table_sim_validation.rst", category="Simulator"
+        table="figures/table_sim_validation.tex",
+        table_html=report(
+            "figures/table_sim_validation.html", caption="../report/table_sim_validation.rst", category="Simulator"
         ),
         pdf="figures/sim_validation.pdf",
         png=report("figures/sim_validation.png", caption="../report/table_sim_validation.rst", category="Simulator"),

@@ -13,13 +13,22 @@ rule tables:
         fits=fits_files,
         settings=settings_file,
         reference="config/paper_reference.yaml",
+        clean="results/{dataset}/clean.parquet",
     output:
         mapes="results/{dataset}/table3.csv",
+        comparisons="results/{dataset}/mape_comparisons.csv",
+        reduction="results/{dataset}/mape_reduction.csv",
         sim_constants="results/{dataset}/sim_constants.csv",
         sim_constants_md="results/{dataset}/sim_constants.md",
-        table3=report("figures/{dataset}/table3.tex", caption="../report/table3.rst", category="Held-out accuracy"),
+        table3="figures/{dataset}/table3.tex",
+        table3_html=report(
+            "figures/{dataset}/table3.html", caption="../report/table3.rst", category="Held-out accuracy"
+        ),
         table3_paper="figures/{dataset}/table3_paper.tex",
-        table4=report("figures/{dataset}/table4.tex", caption="../report/table4.rst", category="Held-out accuracy"),
+        table4="figures/{dataset}/table4.tex",
+        table4_html=report(
+            "figures/{dataset}/table4.html", caption="../report/table4.rst", category="Held-out accuracy"
+        ),
         summary="results/{dataset}/table3.md",
     params:
         dataset_label=dataset_label,
@@ -35,6 +44,7 @@ rule tables:
 rule check_headlines:
     input:
         mapes="results/{dataset}/table3.csv",
+        comparisons="results/{dataset}/mape_comparisons.csv",
         expected="config/headlines.yaml",
     output:
         check="results/{dataset}/headline_check.txt",

@@ -4,7 +4,7 @@ import pandas as pd
 from slim.paper.advisor_study import table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs, to_markdown
+from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs, to_html_page, to_markdown
 from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -23,20 +23,20 @@ log.info("Table V:\n%s", decisions.to_string())
 shown = as_display(decisions, tuple(name for name in ("N points", "B full", "B SLIM", "B SIM")
                                    if name in decisions.columns)).set_index("target")
 flavours = "SLIM-BCA and SIM-BCA" if schedules is not None else "SLIM-BCA"
-write_text(to_booktabs(
-    latex_escaped_columns(shown),
-    f"{flavours} vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
-    f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "
-    f"data, {label}.", "tab:table5", precision=1), snakemake.output.table5)
+table5_caption = (f"{flavours} vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
+                  f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "
+                  f"data, {label}.")
+write_text(to_booktabs(latex_escaped_columns(shown), table5_caption, "tab:table5", precision=1),
+           snakemake.output.table5)
+write_text(to_html_page(latex_escaped_columns(shown), table5_caption, "Table V"), snakemake.output.table5_html)
 
 cost = table6(clean, load_settings(snakemake.input.settings))
 write_csv(cost, snakemake.output.table6_csv)
 log.info("Table VI:\n%s", cost.to_string())
 cost_shown = as_display(cost, ("Prof.", "Pred.")).set_index("setting")
-write_text(to_booktabs(
-    latex_escaped_columns(cost_shown),
-    f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}.",
-    "tab:table6"), snakemake.output.table6)
+table6_caption = f"Profiling cost: runs profiled to fit SLIM (Prof.) and predicted instead (Pred.), {label}."
+write_text(to_booktabs(latex_escaped_columns(cost_shown), table6_caption, "tab:table6"), snakemake.output.table6)
+write_text(to_html_page(latex_escaped_columns(cost_shown), table6_caption, "Table VI"), snakemake.output.table6_html)
 write_text(f"Table VI on **{label}** data (profiling cost):\n\n{to_markdown(cost_shown)}\n"
            f"Mean profiling time saved: **{cost['Time save (%)'].iloc[-1]:.1f}%** (paper: 43.85%).\n",
            snakemake.output.table6_md)

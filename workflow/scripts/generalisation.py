@@ -7,6 +7,7 @@ from slim.paper.generalisation import (
     GeneralisationConfig,
     evaluate_generalisation,
     generalisation_mapes,
+    table_fig11_html,
     table_fig11_latex,
     table_fig11_markdown,
 )
@@ -26,6 +27,7 @@ mapes = generalisation_mapes(result.predictions)
 table_arguments = (mapes, snakemake.params.dataset_label, config.train_models, result.train_input_len,
                    result.n_train_runs)
 write_text(table_fig11_latex(*table_arguments), snakemake.output.table)
+write_text(table_fig11_html(*table_arguments), snakemake.output.table_html)
 write_text(table_fig11_markdown(*table_arguments), snakemake.output.summary)
 log.info("SLIM fitted on %d runs (train MAPE %.1f%%): %s", result.n_train_runs,
          result.fit.train_mape_throughput_pct, result.fit.params)

@@ -1,0 +1,189 @@
+"""Bootstrap intervals of the held-out MAPEs (slim.paper.mape_intervals): determinism, coverage of the point
+estimate, known cases (constant errors, one run, clear separation, overlap), curve resampling, the headline,
+and the claims the tables state from the intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slim import columns as col
+from slim.paper.heldout import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, mape_table
+from slim.paper.mape_intervals import (
+    BETTER,
+    MIN_CURVES_FOR_CURVE_RESAMPLING,
+    N_RESAMPLES,
+    RESAMPLED_CURVES,
+    RESAMPLED_RUNS,
+    UNDECIDED,
+    WORSE,
+    IntervalError,
+    average_mape_reduction_interval,
+    bootstrap_means,
+    comparison_verdict,
+    curve_labels,
+    mape_intervals,
+    setting_resampling,
+    with_intervals,
+)
+from slim.paper.splits import HeldOutSetting
+from slim.paper.tables import claims_matrix, heldout_tables, mape_cell, to_html_page
+
+
+def _predictions(setting: str, errors: dict[str, np.ndarray], curves: list[str]) -> pd.DataFrame:
+    """Validation rows of one setting: every predictor over the same runs, its throughput off by
+    `errors[predictor]` (signed relative errors) and its E2E by the same, measured values 100."""
+    frames = []
+    for predictor, error in errors.items():
+        n = len(error)
+        frames.append(pd.DataFrame({
+            col.SETTING: setting, col.PREDICTOR: predictor, col.RUN_ID: [f"{setting}/run{i}" for i in range(n)],
+            col.MODEL: "m", col.MAX_NUM_SEQS: np.arange(n) + 1, col.INPUT_LEN_MEAN: 100.0,
+            col.OUTPUT_LEN_MEAN: 100.0, col.OUTPUT_LEN_NOMINAL: 100, col.MEAN_BATCH_SIZE: 1.0,
+            col.PREDICTED_MEAN_BATCH_SIZE: np.nan, col.MEASURED_THROUGHPUT: 100.0,
+            col.PREDICTED_THROUGHPUT: 100.0 * (1 + np.asarray(error)), col.MEASURED_E2E_S: 100.0,
+            col.PREDICTED_E2E_S: 100.0 * (1 - np.asarray(error)), col.ROLE: "validate"}))
+    predictions = pd.concat(frames, ignore_index=True)[list(col.PREDICTION_COLUMNS)]
+    return predictions
+
+
+def _curves(setting: str, curves: list[str]) -> pd.Series:
+    return pd.Series(curves, index=[f"{setting}/run{i}" for i in range(len(curves))])
+
+
+RNG = np.random.default_rng(3)
+SLIM_ERRORS = RNG.uniform(0.01, 0.03, 12)
+SEPARATED = {SLIM: SLIM_ERRORS, LLMVISOR: RNG.uniform(0.30, 0.40, 12), IMAI: SLIM_ERRORS[::-1].copy()}
+"""SLIM's errors 1-3%, LLMVisor's 30-40% (clearly apart), IMAI's SLIM's in reverse run order (same MAPE)."""
+ONE_CURVE = ["c0"] * 12
+
+
+def test_same_input_gives_the_same_bytes():
+    predictions = _predictions("s", SEPARATED, ONE_CURVE)
+    first = [frame.to_csv(index=False) for frame in mape_intervals(predictions, _curves("s", ONE_CURVE))]
+    second = [frame.to_csv(index=False) for frame in mape_intervals(predictions, _curves("s", ONE_CURVE))]
+    assert first == second
+
+
+def test_the_interval_contains_the_point_estimate_and_joins_beside_each_mape():
+    predictions = _predictions("s", SEPARATED, ONE_CURVE)
+    intervals, _ = mape_intervals(predictions, _curves("s", ONE_CURVE))
+    table = with_intervals(mape_table(predictions), intervals)
+    assert list(table.columns[:len(col.MAPE_CI_TABLE_ORDER)]) == list(col.MAPE_CI_TABLE_ORDER)
+    for metric in col.PREDICTION_METRICS:
+        assert (table[metric.mape_ci_low] < table[metric.mape]).all()
+        assert (table[metric.mape] < table[metric.mape_ci_high]).all()
+    assert table[col.MAPE_MEAN_BATCH_CI_LOW_PCT].isna().all()  # nobody predicts the batch here
+    assert set(table[col.CI_RESAMPLED]) == {RESAMPLED_RUNS}
+
+
+def test_constant_errors_give_a_zero_width_interval_and_one_run_none():
+    constant = {SLIM: np.full(6, 0.05), LLMVISOR: np.linspace(0.1, 0.3, 6)}
+    intervals, _ = mape_intervals(_predictions("s", constant, ["c"] * 6), _curves("s", ["c"] * 6))
+    slim = intervals.set_index(col.PREDICTOR).loc[SLIM]
+    assert slim[col.MAPE_THROUGHPUT_CI_LOW_PCT] == pytest.approx(5.0)
+    assert slim[col.MAPE_THROUGHPUT_CI_HIGH_PCT] == pytest.approx(5.0)
+    assert "zero-width" in slim[col.CI_NOTE]
+    single = {SLIM: np.array([0.05]), LLMVISOR: np.array([0.2])}
+    intervals, comparisons = mape_intervals(_predictions("s", single, ["c"]), _curves("s", ["c"]))
+    assert intervals[col.MAPE_THROUGHPUT_CI_LOW_PCT].isna().all()
+    assert intervals[col.CI_NOTE].str.contains("one validation run").all()
+    assert set(comparisons[col.VERDICT]) == {UNDECIDED}
+
+
+def test_clear_separation_is_claimed_and_overlap_is_not():
+    predictions = _predictions("s", SEPARATED, ONE_CURVE)
+    _, comparisons = mape_intervals(predictions, _curves("s", ONE_CURVE))
+    verdicts = comparisons.set_index([col.PREDICTOR, col.OTHER_PREDICTOR, col.METRIC])[col.VERDICT]
+    assert verdicts[(SLIM, LLMVISOR, "throughput")] == BETTER
+    assert verdicts[(LLMVISOR, IMAI, "e2e")] == WORSE
+    # SLIM's and IMAI's errors are the same values on other runs: no verdict.
+    assert verdicts[(SLIM, IMAI, "throughput")] == UNDECIDED
+    settings = [HeldOutSetting("s", "Setting S")]
+    claims = claims_matrix(mape_table(predictions), comparisons, settings)
+    assert claims.loc["Setting S", f"{SLIM} vs {LLMVISOR}"] == f"{SLIM} better"
+    assert claims.loc["Setting S", f"{SLIM} vs {IMAI}"] == "undecided"
+
+
+def test_comparison_verdict_needs_the_whole_interval_on_one_side():
+    assert comparison_verdict(-3.0, -0.1) == BETTER
+    assert comparison_verdict(0.1, 3.0) == WORSE
+    assert comparison_verdict(-0.1, 3.0) == UNDECIDED
+    assert comparison_verdict(np.nan, np.nan) == UNDECIDED
+
+
+def test_curves_are_resampled_whole_where_there_are_enough():
+    n_curves, runs_per_curve = 6, 3
+    curves = np.repeat([f"c{k}" for k in range(n_curves)], runs_per_curve)
+    resampling = setting_resampling(curves)
+    assert resampling.unit == RESAMPLED_CURVES and resampling.n_units == n_curves
+    assert setting_resampling(curves[: runs_per_curve * (MIN_CURVES_FOR_CURVE_RESAMPLING - 1)]).unit == RESAMPLED_RUNS
+    # Every run of curve k has error 10 k: a resample of whole curves has a mean that is a multiple of
+    # 10 / 6; resampling runs (18 of them) would also give multiples of 10 / 18.
+    values = (10.0 * np.repeat(np.arange(n_curves), runs_per_curve))[:, None]
+    result = bootstrap_means(values, resampling)
+    draws = result.distribution[0] * n_curves / 10.0
+    assert result.distribution.shape == (1, N_RESAMPLES)
+    np.testing.assert_allclose(draws, np.round(draws), atol=1e-9)
+    assert np.ptp(draws) > 0
+    # Four curves are too few: runs are resampled within each curve (strata), and since these errors
+    # do not vary within a curve, every resample has the same mean (pooled runs would not).
+    few = runs_per_curve * (MIN_CURVES_FOR_CURVE_RESAMPLING - 1)
+    within = bootstrap_means(values[:few], setting_resampling(curves[:few]))
+    assert within.low[0] == within.high[0] == pytest.approx(values[:few].mean())
+    assert "zero-width" in within.notes[0]
+
+
+def test_curve_labels_come_from_the_workload_keys():
+    runs = pd.DataFrame({col.RUN_ID: ["a", "b", "c"], col.MODEL: ["m", "m", "n"],
+                         col.INPUT_LEN_NOMINAL: [256, 256, 256], col.OUTPUT_LEN_NOMINAL: [128, 128, 128]})
+    labels = curve_labels(runs)
+    assert labels["a"] == labels["b"] != labels["c"]
+
+
+def test_predictors_on_different_runs_are_refused():
+    predictions = _predictions("s", SEPARATED, ONE_CURVE)
+    dropped = predictions.drop(index=predictions.index[-1])
+    with pytest.raises(IntervalError, match="other runs"):
+        mape_intervals(dropped, _curves("s", ONE_CURVE))
+
+
+def test_the_headline_interval_is_paired_and_contains_its_estimate():
+    frames, curves = [], []
+    for setting in ("a", "b"):
+        frames.append(_predictions(setting, SEPARATED, ONE_CURVE))
+        curves.append(_curves(setting, ONE_CURVE))
+    predictions = pd.concat(frames, ignore_index=True)
+    reduction = average_mape_reduction_interval(predictions, pd.concat(curves), ["a", "b"])
+    assert reduction.estimate_pct == pytest.approx(average_mape_reduction_pct(mape_table(predictions), ["a", "b"]))
+    assert reduction.ci_low_pct <= reduction.estimate_pct <= reduction.ci_high_pct
+    assert reduction.n_settings == 2
+    frame = reduction.to_frame()
+    assert list(frame.columns) == list(col.MAPE_REDUCTION_COLUMNS)
+
+
+def test_cells_and_html_show_the_interval_apart_from_the_range():
+    row = pd.Series({col.MAPE_THROUGHPUT_PCT: 11.4, col.VALIDATION_DETERMINED: False,
+                     col.MAPE_THROUGHPUT_LOW_PCT: 6.3, col.MAPE_THROUGHPUT_HIGH_PCT: 17.3,
+                     col.MAPE_THROUGHPUT_CI_LOW_PCT: 8.7, col.MAPE_THROUGHPUT_CI_HIGH_PCT: 15.3})
+    assert mape_cell(row, col.THROUGHPUT_METRIC) == "11.4 [6.3-17.3] (CI 8.7-15.3)"
+    page = to_html_page(pd.DataFrame({"SLIM": ["11.4 [6.3-17.3] (CI 8.7-15.3)"]}, index=["Model"]),
+                        "MAPE (\\%) of $H_{kv}$ runs", "Table III")
+    assert "<table" in page and '<span class="ci">(CI 8.7-15.3)</span>' in page
+    assert "MAPE (%) of H<sub>kv</sub> runs" in page and "\\" not in page
+    assert page == to_html_page(pd.DataFrame({"SLIM": ["11.4 [6.3-17.3] (CI 8.7-15.3)"]}, index=["Model"]),
+                                "MAPE (\\%) of $H_{kv}$ runs", "Table III")
+
+
+def test_the_summary_states_only_supported_claims():
+    predictions = _predictions("s", SEPARATED, ONE_CURVE)
+    curves = _curves("s", ONE_CURVE)
+    intervals, comparisons = mape_intervals(predictions, curves)
+    mapes = with_intervals(mape_table(predictions), intervals)
+    reduction = average_mape_reduction_interval(predictions, curves, ["s"])
+    reference = {"table3": {}, "headline_mape_reduction_pct": 79.3}
+    tables = heldout_tables(mapes, [HeldOutSetting("s", "Setting S")], reference, "toy", (), reduction, comparisons)
+    assert "| Setting S | SLIM better | undecided |" in tables.summary_markdown
+    assert "(CI " in tables.table3_latex and "\\%" in tables.table3_latex
+    assert "<table" in tables.table3_html
