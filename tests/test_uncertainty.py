@@ -97,9 +97,11 @@ def test_an_unidentified_direction_widens_the_band_by_the_envelope():
     assert (band.e2e_low_s <= alternatives.min(axis=0)).all() and (alternatives.max(axis=0) <= band.e2e_high_s).all()
     same_model = prediction_band_frame(fit, CATALOG, H100, TARGET.assign(**{col.MODEL: "opt-1.3b"}), 0.9)
     assert (same_model.envelope_ratio < 1e-3).all()        # the training model's prediction is determined
+    assert band.envelope_sampled
     unsampled = fit_slim(train, CATALOG, H100, split_name="one model", sample_valley=False)
-    with pytest.raises(FitError, match="sample_valley=True"):
-        prediction_band_frame(unsampled, CATALOG, H100, other, 0.9)
+    narrow = prediction_band_frame(unsampled, CATALOG, H100, other, 0.9)
+    assert not narrow.envelope_sampled and (narrow.envelope_ratio == 0).all()
+    assert (narrow.e2e_high_s < band.e2e_high_s).all()
 
 
 def test_one_sided_upper_bound_uses_t_of_c(noisy_fit):

@@ -107,7 +107,8 @@ class PredictionBand:
     ``e2e_s`` / ``throughput_per_s`` are the chosen fit's predictions; ``*_low`` / ``*_high`` the
     band; ``log_std`` the delta-method ``sigma`` (``kind="run"``: with the residual variance);
     ``envelope_ratio`` is ``max_k E2E_k / min_k E2E_k - 1`` over the training-equivalent
-    solutions (0 where the data determine the prediction). A one-sided band (`one_sided`)
+    solutions (0 where the data determine the prediction); ``envelope_sampled`` is False for a
+    fit with unidentified directions but no such solutions (its envelope is missing). A one-sided band (`one_sided`)
     bounds E2E from above and throughput from below; its other ends are the envelope's alone.
     """
 
@@ -123,6 +124,7 @@ class PredictionBand:
     throughput_high_per_s: np.ndarray
     log_std: np.ndarray
     envelope_ratio: np.ndarray
+    envelope_sampled: bool = True
 
     @property
     def e2e_relative_half_width(self) -> np.ndarray:
@@ -142,14 +144,12 @@ def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, 
     Two-sided by default (``q = t((1 + c) / 2)``, both ends); ``one_sided=True`` gives the upper
     bound of E2E and the lower bound of throughput at ``q = t(c)`` (the other ends are then the
     envelope's alone, without the delta term). `il`, `ol`, `batch` broadcast as in
-    `slim.model.equations`. Raises `FitError` when the fit has unidentified directions but no
-    sample of training-equivalent solutions (it was fitted with ``sample_valley=False``: refit
-    with the default), or no residual degree of freedom.
+    `slim.model.equations`. A fit with unidentified directions but no training-equivalent
+    solutions (fitted with ``sample_valley=False``, or none found within the cost tolerance) has
+    no envelope to show: its band is the delta method's alone, and ``envelope_sampled`` is False.
+    Raises `FitError` when the fit leaves no residual degree of freedom.
     """
     identifiability = fit.identifiability
-    if identifiability.unidentified_dimensions and not identifiability.equivalent_params:
-        raise FitError(f"split '{fit.split_name}': the fit leaves {identifiability.describe()} open but holds no "
-                       "training-equivalent solutions to bound it; fit with sample_valley=True")
     quantile = band_quantile(fit, confidence, one_sided)
     sigma = log_e2e_std(fit, arch, hw, il, ol, batch, kind)
     alternatives = np.stack([predict_e2e_s(arch, hw, params, il, ol, batch, fit.ablation)
@@ -166,6 +166,7 @@ def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, 
         throughput_high_per_s=throughput_from_e2e(il, ol, batch, e2e_low),
         log_std=np.broadcast_to(sigma, e2e_s.shape).copy(),
         envelope_ratio=highest / lowest - 1.0,
+        envelope_sampled=identifiability.identified or bool(identifiability.equivalent_params),
     )
 
 
