@@ -143,7 +143,7 @@ def test_fig10_shades_the_bands_it_has_and_says_which_are_unbounded(predictions)
     for ax in figure.axes:
         assert len(_band_polygons(ax)) == 1
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert any(label.startswith("90% band: SLIM\n(IMAI OOD-LR: not determined") for label in labels)
+        assert any(label.startswith("90% band: SLIM\n(IMAI OOD-LR: unbounded, not determined") for label in labels)
 
 
 def test_fig10_names_a_missing_baseline(predictions):

@@ -139,7 +139,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
                              f"for {', '.join(missing)}")
     shown = UNSEEN_MODEL_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in set(validate[col.PREDICTOR]))
     measured = validate[validate[col.PREDICTOR] == SLIM]
-    figure = Figure(figsize=(10.5, 4.4), layout="constrained")
+    figure = Figure(figsize=(10.5, 6.6), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, 2)
     for ax, metric in zip(axes, col.PREDICTION_METRICS):
@@ -160,14 +160,16 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
         if banded or unbounded:
             label = f"{100 * BAND_CONFIDENCE:g}% band: {', '.join(banded) or 'none'}"
             if unbounded:
-                label += f"\n({', '.join(unbounded)}: not determined by the training runs, unbounded)"
+                label += f"\n({', '.join(unbounded)}: unbounded, not determined by the training runs)"
             handles.append(Patch(facecolor="0.4", alpha=2 * BAND_ALPHA, label=label))
         ax.set_xscale("log")
         ax.set_xlabel("Mean batch size")
         ax.set_ylabel(METRIC_AXIS_LABELS[metric.name])
         ax.set_ylim(bottom=0)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(handles=handles, loc="upper left", fontsize="small")
+        # Below the axes: inside, the legend (grown by the band entry) hid the largest batches.
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize="small",
+                  frameon=False)
     heading = setting_label or "; ".join(_curve_label(key) for key, _ in curves(measured))
     figure.suptitle(f"Unseen model: {heading}, {dataset_label}")
     return figure
