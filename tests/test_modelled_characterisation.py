@@ -30,6 +30,7 @@ from slim.paper.modelled_characterisation import (
     decode_phase_metrics,
     load_characterisation,
 )
+from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.sim.cost import StepCostModel
 from slim.specs.architecture import BYTES_PER_FP16, MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
@@ -42,7 +43,10 @@ SECTION = CONFIG["characterisation"]
 
 @pytest.fixture(scope="module")
 def setup():
-    return load_characterisation(SECTION, MODELS_FILE, HARDWARE_FILE, REPO / CONFIG["simulator"]["constants"])
+    # simulator.constants defaults to the packaged file (config/README.md); the shipped config omits it.
+    constants = CONFIG["simulator"].get("constants")
+    return load_characterisation(SECTION, MODELS_FILE, HARDWARE_FILE,
+                                 SIM_CONSTANTS_FILE if constants is None else REPO / constants)
 
 
 @pytest.fixture(scope="module")
