@@ -119,8 +119,9 @@ def evaluation_files(wildcards):
 
 
 # Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
-# ones. On simulated data it would predict its own output (a circular score).
-SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated]
+# ones, where the config has a simulator section. On simulated data it would predict its own
+# output (a circular score).
+SIM_DATASETS = [name for name in SETTINGS if "simulator" in config and not DATASETS[name].is_simulated]
 
 
 def sim_schedules_file(wildcards):
