@@ -210,18 +210,19 @@ def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.Data
 
 def confidence_note(summary: pd.DataFrame, confidence: float) -> str:
     """One sentence per Table V target from `slim.paper.advisor_study.confidence_summary`: the
-    violations of plain SLIM-BCA the confident one removes, and both one's measured throughput."""
+    violations of plain SLIM-BCA the confident one removes, and the measured throughput of both."""
     clauses = []
     for row in summary.itertuples(index=False, name=None):
         values = dict(zip(summary.columns, row))
-        removed = (f"it removes {values['removed']} of SLIM-BCA's {values['plain violations']} SLO violations"
-                   if values["plain violations"] else "SLIM-BCA violates no SLO, so there is none to remove; it")
+        removed = (f"it removes {values['removed']} of SLIM-BCA's {values['plain violations']} SLO violations and"
+                   if values["plain violations"]
+                   else "SLIM-BCA violates no SLO, so there is none to remove; the confident choice")
         clauses.append(
-            f"{values['target']}: {removed}, changes the cap in {values['changed caps']} of "
+            f"{values['target']}: {removed} changes the cap in {values['changed caps']} of "
             f"{values['training sets']} training sets ({values['confident infeasible']} left without a feasible cap, "
-            f"{values['confident violations']} violating), at a mean measured throughput of "
+            f"{values['confident violations']} violating), at a measured throughput of "
             f"{values['mean Conf. Thr. var (%)']:+.1f}% against full-profile BCA "
-            f"(SLIM-BCA: {values['mean Thr. var (%)']:+.1f}%)")
+            f"(SLIM-BCA: {values['mean Thr. var (%)']:+.1f}%; means over the feasible rows)")
     return (f"Conf.: SLIM-BCA holding the SLO on the one-sided {100 * confidence:g}% upper bound of SLIM's E2E. "
             + "; ".join(clauses) + ".")
 
