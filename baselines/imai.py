@@ -6,6 +6,8 @@ Roofline-Driven ML Method", 2024; no public code); paper Section VI-E.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import LinearRegression, Ridge
@@ -110,6 +112,9 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     training_null_space_ : `DesignNullSpace` of ``[1, features]`` over the training rows;
         `prediction_determined` tells for which new rows the minimal-norm choice matters.
     n_train_ : number of training configurations.
+    ols_ : the same weighted least-squares fit in statsmodels (statsmodels' `WLS` on the
+        standardised active features with an intercept; ``None`` for ridge), whose coefficient
+        covariance gives `predict_band`.
     """
 
     def __init__(self, alpha: float = 0.0, loss: str = "relative"):
@@ -152,7 +157,44 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         self.regressor_ = regressor
         self.training_null_space_ = DesignNullSpace.of(np.column_stack([np.ones(len(design)), design]))
         self.n_train_ = len(workload.batch_size)
+        self.ols_ = None
+        if self.alpha == 0:
+            # Imported on use, and not through statsmodels.api (which costs seconds to import).
+            from statsmodels.regression.linear_model import WLS
+            from statsmodels.tools.sm_exceptions import SingularMatrixWarning
+
+            standardized = (design[:, active] - mean[active]) / scale[active]
+            with warnings.catch_warnings():   # rank deficiency is `prediction_determined`'s business
+                warnings.simplefilter("ignore", SingularMatrixWarning)
+                self.ols_ = WLS(e2e_s, np.column_stack([np.ones(len(design)), standardized]), weights=weights).fit()
         return self
+
+    def predict_band(self, X, confidence: float = 0.9, observation: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)`` E2E (s) at confidence `confidence`, two-sided, from statsmodels.
+
+        The fit's coefficient covariance (weighted least squares, ``s^2 (X^T W X)^+``) carried
+        to each row: `statsmodels`' ``get_prediction(...).conf_int(obs=observation)``, with
+        Student's ``t`` on the residual degrees of freedom. ``observation=False``: the band of the
+        fitted line; ``True``: of a new measurement, whose weight under the relative loss is
+        ``1 / E2E_pred^2``. NaN where `prediction_determined` is False: there the training data
+        leave the prediction unbounded (every coefficient along the undetermined direction fits
+        equally well), which no finite band can show. Ridge (``alpha > 0``) has no such band.
+        """
+        check_fitted(self, "coef_")
+        if not (np.isfinite(confidence) and 0 < confidence < 1):
+            raise ConfigError(f"ImaiOodLr.predict_band: confidence must lie in (0, 1), got {confidence}")
+        if self.ols_ is None:
+            raise ConfigError("ImaiOodLr.predict_band: a ridge fit (alpha > 0) has no least-squares band")
+        design = imai_features(workload_arrays(X), architecture_arrays(X))
+        active = self.active_features_
+        standardized = (design[:, active] - self.feature_mean_[active]) / self.feature_scale_[active]
+        exog = np.column_stack([np.ones(len(design)), standardized])
+        weights = 1.0 / self.predict(X) ** 2 if self.loss == "relative" else np.ones(len(design))
+        interval = self.ols_.get_prediction(exog, weights=weights).conf_int(obs=observation, alpha=1.0 - confidence)
+        undetermined = ~self.prediction_determined(X)
+        low, high = interval[:, 0].copy(), interval[:, 1].copy()
+        low[undetermined] = high[undetermined] = np.nan
+        return low, high
 
     def predict(self, X) -> np.ndarray:
         """E2E latency (s) of each configuration."""

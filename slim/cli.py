@@ -39,7 +39,12 @@ from slim import __version__
 from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult, bca_from_predictor
 from slim.advisor.sim_bca import SimCurve, sim_bca
-from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default, slim_curve_predictor
+from slim.advisor.slim_bca import (
+    kv_capacity_sequences,
+    kv_capacity_tokens_or_default,
+    slim_bounded_curve_predictor,
+    slim_curve_predictor,
+)
 from slim.errors import AdvisorError, NoFeasibleCapError, NoUsableRunsError, SlimError, TraceFormatError
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
@@ -110,6 +115,7 @@ class Advice:
     warnings: tuple[AdviceWarning, ...] = ()
     predictor: str = "slim"
     refused_caps: tuple[float, ...] = ()
+    confidence: float | None = None
 
 
 # --- the advice ------------------------------------------------------------------------
@@ -225,7 +231,7 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
            max_model_len: int | None = None, model_config: str | Path | None = None,
            train_models: Sequence[str] | None = None, exclude_runs: Sequence[str] = (),
            predictor: str = "slim", sim_constants_file: str | Path = SIM_CONSTANTS_FILE,
-           num_prompts: int = DEFAULT_NUM_PROMPTS) -> Advice:
+           num_prompts: int = DEFAULT_NUM_PROMPTS, confidence: float | None = None) -> Advice:
     """Fit SLIM on the usable runs under `traces` and run SLIM-BCA (Eq. 13) for one workload,
     or with ``predictor="sim"`` calibrate the simulator on them and run SIM-BCA.
 
@@ -235,12 +241,19 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
     `select_training_runs` keeps. SLIM is evaluated at the running batch
     ``min(cap, KV capacity in sequences)`` (see `slim.paper.advisor_study`). SIM simulates each
     candidate cap (``num_prompts`` requests at once, the fixed constants of `sim_constants_file`)
-    and refuses those that preempt or exceed vLLM's token budget. Raises a `SlimError` subclass on
+    and refuses those that preempt or exceed vLLM's token budget. With `confidence` (SLIM only), the
+    SLO is held on the one-sided upper bound of E2E at that confidence
+    (`slim.advisor.slim_bca.slim_bounded_curve_predictor`). Raises a `SlimError` subclass on
     unusable input and `NoFeasibleCapError` when no candidate cap meets the SLO and the efficiency
     floor.
     """
     if predictor not in PREDICTORS:
         raise AdvisorError(f"unknown predictor '{predictor}'; choose one of {', '.join(PREDICTORS)}")
+    if confidence is not None:
+        if not (np.isfinite(confidence) and 0 < confidence < 1):
+            raise AdvisorError(f"confidence must lie in (0, 1), got {confidence}")
+        if predictor != "slim":
+            raise AdvisorError("--confidence bounds SLIM's prediction; --predictor sim has no prediction band")
     catalog = load_architectures(models_file)
     if model_config is not None:
         described = architecture_from_hf_config(model_config, model)
@@ -267,8 +280,11 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
         fit, decision, refused = _sim_advice(train, catalog, hw, arch.name, input_len, output_len, slo_s, epsilon,
                                              candidates, sim_constants_file, num_prompts, str(traces))
     else:
-        fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {traces}", sample_valley=False)
-        predict = slim_curve_predictor(arch, hw, fit.params, input_len, output_len, capacity)
+        # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
+        fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {traces}",
+                       sample_valley=confidence is not None)
+        predict = (slim_curve_predictor(arch, hw, fit.params, input_len, output_len, capacity) if confidence is None
+                   else slim_bounded_curve_predictor(fit, arch, hw, input_len, output_len, capacity, confidence))
         decision = bca_from_predictor(predict, candidate_batch_sizes=candidates, epsilon=epsilon, slo_s=slo_s)
     if not decision.feasible:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {decision.reason}", decision)
@@ -285,7 +301,7 @@ def advise(traces: str | Path, model: str | None, input_len: float, output_len: 
                   held_out=None if predict is None else _held_out_check(runs, train, arch, catalog, hw, fit),
                   warnings=_warnings(arch, runs, train, decision, capacity, capacity_source, predict, memory,
                                      input_len + output_len),
-                  predictor=predictor, refused_caps=refused)
+                  predictor=predictor, refused_caps=refused, confidence=confidence)
 
 
 def _sim_advice(runs: pd.DataFrame, catalog, hw: Hardware, model: str, input_len: float, output_len: float,
@@ -324,11 +340,16 @@ def render_text(advice: Advice) -> str:
         f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
         f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)",
         f"Workload: {advice.model}, IL {advice.input_len:g}, OL {advice.output_len:g}; "
-        f"SLO {d.slo_s * 1e3:.0f} ms E2E, epsilon {d.epsilon:g}",
+        f"SLO {d.slo_s * 1e3:.0f} ms E2E, epsilon {d.epsilon:g}"
+        + ("" if advice.confidence is None else
+           f"; SLO held on E2E's upper bound at confidence {advice.confidence:g}"),
         "",
         f"Recommended --max-num-seqs {int(d.batch_cap)} ({constraint})",
         f"  predicted throughput   {d.throughput_per_s:,.0f} tokens/s",
         f"  predicted E2E latency  {d.e2e_latency_s * 1e3:,.0f} ms",
+        *([] if d.e2e_bound_s is None else
+          [f"  E2E upper bound        {d.e2e_bound_s * 1e3:,.0f} ms (one-sided {advice.confidence:g}: parameter "
+           "uncertainty, training-equivalent fits and run-to-run scatter)"]),
         f"  batching efficiency    {d.batching_efficiency:.2f} (T(B) / (B T(1)))",
         f"  KV capacity            {advice.kv_capacity_sequences:,.0f} sequences ({advice.kv_capacity_source})",
         "",
@@ -362,12 +383,20 @@ def _number(value: float) -> float | None:
 
 
 def _candidates_json(decision: BcaResult) -> list[dict[str, Any]]:
+    """Per candidate: the prediction, and with a confidence the E2E upper bound the SLO is held on."""
+    bounds = decision.candidate_e2e_bound_s or decision.candidate_e2e_latency_s
     rows = zip(decision.candidate_batch_sizes, decision.candidate_throughput_per_s, decision.candidate_e2e_latency_s,
-               decision.candidate_efficiency)
-    return [{"max_num_seqs": int(cap), "predicted_throughput_tokens_per_s": _number(throughput),
-             "predicted_e2e_latency_ms": _number(1e3 * e2e_s), "batching_efficiency": _number(efficiency),
-             "meets_slo": bool(e2e_s <= decision.slo_s), "meets_efficiency_floor": bool(efficiency > decision.epsilon)}
-            for cap, throughput, e2e_s, efficiency in rows]
+               bounds, decision.candidate_efficiency)
+    candidates = []
+    for cap, throughput, e2e_s, bound_s, efficiency in rows:
+        candidate = {"max_num_seqs": int(cap), "predicted_throughput_tokens_per_s": _number(throughput),
+                     "predicted_e2e_latency_ms": _number(1e3 * e2e_s)}
+        if decision.candidate_e2e_bound_s:
+            candidate["e2e_upper_bound_ms"] = _number(1e3 * bound_s)
+        candidates.append({**candidate, "batching_efficiency": _number(efficiency),
+                           "meets_slo": bool(bound_s <= decision.slo_s),
+                           "meets_efficiency_floor": bool(efficiency > decision.epsilon)})
+    return candidates
 
 
 def advice_json(advice: Advice) -> dict[str, Any]:
@@ -376,13 +405,15 @@ def advice_json(advice: Advice) -> dict[str, Any]:
     return {
         "slim_version": __version__, "status": "ok", "exit_code": EXIT_OK,
         "workload": {"model": advice.model, "hardware": advice.hardware, "input_len": advice.input_len,
-                     "output_len": advice.output_len, "slo_ms": 1e3 * d.slo_s, "epsilon": d.epsilon},
+                     "output_len": advice.output_len, "slo_ms": 1e3 * d.slo_s, "epsilon": d.epsilon,
+                     "confidence": advice.confidence},
         "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": advice.fit.n_train_points,
                 "n_left_out_runs": advice.n_left_out, "train_models": list(advice.train_models),
                 "train_mape_throughput_pct": advice.fit.train_mape_throughput_pct,
                 "train_mape_e2e_pct": advice.fit.train_mape_e2e_pct, "params": advice.fit.params.to_dict()},
         "recommendation": {"max_num_seqs": int(d.batch_cap), "predicted_throughput_tokens_per_s": d.throughput_per_s,
                            "predicted_e2e_latency_ms": 1e3 * d.e2e_latency_s,
+                           "e2e_upper_bound_ms": None if d.e2e_bound_s is None else 1e3 * d.e2e_bound_s,
                            "batching_efficiency": d.batching_efficiency, "limited_by": list(d.binding)},
         "kv_capacity": {"sequences": advice.kv_capacity_sequences, "source": advice.kv_capacity_source},
         "memory": {"kv_bytes_needed": m.kv_bytes_needed, "kv_reservation_bytes": m.kv_reservation_bytes,
@@ -507,6 +538,10 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--slo-ms", required=True, type=_positive_float, help="E2E latency SLO in milliseconds")
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
                                help=f"batching-efficiency floor, in (0, 1) (default {DEFAULT_EPSILON})")
+    advise_parser.add_argument("--confidence", type=_fraction, default=None, metavar="C",
+                               help="hold the SLO on the one-sided upper bound of SLIM's E2E at confidence C in "
+                                    "(0, 1), e.g. 0.9: parameter uncertainty, what the runs leave undetermined and "
+                                    "run-to-run scatter (default: on the prediction itself)")
     advise_parser.add_argument("--hardware", default=DEFAULT_HARDWARE,
                                help=f"GPU key of the hardware file (default {DEFAULT_HARDWARE}; shipped: "
                                     f"{_catalog_names(load_hardware, HARDWARE_FILE)})")
@@ -561,7 +596,8 @@ def run_advice(args: argparse.Namespace) -> Advice:
                   hardware_file=args.hardware_file, candidates=args.candidates,
                   max_model_len=args.max_model_len, model_config=args.model_config,
                   train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
-                  sim_constants_file=args.sim_constants, num_prompts=args.num_prompts)
+                  sim_constants_file=args.sim_constants, num_prompts=args.num_prompts,
+                  confidence=args.confidence)
 
 
 def _check(args: argparse.Namespace) -> int:

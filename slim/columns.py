@@ -82,11 +82,18 @@ PREDICTED_E2E_S = "predicted_e2e_s"
 # The mean batch the predictor predicted from the configuration (SIM, and SLIM fed with it);
 # NaN for predictors that take the measured mean batch (MEAN_BATCH_SIZE) as an input.
 PREDICTED_MEAN_BATCH_SIZE = "predicted_mean_batch_size"
+# The prediction band (slim.model.uncertainty for SLIM, statsmodels for IMAI OOD-LR) at the
+# confidence slim.paper.heldout.BAND_CONFIDENCE; NaN for predictors without one.
+PREDICTED_THROUGHPUT_LOW = "predicted_throughput_band_low"
+PREDICTED_THROUGHPUT_HIGH = "predicted_throughput_band_high"
+PREDICTED_E2E_LOW_S = "predicted_e2e_s_band_low"
+PREDICTED_E2E_HIGH_S = "predicted_e2e_s_band_high"
 
 PREDICTION_COLUMNS = (
     SETTING, PREDICTOR, RUN_ID, MODEL, MAX_NUM_SEQS, INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, OUTPUT_LEN_NOMINAL,
     MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S,
-    PREDICTED_E2E_S, ROLE,
+    PREDICTED_E2E_S, ROLE, PREDICTED_THROUGHPUT_LOW, PREDICTED_THROUGHPUT_HIGH, PREDICTED_E2E_LOW_S,
+    PREDICTED_E2E_HIGH_S,
 )
 """Columns of a held-out prediction table, in order."""
 
@@ -205,13 +212,16 @@ class PredictionMetric:
     mape_high: str
     mape_ci_low: str
     mape_ci_high: str
+    band_low: str = ""     # columns of the prediction band ("" where the metric has none)
+    band_high: str = ""
 
 
 THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT,
                                      MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT, MAPE_THROUGHPUT_CI_LOW_PCT,
-                                     MAPE_THROUGHPUT_CI_HIGH_PCT)
+                                     MAPE_THROUGHPUT_CI_HIGH_PCT, PREDICTED_THROUGHPUT_LOW, PREDICTED_THROUGHPUT_HIGH)
 E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT, MAPE_E2E_LOW_PCT,
-                              MAPE_E2E_HIGH_PCT, MAPE_E2E_CI_LOW_PCT, MAPE_E2E_CI_HIGH_PCT)
+                              MAPE_E2E_HIGH_PCT, MAPE_E2E_CI_LOW_PCT, MAPE_E2E_CI_HIGH_PCT, PREDICTED_E2E_LOW_S,
+                              PREDICTED_E2E_HIGH_S)
 PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
 """Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
 MEAN_BATCH_METRIC = PredictionMetric("mean_batch", MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MAPE_MEAN_BATCH_PCT,

@@ -16,7 +16,9 @@ from slim.gpu.kv_memory import default_kv_reservation_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.paper.advisor_study import (
+    CONFIDENT_CAP,
     advisor_comparison,
+    confidence_summary,
     kv_saved_gib,
     memory_breakdown,
     no_cap_reason,
@@ -32,7 +34,13 @@ from slim.paper.advisor_study_config import CurveSelection, Table5Experiment, lo
 from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import HeldOutSetting
-from slim.paper.tables import advisors_display, as_display, full_profile_agreement, latex_escaped_columns
+from slim.paper.tables import (
+    advisors_display,
+    as_display,
+    confidence_note,
+    full_profile_agreement,
+    latex_escaped_columns,
+)
 from slim.sim.schedule_fit import SimPrediction
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
@@ -154,6 +162,35 @@ def test_table5_signed_variation_when_the_choices_differ(frame):
     e2e_slim = np.interp(np.log(row["B SLIM"]), np.log(curve.max_num_seqs), curve.e2e_latency_s)
     assert row["SLO viol. (%)"] == pytest.approx(100 * (e2e_slim - row["SLO (s)"]) / row["SLO (s)"])
     assert row["SLO viol. (%)"] > 0
+
+
+def test_table5_at_a_confidence_removes_the_violation_where_the_training_runs_decide_little(frame):
+    """The skewed target again: trained on one OL, SLIM's per-token constants are open, the
+    band is wide, and SLIM-BCA at 0.9 steps back to a cap whose measured E2E meets the SLO;
+    trained on three OLs, the choice already meets it and the confident one keeps it."""
+    target = frame[(frame[col.MODEL] == "opt-1.3b") & (frame[col.OUTPUT_LEN_NOMINAL] == 520)].copy()
+    target[col.E2E_LATENCY_S] *= 1.5
+    target[col.TOTAL_TOKEN_THROUGHPUT] /= 1.5
+    skewed = pd.concat([frame[~frame.index.isin(target.index)], target])
+    experiment = Table5Experiment(selection("OL 520", model=["opt-1.3b"], output_len_nominal=[520]), (
+        selection("OL 130", model=["opt-1.3b"], output_len_nominal=[130]),
+        selection("OL 130+260+390", model=["opt-1.3b"], output_len_nominal=[130, 260, 390])))
+    plain = table5(skewed, (experiment,), CATALOG, HW, 0.1, 2.0)
+    table = table5(skewed, (experiment,), CATALOG, HW, 0.1, 2.0, confidence=0.9)
+    assert CONFIDENT_CAP not in plain.columns
+    pd.testing.assert_frame_equal(table[plain.columns], plain)       # the plain columns are unchanged
+    one_ol, three_ols = table.iloc[0], table.iloc[1]
+    assert one_ol["SLO viol. (%)"] > 0 and one_ol["Conf. SLO viol. (%)"] == 0
+    assert one_ol[CONFIDENT_CAP] < one_ol["B SLIM"]
+    assert three_ols["SLO viol. (%)"] == three_ols["Conf. SLO viol. (%)"] == 0
+    summary = confidence_summary(table).iloc[0]
+    assert (summary["plain violations"], summary["removed"], summary["changed caps"]) == (1, 1, 1)
+    assert summary["mean Conf. Thr. var (%)"] == pytest.approx(table["Conf. Thr. var (%)"].mean())
+    note = confidence_note(confidence_summary(table), 0.9)
+    assert "removes 1 of SLIM-BCA's 1 SLO violations and changes the cap in 1 of 2" in note
+    assert "90% upper bound" in note
+    no_violation = confidence_note(confidence_summary(table.iloc[[1]]), 0.9)
+    assert "SLIM-BCA violates no SLO, so there is none to remove" in no_violation
 
 
 def test_single_curve_must_pick_exactly_one(frame):
@@ -318,6 +355,7 @@ def test_shipped_bca_configs_load(name):
     # epsilon <= 0.3 can bind below m = 1/0.3 (tests/test_advisor_study.py::test_epsilon_binds...).
     assert study.sensitivity_slo_multipliers == (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
     assert len(study.table5) == 2 and study.fig12_transfers == ("output_length", "model")
+    assert study.confidence == 0.9
 
 
 def test_bad_bca_config_names_the_file_and_key(tmp_path):
@@ -330,6 +368,13 @@ def test_bad_bca_config_names_the_file_and_key(tmp_path):
         load_bca_config(path)
     with pytest.raises(ConfigError, match="not found"):
         load_bca_config(tmp_path / "missing.yaml")
+    for text, key in (("confidence: 1.5\n", "bad.yaml: confidence"), ("confidence: 0\n", "bad.yaml: confidence"),
+                      ("confidence: high\n", "bad.yaml: confidence"), ("confidense: 0.9\n", "'confidense'")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=key):
+            load_bca_config(path)
+    path.write_text("confidence: null\n")
+    assert load_bca_config(path).confidence is None
 
 
 def test_display_helpers():

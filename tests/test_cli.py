@@ -10,6 +10,7 @@ import pytest
 
 from slim import __version__
 from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, format_advice, main
+from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 
@@ -191,7 +192,9 @@ def test_json_output_holds_the_recommendation_memory_flags_and_candidates(capsys
     assert document["recommendation"]["predicted_e2e_latency_ms"] <= 5000
     assert document["memory"]["num_gpu_blocks_override"] == cap * 24   # 384 tokens = 24 blocks of 16
     assert document["workload"] == {"model": "opt-1.3b", "hardware": "h100-64gb", "input_len": 256.0,
-                                    "output_len": 128.0, "slo_ms": 5000.0, "epsilon": 0.1}
+                                    "output_len": 128.0, "slo_ms": 5000.0, "epsilon": 0.1, "confidence": None}
+    assert document["recommendation"]["e2e_upper_bound_ms"] is None
+    assert all("e2e_upper_bound_ms" not in candidate for candidate in document["candidates"])
     assert document["fit"]["n_train_runs"] == document["fit"]["n_usable_runs"] == 9
     assert document["warnings"] == [] and document["held_out_check"] is None
 
@@ -315,3 +318,54 @@ def test_unknown_predictor_is_an_argument_error(capsys):
                                        "--predictor", "oracle"])
     assert code == 2 and out == ""
     assert_one_line_error(err, "--predictor")
+
+
+# ---------------------------------------------------------------- --confidence
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.2", "nan", "ninety"])
+def test_confidence_outside_the_open_unit_interval_exits_2_with_one_line(capsys, value):
+    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--confidence", value])
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert_one_line_error(err, "--confidence")
+
+
+def test_confidence_is_for_slim_only(capsys):
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--confidence", "0.9",
+                                     "--predictor", "sim"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "--confidence", "--predictor sim")
+
+
+def test_json_holds_the_confidence_and_the_e2e_upper_bound(capsys):
+    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json",
+                                       "--confidence", "0.9"])
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["workload"]["confidence"] == 0.9
+    recommendation = document["recommendation"]
+    assert recommendation["predicted_e2e_latency_ms"] < recommendation["e2e_upper_bound_ms"] <= 5000
+    for candidate in document["candidates"]:
+        assert candidate["e2e_upper_bound_ms"] > candidate["predicted_e2e_latency_ms"]
+        assert candidate["meets_slo"] == (candidate["e2e_upper_bound_ms"] <= 5000)
+    code, out, _ = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--confidence", "0.9"])
+    assert code == 0 and "E2E upper bound" in out and "confidence 0.9" in out
+
+
+def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
+    """Llama-2-7B predicted from OPT-1.3B alone: the runs leave SLIM's per-layer constants open, so
+    the band is wide. An SLO just above the plain choice's predicted E2E is met by the prediction
+    but not by its upper bound, and the confident advisor steps down to a cap whose bound meets it."""
+    traces, workload = shared_traces_dir / "output_length", ("llama-2-7b", 250, 390)
+    plain = advise(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"])
+    slo_s = plain.decision.e2e_latency_s * 1.001
+    plain = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"])
+    confident = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9)
+    assert confident.decision.batch_cap < plain.decision.batch_cap
+    assert confident.decision.e2e_bound_s <= slo_s
+    bounds = dict(zip(confident.decision.candidate_batch_sizes, confident.decision.candidate_e2e_bound_s))
+    assert bounds[plain.decision.batch_cap] > slo_s
+    # The band is wide here: the bound is far above the prediction, beyond the fit's own residual scatter.
+    assert bounds[plain.decision.batch_cap] > 1.2 * plain.decision.e2e_latency_s
+    with pytest.raises(NoFeasibleCapError):   # and tight enough an SLO is met by no bound at all
+        advise(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
+               train_models=["opt-1.3b"], confidence=0.9)

@@ -156,10 +156,11 @@ def test_fit_round_trips_through_json():
     assert restored.ablation == fit.ablation and restored.split_name == "output_length"
     assert restored.free_parameters == fit.free_parameters
     np.testing.assert_array_equal(restored.residuals, fit.residuals)
+    np.testing.assert_array_equal(restored.covariance, fit.covariance)
     for name in PARAM_NAMES:
         np.testing.assert_equal(restored.standard_errors[name], fit.standard_errors[name])
     for field in dataclasses.fields(SlimFit):
-        if field.name not in ("residuals", "standard_errors"):
+        if field.name not in ("residuals", "standard_errors", "covariance"):
             assert getattr(restored, field.name) == getattr(fit, field.name), field.name
 
 

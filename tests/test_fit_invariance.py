@@ -7,6 +7,8 @@ points under
 (a) another OpenBLAS kernel (`OPENBLAS_CORETYPE`, in a subprocess; only kernels this CPU runs),
 (b) each measured throughput multiplied by ``1 + 1e-9 u`` (u seeded uniform in [-1, 1] per run),
 (c) the SLIM start grid in reverse order, and SIM's start grid in reverse order.
+The prediction bands of Figs. 9 and 10 (SLIM's and IMAI OOD-LR's, columns `PredictionMetric.band_*`)
+must move by less than `BAND_TOLERANCE` (relative) under the same three.
 The simulator's schedules (slim.sim.schedules) are simulated once and passed to every
 evaluation: they hold no fitted quantity.
 """
@@ -39,6 +41,10 @@ from slim.traces.ingest import ingest_traces
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE_PCT_POINTS = 0.05
+BAND_TOLERANCE = 1e-3
+"""Largest relative change of a band bound: 0.1%, far below the bands' own widths (several %)."""
+BAND_KEYS = [col.SETTING, col.PREDICTOR, col.ROLE, col.RUN_ID]
+BAND_COLUMNS = tuple(name for metric in col.PREDICTION_METRICS for name in (metric.band_low, metric.band_high))
 MAPE_VALUE_COLUMNS = tuple(name for metric in col.MAPE_METRICS
                            for name in (metric.mape, metric.mape_low, metric.mape_high))
 SETTINGS_FILES = {"h100-public": REPO / "config/settings/h100-public.yaml",
@@ -60,20 +66,44 @@ for clean_path, settings_path, schedules_path, out_path in zip(*[iter(sys.argv[1
     schedules = read_schedules(schedules_path, constants) if schedules_path != "-" else None
     evaluations = [evaluate_setting(pd.read_parquet(clean_path), s, catalog, hardware, schedules)
                    for s in load_settings(settings_path) if s.applicable]
-    table = mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
-                       pd.concat([e.identifiability for e in evaluations], ignore_index=True))
+    predictions = pd.concat([e.predictions for e in evaluations], ignore_index=True)
+    table = mape_table(predictions, pd.concat([e.identifiability for e in evaluations], ignore_index=True))
     table.to_csv(out_path, index=False)
+    band_columns = [c for c in predictions.columns if "_band_" in c]
+    predictions[["setting", "predictor", "role", "run_id", *band_columns]].to_csv(out_path + ".bands.csv", index=False)
 print(json.dumps(sorted({info.get("architecture", "?") for info in threadpool_info()
                          if info.get("internal_api") == "openblas"})))
 """
 
 
-def evaluate(clean: pd.DataFrame, dataset: str, schedules: ScheduleTable | None) -> pd.DataFrame:
+def evaluate_with_bands(clean: pd.DataFrame, dataset: str,
+                        schedules: ScheduleTable | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table III (with the identifiability columns) and every prediction's band."""
     catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
     evaluations = [evaluate_setting(clean, setting, catalog, hardware, schedules)
                    for setting in load_settings(SETTINGS_FILES[dataset]) if setting.applicable]
-    return mape_table(pd.concat([e.predictions for e in evaluations], ignore_index=True),
-                      pd.concat([e.identifiability for e in evaluations], ignore_index=True))
+    predictions = pd.concat([e.predictions for e in evaluations], ignore_index=True)
+    return (mape_table(predictions, pd.concat([e.identifiability for e in evaluations], ignore_index=True)),
+            predictions[[*BAND_KEYS, *BAND_COLUMNS]])
+
+
+def evaluate(clean: pd.DataFrame, dataset: str, schedules: ScheduleTable | None) -> pd.DataFrame:
+    return evaluate_with_bands(clean, dataset, schedules)[0]
+
+
+def largest_band_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
+    """Largest relative difference of any band bound between two band tables; a bound that is NaN
+    (no band, or an undetermined IMAI prediction) must be NaN in both."""
+    merged = first.merge(second, on=BAND_KEYS, suffixes=("_a", "_b"), validate="one_to_one")
+    assert len(merged) == len(first) == len(second)
+    changes = []
+    for name in BAND_COLUMNS:
+        a, b = merged[f"{name}_a"].to_numpy(float), merged[f"{name}_b"].to_numpy(float)
+        assert (np.isnan(a) == np.isnan(b)).all(), name
+        finite = ~np.isnan(a)
+        changes.append(float(np.max(np.abs(a[finite] / b[finite] - 1.0), initial=0.0)))
+    assert np.isfinite(merged[[f"{name}_a" for name in BAND_COLUMNS]].to_numpy(float)).any()
+    return max(changes)
 
 
 def largest_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
@@ -112,8 +142,18 @@ def schedules(public_schedules) -> dict[str, ScheduleTable | None]:
 
 
 @pytest.fixture(scope="module")
-def reference_tables(clean_tables, schedules) -> dict[str, pd.DataFrame]:
-    return {dataset: evaluate(clean, dataset, schedules[dataset]) for dataset, clean in clean_tables.items()}
+def reference_results(clean_tables, schedules) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    return {dataset: evaluate_with_bands(clean, dataset, schedules[dataset]) for dataset, clean in clean_tables.items()}
+
+
+@pytest.fixture(scope="module")
+def reference_tables(reference_results) -> dict[str, pd.DataFrame]:
+    return {dataset: tables for dataset, (tables, _) in reference_results.items()}
+
+
+@pytest.fixture(scope="module")
+def reference_bands(reference_results) -> dict[str, pd.DataFrame]:
+    return {dataset: bands for dataset, (_, bands) in reference_results.items()}
 
 
 def supported_kernels() -> list[str]:
@@ -135,7 +175,8 @@ def supported_kernels() -> list[str]:
     return kernels
 
 
-def test_table3_is_the_same_under_every_blas_kernel(clean_tables, schedules, reference_tables, tmp_path):
+def test_table3_is_the_same_under_every_blas_kernel(clean_tables, schedules, reference_tables, reference_bands,
+                                                    tmp_path):
     kernels = supported_kernels()
     if not kernels:
         pytest.skip("no x86-64 OpenBLAS kernels to compare on this CPU")
@@ -172,28 +213,34 @@ def test_table3_is_the_same_under_every_blas_kernel(clean_tables, schedules, ref
             table = pd.read_csv(run_dir / f"{dataset}.csv")
             change = largest_change(reference_tables[dataset], table)
             assert change < TOLERANCE_PCT_POINTS, f"{dataset} under {kernel or 'default'} ({used}): {change}"
+            bands = pd.read_csv(run_dir / f"{dataset}.csv.bands.csv")
+            band_change = largest_band_change(reference_bands[dataset], bands)
+            assert band_change < BAND_TOLERANCE, f"bands of {dataset} under {kernel or 'default'}: {band_change}"
 
 
 @pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
-def test_table3_is_the_same_when_throughputs_move_by_1e_9(dataset, clean_tables, schedules, reference_tables):
+def test_table3_is_the_same_when_throughputs_move_by_1e_9(dataset, clean_tables, schedules, reference_tables,
+                                                          reference_bands):
     clean = clean_tables[dataset].copy()
     factor = 1.0 + 1e-9 * np.random.default_rng(20261201).uniform(-1.0, 1.0, len(clean))
     for name in (col.TOTAL_TOKEN_THROUGHPUT, col.REQUEST_THROUGHPUT, col.OUTPUT_TOKEN_THROUGHPUT):
         clean[name] = clean[name] * factor
     clean[col.E2E_LATENCY_S] = clean[col.MEAN_BATCH_SIZE] / clean[col.REQUEST_THROUGHPUT]
-    assert largest_change(reference_tables[dataset], evaluate(clean, dataset, schedules[dataset])) \
-        < TOLERANCE_PCT_POINTS
+    table, bands = evaluate_with_bands(clean, dataset, schedules[dataset])
+    assert largest_change(reference_tables[dataset], table) < TOLERANCE_PCT_POINTS
+    assert largest_band_change(reference_bands[dataset], bands) < BAND_TOLERANCE
 
 
 @pytest.mark.parametrize("dataset", ["h100-public", "simulated"])
 def test_table3_is_the_same_with_the_start_grids_reversed(dataset, clean_tables, schedules, reference_tables,
-                                                          monkeypatch):
+                                                          reference_bands, monkeypatch):
     grid = fit_module.start_grid
     monkeypatch.setattr(fit_module, "start_grid", lambda specs: list(reversed(grid(specs))))
     assert fit_module.start_grid([fit_module.FIT_PARAMETERS[0]]) == [(0.75,), (0.25,)]
     monkeypatch.setattr(schedule_fit, "STARTS", tuple(reversed(schedule_fit.STARTS)))
-    table = evaluate(clean_tables[dataset], dataset, schedules[dataset])
+    table, bands = evaluate_with_bands(clean_tables[dataset], dataset, schedules[dataset])
     assert largest_change(reference_tables[dataset], table) < TOLERANCE_PCT_POINTS
+    assert largest_band_change(reference_bands[dataset], bands) < BAND_TOLERANCE
 
 
 def test_the_real_model_transfer_reports_what_the_data_cannot_decide(reference_tables):

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from matplotlib.collections import PolyCollection
 
 from slim import columns as col
 from slim.errors import PlotInputError
@@ -40,6 +41,11 @@ def _curve(setting: str, predictor: str, model: str, output_len: int, role: str,
         "predicted_mean_batch_size": batch * 0.97 if predictor == SIM else np.nan,
         "measured_throughput": throughput, "predicted_throughput": throughput * factor,
         "measured_e2e_s": e2e_s, "predicted_e2e_s": e2e_s / factor, "role": role,
+        # A 5% band for the predictors that have one (SLIM, IMAI), NaN for the others.
+        "predicted_e2e_s_band_low": e2e_s / factor / 1.05 if predictor in (SLIM, IMAI) else np.nan,
+        "predicted_e2e_s_band_high": e2e_s / factor * 1.05 if predictor in (SLIM, IMAI) else np.nan,
+        "predicted_throughput_band_low": throughput * factor / 1.05 if predictor in (SLIM, IMAI) else np.nan,
+        "predicted_throughput_band_high": throughput * factor * 1.05 if predictor in (SLIM, IMAI) else np.nan,
     })[list(col.PREDICTION_COLUMNS)]
 
 
@@ -104,6 +110,40 @@ def test_fig10_puts_each_predictors_mape_in_the_legend(predictions):
             value = mapes.loc[(mapes["setting"] == "model") & (mapes["predictor"] == predictor), metric].item()
             assert f"{predictor} (MAPE {value:.1f} %)" in labels
     assert LABEL in figure.get_suptitle()
+
+
+def _band_polygons(ax) -> list[np.ndarray]:
+    """The vertices of every shaded band (fill_between) of an axes."""
+    return [path.vertices for collection in ax.collections if isinstance(collection, PolyCollection)
+            for path in collection.get_paths()]
+
+
+def test_fig9_shades_slims_band_for_every_validation_curve(predictions):
+    figure = plot_heldout_settings(predictions, mape_table(predictions), SETTINGS, LABEL)
+    # Same-curve E2E panel: two validation curves, two bands, spanning the band columns' values.
+    polygons = _band_polygons(figure.axes[2])
+    assert len(polygons) == 2
+    validate = predictions[(predictions["setting"] == "same_curve") & (predictions["role"] == "validate")]
+    heights = np.concatenate([vertices[:, 1] for vertices in polygons])
+    assert np.isclose(heights.max(), validate["predicted_e2e_s_band_high"].max())
+    assert np.isclose(heights.min(), validate["predicted_e2e_s_band_low"].min())
+    assert any("SLIM 90% band" in text for text in _all_texts(figure))
+
+
+def test_fig10_shades_the_bands_it_has_and_says_which_are_unbounded(predictions):
+    figure = plot_unseen_model(predictions, mape_table(predictions), "model", LABEL)
+    for ax in figure.axes:
+        assert len(_band_polygons(ax)) == 2                     # SLIM and IMAI
+        assert "90% band: SLIM, IMAI OOD-LR" in [t.get_text() for t in ax.get_legend().get_texts()]
+    undetermined = predictions.copy()
+    imai = undetermined["predictor"] == IMAI
+    for metric in col.PREDICTION_METRICS:
+        undetermined.loc[imai, [metric.band_low, metric.band_high]] = np.nan
+    figure = plot_unseen_model(undetermined, mape_table(undetermined), "model", LABEL)
+    for ax in figure.axes:
+        assert len(_band_polygons(ax)) == 1
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any(label.startswith("90% band: SLIM\n(IMAI OOD-LR: unbounded, not determined") for label in labels)
 
 
 def test_fig10_names_a_missing_baseline(predictions):

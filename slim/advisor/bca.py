@@ -12,7 +12,9 @@ Two flavours share one decision rule (`select_batch_cap`):
 * full-profile BCA (`bca_from_measured`): measured points at the profiled
   ``--max-num-seqs`` values, interpolated linearly in ``log B`` onto a candidate grid;
 * SLIM-BCA (`bca_from_predictor`): any callable ``B -> (T, E2E)``, e.g. SLIM's
-  prediction at fixed (IL, OL), evaluated on the candidate grid.
+  prediction at fixed (IL, OL), evaluated on the candidate grid; or ``B -> (T, E2E,
+  E2E_upper)``, which holds the SLO on an upper bound of E2E (SLIM-BCA at a confidence:
+  ``E2E_upper(IL, OL, B) <= SLO`` replaces the first constraint of Eq. 13).
 
 SLO. The paper sets "tight SLO = 2 x E2E(2, 128, 32)" and "loose = 4 x". Under the
 paper's own argument order ``E2E(IL, OL, B)`` that is IL = 2, OL = 128, B = 32,
@@ -41,7 +43,9 @@ DEFAULT_EPSILON = 0.1
 DEFAULT_SLO_MULTIPLIER = 2.0   # paper's "tight" SLO; "loose" is 4.0
 
 XAxis = Literal["max_num_seqs", "mean_batch_size"]
-CurvePredictor = Callable[[np.ndarray], tuple[ArrayLike, ArrayLike]]
+CurvePredictor = Callable[[np.ndarray], tuple[ArrayLike, ...]]
+"""``B -> (T, E2E)``, or ``B -> (T, E2E, E2E upper bound)`` for an advisor that holds the SLO
+on the bound (SLIM-BCA at a confidence, `slim.advisor.slim_bca`)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,11 @@ class BcaResult:
     candidate_throughput_per_s: tuple[float, ...]
     candidate_e2e_latency_s: tuple[float, ...]
     candidate_efficiency: tuple[float, ...]
+    e2e_bound_s: float | None = None
+    candidate_e2e_bound_s: tuple[float, ...] = ()
+    """With a bound (`select_batch_cap`'s ``e2e_bound_s``): the upper bound of E2E the SLO was
+    judged on, at the chosen cap (NaN if infeasible) and at every candidate; None and empty
+    without one."""
 
 
 # --- validation and interpolation ----------------------------------------------------
@@ -162,9 +171,10 @@ def slo_from_curve(batch_sizes: ArrayLike, e2e_latency_s: ArrayLike,
 # --- the decision rule (Eq. 13) ------------------------------------------------------
 
 def _infeasible_reason(e2e: np.ndarray, efficiency: np.ndarray, meets_slo: np.ndarray,
-                       efficient: np.ndarray, slo_s: float, epsilon: float) -> str:
+                       efficient: np.ndarray, slo_s: float, epsilon: float, bounded: bool = False) -> str:
     if not meets_slo.any():
-        return f"no candidate meets the SLO: smallest E2E {e2e.min():.4g} s > SLO {slo_s:.4g} s"
+        quantity = "E2E upper bound" if bounded else "E2E"
+        return f"no candidate meets the SLO: smallest {quantity} {e2e.min():.4g} s > SLO {slo_s:.4g} s"
     if not efficient.any():
         return (f"no candidate batches efficiently: largest T(B)/(B T(1)) "
                 f"{efficiency.max():.4g} <= epsilon {epsilon:g}")
@@ -175,21 +185,27 @@ def _infeasible_reason(e2e: np.ndarray, efficiency: np.ndarray, meets_slo: np.nd
 def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
                      e2e_latency_s: ArrayLike, *, slo_s: float,
                      epsilon: float = DEFAULT_EPSILON,
-                     throughput_at_one_per_s: float | None = None) -> BcaResult:
+                     throughput_at_one_per_s: float | None = None,
+                     e2e_bound_s: ArrayLike | None = None) -> BcaResult:
     """Eq. 13 on a curve already evaluated at the candidate batch sizes.
 
     ``T(1)`` is `throughput_at_one_per_s` if given, else `throughput_at_one` of this
     curve. The efficiency constraint is strict (``> epsilon``), the SLO is not
-    (``<= SLO``), as in the paper.
+    (``<= SLO``), as in the paper. With `e2e_bound_s` (an upper bound of E2E per candidate,
+    e.g. at a confidence) the SLO constraint reads ``E2E_upper(B) <= SLO`` instead.
     """
-    batch, tput, e2e = _sorted_curve(batch_sizes, throughput_per_s, e2e_latency_s)
+    if e2e_bound_s is None:
+        batch, tput, e2e = _sorted_curve(batch_sizes, throughput_per_s, e2e_latency_s)
+        bound = e2e
+    else:
+        batch, tput, e2e, bound = _sorted_curve(batch_sizes, throughput_per_s, e2e_latency_s, e2e_bound_s)
     slo_s = _check_slo(slo_s)
     epsilon = _check_epsilon(epsilon)
     t_one = throughput_at_one(batch, tput) if throughput_at_one_per_s is None else throughput_at_one_per_s
     if not (np.isfinite(t_one) and t_one > 0):
         raise AdvisorError(f"T(1) must be a finite throughput > 0, got {t_one}")
     efficiency = tput / (batch * t_one)
-    meets_slo = e2e <= slo_s
+    meets_slo = bound <= slo_s
     efficient = efficiency > epsilon
     admissible = meets_slo & efficient
     common = dict(
@@ -198,13 +214,15 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
         candidate_throughput_per_s=tuple(tput.tolist()),
         candidate_e2e_latency_s=tuple(e2e.tolist()),
         candidate_efficiency=tuple(efficiency.tolist()),
+        candidate_e2e_bound_s=() if e2e_bound_s is None else tuple(bound.tolist()),
     )
     if not admissible.any():
         nan = float("nan")
         return BcaResult(
             batch_cap=nan, throughput_per_s=nan, e2e_latency_s=nan, batching_efficiency=nan,
-            feasible=False, binding=(),
-            reason=_infeasible_reason(e2e, efficiency, meets_slo, efficient, slo_s, epsilon),
+            e2e_bound_s=None if e2e_bound_s is None else nan, feasible=False, binding=(),
+            reason=_infeasible_reason(bound, efficiency, meets_slo, efficient, slo_s, epsilon,
+                                      bounded=e2e_bound_s is not None),
             **common,
         )
     best_tput = tput[admissible].max()
@@ -218,6 +236,7 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
     return BcaResult(
         batch_cap=float(batch[chosen]), throughput_per_s=float(tput[chosen]),
         e2e_latency_s=float(e2e[chosen]), batching_efficiency=float(efficiency[chosen]),
+        e2e_bound_s=float(bound[chosen]) if e2e_bound_s is not None else None,
         feasible=True, binding=binding, reason=reason, **common,
     )
 
@@ -272,25 +291,29 @@ def bca_from_predictor(predict: CurvePredictor, *,
     """SLIM-BCA: Eq. 13 on a predicted curve.
 
     `predict` maps an array of batch sizes to ``(throughput_per_s, e2e_latency_s)``
-    arrays, e.g. ``lambda b: (slim_T(il, ol, b), slim_E2E(il, ol, b))``. ``T(1)`` is
-    the prediction at B = 1. Without `slo_s`, the SLO is ``slo_multiplier`` x the
-    predicted E2E at `slo_reference_batch` (default: smallest candidate).
+    arrays, e.g. ``lambda b: (slim_T(il, ol, b), slim_E2E(il, ol, b))``, or to
+    ``(throughput_per_s, e2e_latency_s, e2e_upper_bound_s)``: the SLO is then held on the
+    bound (`select_batch_cap`'s ``e2e_bound_s``). ``T(1)`` is the prediction at B = 1. Without
+    `slo_s`, the SLO is ``slo_multiplier`` x the predicted E2E at `slo_reference_batch`
+    (default: smallest candidate).
     """
     candidates = _as_vector("candidate_batch_sizes", candidate_batch_sizes)
+    names = ("predicted throughput", "predicted E2E", "predicted E2E upper bound")
 
-    def evaluate(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        tput, e2e = predict(batch)
-        tput = _as_vector("predicted throughput", np.broadcast_to(np.asarray(tput, float), batch.shape))
-        e2e = _as_vector("predicted E2E", np.broadcast_to(np.asarray(e2e, float), batch.shape))
-        return tput, e2e
+    def evaluate(batch: np.ndarray) -> tuple[np.ndarray, ...]:
+        values = predict(batch)
+        if len(values) not in (2, 3):
+            raise AdvisorError(f"a curve predictor returns (T, E2E) or (T, E2E, E2E bound), got {len(values)} arrays")
+        return tuple(_as_vector(name, np.broadcast_to(np.asarray(value, float), batch.shape))
+                     for name, value in zip(names, values))
 
-    tput, e2e = evaluate(candidates)
+    tput, e2e, *bound = evaluate(candidates)
     t_one = float(evaluate(np.array([1.0]))[0][0])
     if slo_s is None:
         reference = candidates.min() if slo_reference_batch is None else slo_reference_batch
         slo_s = float(slo_multiplier * evaluate(np.array([float(reference)]))[1][0])
     return select_batch_cap(candidates, tput, e2e, slo_s=slo_s, epsilon=epsilon,
-                            throughput_at_one_per_s=t_one)
+                            throughput_at_one_per_s=t_one, e2e_bound_s=bound[0] if bound else None)
 
 
 # --- evaluation on measured data (Table V, Fig. 12) ----------------------------------

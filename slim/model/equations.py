@@ -200,6 +200,31 @@ def e2e_components_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, i
     return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, fixed)
 
 
+def e2e_derivatives_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
+                      ablation: Ablation = FULL) -> dict[str, np.ndarray]:
+    """``dE2E / d theta_j`` of Eq. 5 for every SLIM constant, in seconds per SI unit of it.
+
+    Term by term (Eqs. 7, 9, 10): ``-T_pre / eta_c``; ``-T_kv / eta_m`` with
+    ``T_kv = (B + B0) M_dec / (eta_m BW_max)``; ``M_dec / (eta_m BW_max)`` for ``B0``;
+    ``OL`` for ``alpha``; ``L (D / 1024)^2 OL`` for ``gamma``; ``1`` for ``t_fixed``.
+    A constant whose term `ablation` drops has derivative zero.
+    """
+    components = e2e_components_s(arch, hw, params, il, ol, batch, ablation)
+    ones = np.ones_like(components.total_s)
+    n_layers, d = _as_float(arch.n_layers), _as_float(arch.hidden_dim)
+    kv_per_sequence_s = kv_bytes_read_per_request(arch, il, ol) / (params.eta_memory * hw.hbm_bandwidth_bytes_per_s)
+    width_factor_ol = n_layers * (d / GAMMA_REFERENCE_HIDDEN_DIM) ** 2 * _as_float(ol)
+    kv, dense = float(ablation.use_kv_scan), float(ablation.use_dense_decode)
+    return {
+        "eta_compute": -components.prefill_s / params.eta_compute,
+        "eta_memory": -components.kv_scan_s / params.eta_memory,
+        "batch_offset": kv * kv_per_sequence_s * ones,
+        "alpha_s_per_token": dense * _as_float(ol) * ones,
+        "gamma_s_per_token": dense * width_factor_ol * ones,
+        "t_fixed_s": ones,
+    }
+
+
 def predict_e2e_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
                   ablation: Ablation = FULL) -> np.ndarray:
     """End-to-end latency of a request in the running batch (Eq. 5).

@@ -194,6 +194,9 @@ class SlimFit:
     `residuals` are the relative throughput errors ``pred / meas - 1`` per row.
     `message` is the optimiser's termination message of the best start.
     `cost` is the data term ``0.5 sum r_i^2`` at `params` (without the prior).
+    `covariance` is the parameters' covariance on the identified subspace (`covariance_free`):
+    a square matrix over `free_parameters`, in SI units, whose diagonal is the square of
+    every finite standard error; `slim.model.uncertainty` carries it to predictions.
     """
 
     params: SlimParams
@@ -210,6 +213,17 @@ class SlimFit:
     n_converged_starts: int
     identifiability: Identifiability
     residuals: np.ndarray = field(repr=False, compare=False)
+    covariance: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def residual_dof(self) -> int:
+        """``n - p``: training points less free parameters, the residual variance's degrees of freedom."""
+        return self.n_train_points - len(self.free_parameters)
+
+    @property
+    def residual_variance(self) -> float:
+        """``s^2 = 2 cost / (n - p)``, the variance of the relative throughput residuals (NaN if n <= p)."""
+        return 2.0 * self.cost / self.residual_dof if self.residual_dof > 0 else math.nan
 
     @property
     def converged(self) -> bool:
@@ -235,6 +249,7 @@ class SlimFit:
             "n_converged_starts": self.n_converged_starts,
             "identifiability": self.identifiability.to_dict(),
             "residuals": [float(value) for value in self.residuals],
+            "covariance": [[_json_float(value) for value in row] for row in self.covariance],
         }
 
     @classmethod
@@ -257,6 +272,9 @@ class SlimFit:
                 n_converged_starts=int(values["n_converged_starts"]),
                 identifiability=Identifiability.from_dict(values["identifiability"]),
                 residuals=np.asarray(values["residuals"], dtype=float),
+                covariance=np.array([[math.nan if value is None else float(value) for value in row]
+                                     for row in values["covariance"]], dtype=float).reshape(
+                                         len(values["free_parameters"]), len(values["free_parameters"])),
             )
         except KeyError as error:
             raise ConfigError(f"SLIM fit record lacks key {error}") from error
@@ -466,6 +484,25 @@ def _standard_errors_free(jacobian: np.ndarray, cost: float, n_points: int) -> n
     return np.where(unidentifiable, np.nan, np.sqrt(variances))
 
 
+def covariance_free(jacobian: np.ndarray, cost: float, n_points: int) -> np.ndarray:
+    """``s^2 (J^T J)^+`` on the identified subspace, ``s^2 = 2 cost / (n - p)`` (optimiser units).
+
+    The pseudo-inverse keeps the directions of the SVD ``J = U S V^T`` whose singular value is
+    above `NULL_SINGULAR_VALUE_RATIO` of the largest: ``V_k S_k^-2 V_k^T s^2``. Along the
+    unidentified directions it is zero, not infinite: what the data leave open there is
+    `Identifiability.equivalent_params`, not a variance. Where a parameter has no null-space
+    component its variance equals `_standard_errors_free`'s squared. All NaN when ``n <= p``.
+    """
+    n_free = jacobian.shape[1]
+    if n_points <= n_free:
+        return np.full((n_free, n_free), np.nan)
+    residual_variance = 2.0 * cost / (n_points - n_free)
+    _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=False)
+    kept = singular_values > NULL_SINGULAR_VALUE_RATIO * (singular_values[0] if singular_values.size else 0.0)
+    basis = vt[kept] / singular_values[kept, None]
+    return basis.T @ basis * residual_variance
+
+
 def null_space_shares(jacobian: np.ndarray) -> np.ndarray:
     """Diagonal of the projector onto the Jacobian's null space (basis-independent)."""
     if jacobian.shape[1] == 0:
@@ -592,7 +629,9 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
 
     params = _params_from_vector(best.x, free_names)
     cost = objective.cost(best.x)
-    free_se = _standard_errors_free(objective.jacobian(best.x), cost, n_points) * objective.units
+    jacobian = objective.jacobian(best.x)
+    free_se = _standard_errors_free(jacobian, cost, n_points) * objective.units
+    covariance = covariance_free(jacobian, cost, n_points) * np.outer(objective.units, objective.units)
     standard_errors = {name: math.nan for name in PARAM_NAMES}
     standard_errors.update({name: float(se) for name, se in zip(free_names, free_se)})
 
@@ -614,4 +653,5 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
         n_converged_starts=len(converged),
         identifiability=_identifiability(objective, best.x, lower, upper, split_name, sample_valley),
         residuals=residuals,
+        covariance=covariance,
     )

@@ -51,6 +51,11 @@ from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB, Hardware
 
+CONFIDENT_PREFIX = "Conf. "
+"""Prefix of Table V's columns for SLIM-BCA at the study's confidence (``B SLIM conf.``,
+``Conf. Thr. var (%)``, ``Conf. SLO viol. (%)``)."""
+CONFIDENT_CAP = "B SLIM conf."
+
 FULL_PROFILE_BCA = "Full-profile BCA"
 SIM_BCA = "SIM-BCA"
 SLIM_BCA = "SLIM-BCA"
@@ -111,10 +116,13 @@ def kv_gib(arch: Architecture, batch_cap: float, curve: MeasuredCurve) -> float:
 def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], architectures: ArchitectureLookup,
            hw: Hardware, epsilon: float, slo_multiplier: float,
            slo_reference_max_num_seqs: float | None = None,
-           sim_schedules: ScheduleTable | None = None) -> pd.DataFrame:
+           sim_schedules: ScheduleTable | None = None, confidence: float | None = None) -> pd.DataFrame:
     """One row per (target, training set): the SLIM-BCA choice vs the full-profile choice,
-    and with `sim_schedules` the SIM-BCA choice (columns ``B SIM``, ``SIM Thr. var (%)``,
-    ``SIM SLO viol. (%)``), SIM calibrated on the same training set.
+    with `confidence` the choice of SLIM-BCA holding the SLO on the upper bound of E2E at that
+    confidence (`slim.advisor.slim_bca.slim_bounded_curve_predictor`; columns `CONFIDENT_CAP`,
+    ``Conf. Thr. var (%)``, ``Conf. SLO viol. (%)``, same fit), and with `sim_schedules` the
+    SIM-BCA choice (columns ``B SIM``, ``SIM Thr. var (%)``, ``SIM SLO viol. (%)``), SIM
+    calibrated on the same training set.
 
     ``Thr. var`` = signed ``100 (T_meas(B_slim) - T_meas(B_full)) / T_meas(B_full)``;
     ``SLO viol.`` = ``100 max(0, E2E_meas(B_slim) - SLO) / SLO``. The SLO is computed
@@ -129,7 +137,9 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
         full = full_profile_bca(curve, slo_s, epsilon)
         for training in experiment.training:
             train = select_rows(frame, training.select)
-            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}", sample_valley=False)
+            # The band needs the training-equivalent fits; the chosen fit is the same either way.
+            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}",
+                           sample_valley=confidence is not None)
             slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
             row = {
                 "target": experiment.target.label,
@@ -140,11 +150,45 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
                 "B SLIM": slim.batch_cap,
                 **_decision_quality(curve, slim.batch_cap, full.batch_cap, slo_s, ""),
             }
+            if confidence is not None:
+                confident = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon, confidence=confidence, fit=fit)
+                row.update({CONFIDENT_CAP: confident.batch_cap,
+                            **_decision_quality(curve, confident.batch_cap, full.batch_cap, slo_s,
+                                                CONFIDENT_PREFIX)})
             if sim_schedules is not None:
                 cap = _sim_cap(train, target_rows, sim_schedules, architectures, hw, slo_s, epsilon,
                                f"table5: {training.label}")
                 row.update({"B SIM": cap, **_decision_quality(curve, cap, full.batch_cap, slo_s, "SIM ")})
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def confidence_summary(decisions: pd.DataFrame) -> pd.DataFrame:
+    """Per Table V target (`table5` with a confidence): how often the confident SLIM-BCA removes
+    plain SLIM-BCA's SLO violation, and the measured throughput each gives against full-profile BCA.
+
+    Columns: ``target``, ``training sets``, ``plain violations`` (rows whose SLIM-BCA cap
+    violates the SLO on measured data), ``removed`` (of those, rows whose confident cap does
+    not), ``confident violations``, ``confident infeasible`` (no cap's bound meets the SLO),
+    ``changed caps``, and the mean over training sets of ``Thr. var (%)`` and of ``Conf. Thr.
+    var (%)`` (signed measured throughput against full-profile BCA's cap; infeasible rows left out).
+    """
+    rows = []
+    for target, group in decisions.groupby("target", sort=False):
+        plain_violates = group["SLO viol. (%)"] > 0
+        confident_violates = group[f"{CONFIDENT_PREFIX}SLO viol. (%)"] > 0
+        rows.append({
+            "target": target,
+            "training sets": len(group),
+            "plain violations": int(plain_violates.sum()),
+            "removed": int((plain_violates & ~confident_violates & group[CONFIDENT_CAP].notna()).sum()),
+            "confident violations": int(confident_violates.sum()),
+            "confident infeasible": int(group[CONFIDENT_CAP].isna().sum()),
+            "changed caps": int((~((group[CONFIDENT_CAP] == group["B SLIM"])
+                                   | (group[CONFIDENT_CAP].isna() & group["B SLIM"].isna()))).sum()),
+            "mean Thr. var (%)": float(group["Thr. var (%)"].mean()),
+            f"mean {CONFIDENT_PREFIX}Thr. var (%)": float(group[f"{CONFIDENT_PREFIX}Thr. var (%)"].mean()),
+        })
     return pd.DataFrame(rows)
 
 

@@ -1,5 +1,6 @@
 """Configuration of the advisor's artefacts, the file config `datasets.<name>.bca` names
-(`config/bca/<dataset>.yaml`): epsilon, the SLO multipliers and reference point, the Fig. 12
+(`config/bca/<dataset>.yaml`, schema `workflow/schemas/bca.schema.yaml`): epsilon, the SLO
+multipliers and reference point, the confidence of Table V's confident SLIM-BCA, the Fig. 12
 grid, the Table V experiments and the Fig. 13 curves. Selectors are mappings column -> allowed
 values (see `slim.paper.splits`).
 """
@@ -9,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import jsonschema
+import yaml
 
 from slim.advisor.bca import DEFAULT_EPSILON
 from slim.errors import ConfigError
@@ -45,6 +49,10 @@ class BcaStudyConfig:
     table5: tuple[Table5Experiment, ...]
     fig12_transfers: tuple[str, ...]          # held-out setting names of the settings file
     fig13_curves: tuple[CurveSelection, ...]
+    confidence: float | None = None            # Table V's confident SLIM-BCA; None: not shown
+
+
+BCA_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "bca.schema.yaml"
 
 
 def _selection(entry: Any, where: str) -> CurveSelection:
@@ -66,6 +74,11 @@ def load_bca_config(path: str | Path) -> BcaStudyConfig:
     """Read an advisor study file (`config/bca/<dataset>.yaml`); raise `ConfigError` naming the file and key."""
     path = Path(path)
     raw = read_yaml_mapping(path, f"BCA config not found: {path}; see config/bca/ for examples")
+    try:
+        jsonschema.validate(raw, yaml.safe_load(BCA_SCHEMA.read_text()))
+    except jsonschema.ValidationError as error:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {error.message}") from error
     slo = raw.get("slo", {})
     epsilon = float(raw.get("epsilon", DEFAULT_EPSILON))
     if not 0 < epsilon < 1:
@@ -95,4 +108,5 @@ def load_bca_config(path: str | Path) -> BcaStudyConfig:
         fig12_transfers=tuple(str(name) for name in raw.get("fig12_transfers", [])),
         fig13_curves=tuple(_selection(e, f"{path}: fig13_curves[{i}]")
                            for i, e in enumerate(raw.get("fig13_curves", []))),
+        confidence=None if raw.get("confidence") is None else float(raw["confidence"]),
     )

@@ -22,6 +22,7 @@ from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
+from slim.model.uncertainty import prediction_band_frame
 from slim.paper.splits import HeldOutSetting, Split, split_setting
 from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows, prediction_costs
 from slim.sim.schedules import ScheduleTable
@@ -38,6 +39,11 @@ SIM_PREDICTORS = (SIM, SLIM_PREDICTED_BATCH)
 """Predictors that need the simulator's cached schedules (real datasets only: on simulated
 data SIM would predict its own output)."""
 ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
+
+BAND_CONFIDENCE = 0.9
+"""Confidence of the prediction bands in the prediction tables (Figs. 9 and 10): two-sided,
+``kind="curve"`` (the uncertainty of the predicted curve, `slim.model.uncertainty`) for SLIM
+and its ablations, statsmodels' band of the fitted line (``obs=False``) for IMAI OOD-LR."""
 
 PREDICTION_DETERMINED_TOLERANCE = 1e-3
 """Relative change of a validation prediction across the training-equivalent SLIM fits up
@@ -66,7 +72,11 @@ class SettingEvaluation:
 
 def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
                      throughput: np.ndarray, e2e_s: np.ndarray,
-                     predicted_batch: np.ndarray | None = None) -> pd.DataFrame:
+                     predicted_batch: np.ndarray | None = None,
+                     e2e_band_s: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+    """One prediction table (`columns.PREDICTION_COLUMNS`) for `rows`; `e2e_band_s` is the
+    ``(low, high)`` E2E band (NaN columns without one), the throughput band follows by Eq. 6
+    (``T = B (IL + OL) / E2E``: the low E2E gives the high throughput; NaN where that E2E is <= 0)."""
     frame = rows[[col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
                   col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE]].copy()
     frame.insert(0, col.PREDICTOR, predictor)
@@ -77,6 +87,14 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
     frame[col.MEASURED_E2E_S] = rows[col.E2E_LATENCY_S].to_numpy()
     frame[col.PREDICTED_E2E_S] = e2e_s
     frame[col.ROLE] = role
+    low_s, high_s = (np.full(len(rows), np.nan),) * 2 if e2e_band_s is None else e2e_band_s
+    tokens = rows[col.MEAN_BATCH_SIZE].to_numpy(dtype=float) * (rows[col.INPUT_LEN_MEAN].to_numpy(dtype=float)
+                                                                 + rows[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame[col.PREDICTED_THROUGHPUT_LOW] = np.where(np.asarray(high_s) > 0, tokens / np.asarray(high_s), np.nan)
+        frame[col.PREDICTED_THROUGHPUT_HIGH] = np.where(np.asarray(low_s) > 0, tokens / np.asarray(low_s), np.nan)
+    frame[col.PREDICTED_E2E_LOW_S] = low_s
+    frame[col.PREDICTED_E2E_HIGH_S] = high_s
     return frame[list(col.PREDICTION_COLUMNS)]
 
 
@@ -104,7 +122,9 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         roles = [("validate", split.validate)] + ([("train", split.train)] if ablation == FULL else [])
         for role, rows in roles:
             e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
-            frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s))
+            band = prediction_band_frame(fit, catalog, hw, rows, BAND_CONFIDENCE, kind="curve")
+            frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s,
+                                          e2e_band_s=(band.e2e_low_s, band.e2e_high_s)))
         identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
@@ -114,7 +134,8 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
     imai = ImaiOodLr().fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
     frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
-                                   imai.predict_throughput(validate_x), imai.predict(validate_x)))
+                                   imai.predict_throughput(validate_x), imai.predict(validate_x),
+                                   e2e_band_s=imai.predict_band(validate_x, BAND_CONFIDENCE)))
     identifiability.append(_baseline_identifiability(setting.name, IMAI, frames[-1],
                                                      imai.prediction_determined(validate_x)))
     calibration = None

@@ -399,6 +399,25 @@ def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.Data
     return shown
 
 
+def confidence_note(summary: pd.DataFrame, confidence: float) -> str:
+    """One sentence per Table V target from `slim.paper.advisor_study.confidence_summary`: the
+    violations of plain SLIM-BCA the confident one removes, and the measured throughput of both."""
+    clauses = []
+    for row in summary.itertuples(index=False, name=None):
+        values = dict(zip(summary.columns, row))
+        removed = (f"it removes {values['removed']} of SLIM-BCA's {values['plain violations']} SLO violations and"
+                   if values["plain violations"]
+                   else "SLIM-BCA violates no SLO, so there is none to remove; the confident choice")
+        clauses.append(
+            f"{values['target']}: {removed} changes the cap in {values['changed caps']} of "
+            f"{values['training sets']} training sets ({values['confident infeasible']} left without a feasible cap, "
+            f"{values['confident violations']} violating), at a measured throughput of "
+            f"{values['mean Conf. Thr. var (%)']:+.1f}% against full-profile BCA "
+            f"(SLIM-BCA: {values['mean Thr. var (%)']:+.1f}%; means over the feasible rows)")
+    return (f"Conf.: SLIM-BCA holding the SLO on the one-sided {100 * confidence:g}% upper bound of SLIM's E2E. "
+            + "; ".join(clauses) + ".")
+
+
 ADVISOR_LABELS = (("knee", "Knee"), ("full", "Full-profile BCA"), ("slim", "SLIM-BCA"), ("sim", "SIM-BCA"))
 """Advisors of the comparison table, by column prefix; SIM-BCA only where it ran (real data)."""
 ADVISOR_METRICS = (("cap", "cap"), ("retained_pct", "T ret. %"), ("e2e_s", "E2E s"), ("kv_gib", "KV GiB"))

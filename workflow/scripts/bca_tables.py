@@ -1,10 +1,17 @@
 """Snakemake adapter: Table V (SLIM-BCA and, on real data, SIM-BCA vs full-profile BCA), Table VI (cost)."""
 import pandas as pd
 
-from slim.paper.advisor_study import table5, table6
+from slim.paper.advisor_study import CONFIDENT_CAP, confidence_summary, table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tables import as_display, latex_escaped_columns, to_booktabs, to_html_page, to_markdown
+from slim.paper.tables import (
+    as_display,
+    confidence_note,
+    latex_escaped_columns,
+    to_booktabs,
+    to_html_page,
+    to_markdown,
+)
 from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -17,15 +24,20 @@ hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 
 schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
 decisions = table5(clean, study.table5, load_architectures(snakemake.input.models), hardware,
-                   study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs, schedules)
+                   study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs, schedules,
+                   study.confidence)
 write_csv(decisions, snakemake.output.table5_csv)
 log.info("Table V:\n%s", decisions.to_string())
-shown = as_display(decisions, tuple(name for name in ("N points", "B full", "B SLIM", "B SIM")
+note = ""
+if study.confidence is not None:
+    note = " " + confidence_note(confidence_summary(decisions), study.confidence).replace("%", "\\%")
+    log.info("Table V at confidence %g:\n%s", study.confidence, confidence_summary(decisions).to_string())
+shown = as_display(decisions, tuple(name for name in ("N points", "B full", "B SLIM", CONFIDENT_CAP, "B SIM")
                                    if name in decisions.columns)).set_index("target")
 flavours = "SLIM-BCA and SIM-BCA" if schedules is not None else "SLIM-BCA"
 table5_caption = (f"{flavours} vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
                   f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "
-                  f"data, {label}.")
+                  f"data, {label}.{note}")
 write_text(to_booktabs(latex_escaped_columns(shown), table5_caption, "tab:table5", precision=1),
            snakemake.output.table5)
 write_text(to_html_page(latex_escaped_columns(shown), table5_caption, "Table V"), snakemake.output.table5_html)

@@ -16,12 +16,22 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
 from slim import columns as col
 from slim.errors import PlotInputError
 from slim.paper.figures.common import CURVE_KEYS, METRIC_AXIS_LABELS, curve_colors, curves
-from slim.paper.heldout import IMAI, LLMVISOR, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM, SLIM_PREDICTED_BATCH
+from slim.paper.heldout import (
+    BAND_CONFIDENCE,
+    IMAI,
+    LLMVISOR,
+    MAIN_PREDICTORS,
+    SIM,
+    SIM_PREDICTORS,
+    SLIM,
+    SLIM_PREDICTED_BATCH,
+)
 from slim.paper.splits import HeldOutSetting
 
 UNSEEN_MODEL_PREDICTORS = MAIN_PREDICTORS
@@ -29,7 +39,8 @@ UNSEEN_MODEL_PREDICTORS = MAIN_PREDICTORS
 
 REQUIRED_PREDICTION_COLUMNS = (
     col.SETTING, col.PREDICTOR, col.ROLE, *CURVE_KEYS, col.MEAN_BATCH_SIZE,
-    *(column for metric in col.PREDICTION_METRICS for column in (metric.measured, metric.predicted)),
+    *(column for metric in col.PREDICTION_METRICS
+      for column in (metric.measured, metric.predicted, metric.band_low, metric.band_high)),
 )
 
 # Line styles of the Fig. 10 predictors; colours from matplotlib's default cycle.
@@ -43,6 +54,10 @@ PREDICTOR_STYLE = {
 SIM_LINE = {"linestyle": ":", "linewidth": 1.6}
 """Fig. 9's SIM prediction of a validation curve (in the curve's colour)."""
 TRAINING_COLOR = "0.6"
+BANDED_PREDICTORS = (SLIM, IMAI)
+"""Predictors whose prediction tables carry a band (NaN where the training data leave it unbounded)."""
+BAND_ALPHA = 0.18
+"""Opacity of a prediction band (`columns.PREDICTED_E2E_LOW_S` ...), in its line's colour."""
 
 
 def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settings: list[HeldOutSetting],
@@ -53,7 +68,9 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
     total-token throughput (Eq. 6), bottom row E2E latency (Eq. 5), both against
     the measured mean batch size on a log axis. Training runs are grey dots; each
     validation curve (model, nominal output length) has its own colour, measured
-    as markers and SLIM as a dashed line, and, where the predictions hold SIM (real
+    as markers and SLIM as a dashed line over its shaded prediction band (`BAND_CONFIDENCE`,
+    `slim.model.uncertainty`: parameter covariance on the identified directions, envelope of the
+    training-equivalent fits on the others), and, where the predictions hold SIM (real
     data), SIM as a dotted line. Each panel prints SLIM's (and SIM's) MAPE of that
     metric over the setting's validation runs. Settings that are not applicable
     to the dataset are listed, with their reason, under the panels.
@@ -99,7 +116,7 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
                                bbox_transform=_below_x_label(axes[1, column]),
                                ncol=2 if len(colors) > 4 else 1, frameon=False)
     with_sim = not sim_rows.empty
-    figure.legend(handles=_style_handles(with_sim), loc="outside lower center", ncol=4 if with_sim else 3,
+    figure.legend(handles=_style_handles(with_sim), loc="outside lower center", ncol=5 if with_sim else 4,
                   frameon=False)
     figure.suptitle(f"Held-out accuracy of SLIM{' and SIM' if with_sim else ''}, {dataset_label}")
     skipped = [f"{setting.label} ({setting.not_applicable})" for setting in settings if not setting.applicable]
@@ -116,7 +133,9 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
 
     Left: total-token throughput (Eq. 6); right: E2E latency (Eq. 5); both
     against the measured mean batch size on a log axis. Each predictor's legend entry
-    carries its MAPE of that metric over the setting's validation runs.
+    carries its MAPE of that metric over the setting's validation runs. Predictors with a
+    prediction band (SLIM; IMAI OOD-LR where the training data determine its prediction) shade
+    it in their colour.
     """
     col.require_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "the predictions table", PlotInputError)
     col.require_columns(mapes, col.MAPE_COLUMNS, "the mapes table", PlotInputError)
@@ -127,7 +146,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
                              f"for {', '.join(missing)}")
     shown = UNSEEN_MODEL_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in set(validate[col.PREDICTOR]))
     measured = validate[validate[col.PREDICTOR] == SLIM]
-    figure = Figure(figsize=(10.5, 4.4), layout="constrained")
+    figure = Figure(figsize=(10.5, 6.6), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, 2)
     for ax, metric in zip(axes, col.PREDICTION_METRICS):
@@ -142,12 +161,22 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
             for _, curve in curves(validate[validate[col.PREDICTOR] == predictor]):
                 ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric.predicted], markersize=5,
                         **PREDICTOR_STYLE[predictor])
+                _shade_band(ax, curve, metric, PREDICTOR_STYLE[predictor]["color"])
+        banded = [p for p in shown if validate.loc[validate[col.PREDICTOR] == p, metric.band_low].notna().any()]
+        unbounded = [p for p in BANDED_PREDICTORS if p in shown and p not in banded]
+        if banded or unbounded:
+            label = f"{100 * BAND_CONFIDENCE:g}% band: {', '.join(banded) or 'none'}"
+            if unbounded:
+                label += f"\n({', '.join(unbounded)}: unbounded, not determined by the training runs)"
+            handles.append(Patch(facecolor="0.4", alpha=2 * BAND_ALPHA, label=label))
         ax.set_xscale("log")
         ax.set_xlabel("Mean batch size")
         ax.set_ylabel(METRIC_AXIS_LABELS[metric.name])
         ax.set_ylim(bottom=0)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(handles=handles, loc="upper left", fontsize="small")
+        # Below the axes: inside, the legend (grown by the band entry) hid the largest batches.
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize="small",
+                  frameon=False)
     heading = setting_label or "; ".join(_curve_label(key) for key, _ in curves(measured))
     figure.suptitle(f"Unseen model: {heading}, {dataset_label}")
     return figure
@@ -180,9 +209,19 @@ def _plot_setting_panel(ax: Axes, training: pd.DataFrame, validate: pd.DataFrame
                 markersize=5, markerfacecolor="none", color=colors[key], zorder=3)
         ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric.predicted], linestyle="--", linewidth=1.4,
                 color=colors[key], zorder=2)
+        _shade_band(ax, curve, metric, colors[key])
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _shade_band(ax: Axes, curve: pd.DataFrame, metric: col.PredictionMetric, color) -> None:
+    """The curve's prediction band, where it has one (rows with a NaN bound are left unshaded)."""
+    low, high = curve[metric.band_low], curve[metric.band_high]
+    known = (low.notna() & high.notna()).to_numpy()
+    if known.any():
+        ax.fill_between(curve[col.MEAN_BATCH_SIZE], low, high, where=known, color=color, alpha=BAND_ALPHA,
+                        linewidth=0, zorder=1.5)
 
 
 def _curve_label(key: tuple) -> str:
@@ -201,6 +240,7 @@ def _style_handles(with_sim: bool) -> list[Line2D]:
         Line2D([], [], linestyle="none", marker="o", markersize=5, markerfacecolor="none", color="black",
                label="Held-out run, measured"),
         Line2D([], [], linestyle="--", color="black", label="SLIM prediction"),
+        Patch(facecolor="black", alpha=BAND_ALPHA, label=f"SLIM {100 * BAND_CONFIDENCE:g}% band"),
     ]
     if with_sim:
         handles.append(Line2D([], [], color="black", label="SIM prediction (no measured batch)", **SIM_LINE))
