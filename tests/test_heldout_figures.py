@@ -146,6 +146,20 @@ def test_fig10_shades_the_bands_it_has_and_says_which_are_unbounded(predictions)
         assert any(label.startswith("90% band: SLIM\n(IMAI OOD-LR: unbounded, not determined") for label in labels)
 
 
+def test_simulated_ground_truth_is_never_called_measured(predictions):
+    """On the simulator's dataset the legends say "simulated" where real data say "measured"."""
+    def legend_texts(figure):
+        return [text.get_text() for legend in [*figure.legends, *(ax.get_legend() for ax in figure.axes)]
+                if legend is not None for text in legend.get_texts()]
+
+    mapes = mape_table(predictions)
+    for observed, absent in (("simulated", "measured"), ("measured", "simulated")):
+        texts = (legend_texts(plot_unseen_model(predictions, mapes, "model", LABEL, observed=observed))
+                 + legend_texts(plot_heldout_settings(predictions, mapes, SETTINGS, LABEL, observed=observed)))
+        assert any(observed in text.lower() for text in texts)
+        assert not any(absent in text.lower() and "batch" not in text.lower() for text in texts)
+
+
 def test_fig10_names_a_missing_baseline(predictions):
     without_imai = predictions[predictions["predictor"] != IMAI]
     with pytest.raises(PlotInputError, match=IMAI):
@@ -168,7 +182,8 @@ def test_save_figure_writes_byte_identical_files_twice(predictions, tmp_path):
     assert b"Software" not in (tmp_path / "a" / "fig.png").read_bytes()
 
 
-@pytest.mark.parametrize("script, params", [("plot_fig9.py", {}), ("plot_fig10.py", {"setting": "model"})])
+@pytest.mark.parametrize("script, params", [("plot_fig9.py", {"observed": "simulated"}),
+                                            ("plot_fig10.py", {"setting": "model", "observed": "measured"})])
 def test_adapters_write_pdf_png_and_log(predictions, tmp_path, script, params):
     paths = []
     for setting, rows in predictions.groupby("setting"):

@@ -124,6 +124,11 @@ def evaluation_files(wildcards):
 SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated and "simulator" in config]
 
 
+def observed_kind(wildcards):
+    """What a dataset's ground truth is, as figure legends name it: simulated data is never "measured"."""
+    return "simulated" if DATASETS[wildcards.dataset].is_simulated else "measured"
+
+
 def sim_schedules_file(wildcards):
     """The dataset's cached simulator schedules, or nothing where SIM is not evaluated."""
     return [f"results/{wildcards.dataset}/sim_schedules.parquet"] if wildcards.dataset in SIM_DATASETS else []

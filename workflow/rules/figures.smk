@@ -20,6 +20,7 @@ rule fig9:
         png="figures/{dataset}/fig9.png",
     params:
         dataset_label=dataset_label,
+        observed=observed_kind,
     log:
         "logs/{dataset}/fig9.log",
     conda:
@@ -42,6 +43,7 @@ rule fig10:
     params:
         dataset_label=dataset_label,
         setting=fig10_setting,
+        observed=observed_kind,
     log:
         "logs/{dataset}/fig10.log",
     conda:

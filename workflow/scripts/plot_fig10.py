@@ -12,6 +12,6 @@ predictions = pd.concat([pd.read_parquet(path) for path in snakemake.input.predi
 labels = {setting.name: setting.label for setting in load_settings(snakemake.input.settings)}
 setting_name = snakemake.params.setting
 figure = plot_unseen_model(predictions, mape_table(predictions), setting_name, snakemake.params.dataset_label,
-                           setting_label=labels.get(setting_name))
+                           setting_label=labels.get(setting_name), observed=snakemake.params.observed)
 save_figure(figure, snakemake.output.pdf, snakemake.output.png)
 log.info("Fig. 10 of %s: setting '%s'", snakemake.params.dataset_label, setting_name)

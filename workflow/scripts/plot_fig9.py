@@ -10,7 +10,8 @@ from slim.pipeline.io import open_log
 log = open_log(snakemake.log[0])
 predictions = pd.concat([pd.read_parquet(path) for path in snakemake.input.predictions], ignore_index=True)
 settings = load_settings(snakemake.input.settings)
-figure = plot_heldout_settings(predictions, mape_table(predictions), settings, snakemake.params.dataset_label)
+figure = plot_heldout_settings(predictions, mape_table(predictions), settings, snakemake.params.dataset_label,
+                               observed=snakemake.params.observed)
 save_figure(figure, snakemake.output.pdf, snakemake.output.png)
 log.info("Fig. 9 of %s: %d applicable setting(s) from %d prediction file(s)",
          snakemake.params.dataset_label, sum(setting.applicable for setting in settings),

@@ -61,7 +61,7 @@ BAND_ALPHA = 0.18
 
 
 def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settings: list[HeldOutSetting],
-                          dataset_label: str) -> Figure:
+                          dataset_label: str, observed: str = "measured") -> Figure:
     """Fig. 9: measured vs SLIM-predicted throughput and E2E latency for every held-out setting.
 
     One column per applicable setting (in the order of `settings`); top row
@@ -116,7 +116,7 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
                                bbox_transform=_below_x_label(axes[1, column]),
                                ncol=2 if len(colors) > 4 else 1, frameon=False)
     with_sim = not sim_rows.empty
-    figure.legend(handles=_style_handles(with_sim), loc="outside lower center", ncol=5 if with_sim else 4,
+    figure.legend(handles=_style_handles(with_sim, observed), loc="outside lower center", ncol=5 if with_sim else 4,
                   frameon=False)
     figure.suptitle(f"Held-out accuracy of SLIM{' and SIM' if with_sim else ''}, {dataset_label}")
     skipped = [f"{setting.label} ({setting.not_applicable})" for setting in settings if not setting.applicable]
@@ -127,7 +127,7 @@ def plot_heldout_settings(predictions: pd.DataFrame, mapes: pd.DataFrame, settin
 
 
 def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_name: str, dataset_label: str,
-                      setting_label: str | None = None) -> Figure:
+                      setting_label: str | None = None, observed: str = "measured") -> Figure:
     """Fig. 10: the model-transfer setting, measured vs SLIM and both baselines (and, where the
     predictions hold them, SIM and SLIM at SIM's predicted batch).
 
@@ -135,7 +135,8 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     against the measured mean batch size on a log axis. Each predictor's legend entry
     carries its MAPE of that metric over the setting's validation runs. Predictors with a
     prediction band (SLIM; IMAI OOD-LR where the training data determine its prediction) shade
-    it in their colour.
+    it in their colour. `observed` names the ground truth in the legend ("measured", or
+    "simulated" for the simulator's dataset).
     """
     col.require_columns(predictions, REQUIRED_PREDICTION_COLUMNS, "the predictions table", PlotInputError)
     col.require_columns(mapes, col.MAPE_COLUMNS, "the mapes table", PlotInputError)
@@ -150,7 +151,8 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, 2)
     for ax, metric in zip(axes, col.PREDICTION_METRICS):
-        handles = [Line2D([], [], linestyle="none", marker="o", markersize=7, color="black", label="Measured")]
+        handles = [Line2D([], [], linestyle="none", marker="o", markersize=7, color="black",
+                          label=observed.capitalize())]
         for _, curve in curves(measured):
             ax.plot(curve[col.MEAN_BATCH_SIZE], curve[metric.measured], linestyle="none", marker="o",
                     markersize=7, color="black", zorder=3)
@@ -234,11 +236,11 @@ def _curve_handles(colors: dict[tuple, tuple]) -> list[Line2D]:
                    label=_curve_label(key)) for key, color in colors.items()]
 
 
-def _style_handles(with_sim: bool) -> list[Line2D]:
+def _style_handles(with_sim: bool, observed: str) -> list[Line2D]:
     handles = [
         Line2D([], [], linestyle="none", marker="o", markersize=3.5, color=TRAINING_COLOR, label="Training run"),
         Line2D([], [], linestyle="none", marker="o", markersize=5, markerfacecolor="none", color="black",
-               label="Held-out run, measured"),
+               label=f"Held-out run, {observed}"),
         Line2D([], [], linestyle="--", color="black", label="SLIM prediction"),
         Patch(facecolor="black", alpha=BAND_ALPHA, label=f"SLIM {100 * BAND_CONFIDENCE:g}% band"),
     ]
