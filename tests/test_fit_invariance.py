@@ -91,35 +91,37 @@ def evaluate(clean: pd.DataFrame, dataset: str, schedules: ScheduleTable | None)
     return evaluate_with_bands(clean, dataset, schedules)[0]
 
 
-def largest_band_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
-    """Largest relative difference of any band bound between two band tables; a bound that is NaN
-    (no band, or an undetermined IMAI prediction) must be NaN in both."""
-    merged = first.merge(second, on=BAND_KEYS, suffixes=("_a", "_b"), validate="one_to_one")
+def _largest_difference(first: pd.DataFrame, second: pd.DataFrame, keys: list[str], columns, relative: bool
+                        ) -> tuple[pd.DataFrame, float]:
+    """The two tables merged row by row on `keys`, and the largest (relative or absolute)
+    difference of any of `columns` between them; a value that is NaN must be NaN in both."""
+    merged = first.merge(second, on=keys, suffixes=("_a", "_b"), validate="one_to_one")
     assert len(merged) == len(first) == len(second)
     changes = []
-    for name in BAND_COLUMNS:
+    for name in columns:
         a, b = merged[f"{name}_a"].to_numpy(float), merged[f"{name}_b"].to_numpy(float)
         assert (np.isnan(a) == np.isnan(b)).all(), name
         finite = ~np.isnan(a)
-        changes.append(float(np.max(np.abs(a[finite] / b[finite] - 1.0), initial=0.0)))
+        difference = a[finite] / b[finite] - 1.0 if relative else a[finite] - b[finite]
+        changes.append(float(np.max(np.abs(difference), initial=0.0)))
+    return merged, max(changes)
+
+
+def largest_band_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
+    """Largest relative difference of any band bound between two band tables; a bound that is NaN
+    (no band, or an undetermined IMAI prediction) must be NaN in both."""
+    merged, change = _largest_difference(first, second, BAND_KEYS, BAND_COLUMNS, relative=True)
     assert np.isfinite(merged[[f"{name}_a" for name in BAND_COLUMNS]].to_numpy(float)).any()
-    return max(changes)
+    return change
 
 
 def largest_change(first: pd.DataFrame, second: pd.DataFrame) -> float:
     """Largest absolute difference of any MAPE (or range bound) between two tables; a
     bound that is NaN (undetermined baseline) must be NaN in both."""
-    keys = [col.SETTING, col.PREDICTOR]
-    merged = first.merge(second, on=keys, suffixes=("_a", "_b"), validate="one_to_one")
-    assert len(merged) == len(first) == len(second)
-    changes = []
-    for name in MAPE_VALUE_COLUMNS:
-        a, b = merged[f"{name}_a"].to_numpy(float), merged[f"{name}_b"].to_numpy(float)
-        assert (np.isnan(a) == np.isnan(b)).all(), name
-        finite = ~np.isnan(a)
-        changes.append(float(np.max(np.abs(a[finite] - b[finite]), initial=0.0)))
+    merged, change = _largest_difference(first, second, [col.SETTING, col.PREDICTOR], MAPE_VALUE_COLUMNS,
+                                         relative=False)
     assert (merged[f"{col.VALIDATION_DETERMINED}_a"] == merged[f"{col.VALIDATION_DETERMINED}_b"]).all()
-    return max(changes)
+    return change
 
 
 @pytest.fixture(scope="module")

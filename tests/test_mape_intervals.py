@@ -43,7 +43,9 @@ def _predictions(setting: str, errors: dict[str, np.ndarray], curves: list[str])
             col.OUTPUT_LEN_MEAN: 100.0, col.OUTPUT_LEN_NOMINAL: 100, col.MEAN_BATCH_SIZE: 1.0,
             col.PREDICTED_MEAN_BATCH_SIZE: np.nan, col.MEASURED_THROUGHPUT: 100.0,
             col.PREDICTED_THROUGHPUT: 100.0 * (1 + np.asarray(error)), col.MEASURED_E2E_S: 100.0,
-            col.PREDICTED_E2E_S: 100.0 * (1 - np.asarray(error)), col.ROLE: "validate"}))
+            col.PREDICTED_E2E_S: 100.0 * (1 - np.asarray(error)), col.ROLE: "validate",
+            **dict.fromkeys((col.PREDICTED_THROUGHPUT_LOW, col.PREDICTED_THROUGHPUT_HIGH, col.PREDICTED_E2E_LOW_S,
+                             col.PREDICTED_E2E_HIGH_S), np.nan)}))
     predictions = pd.concat(frames, ignore_index=True)[list(col.PREDICTION_COLUMNS)]
     return predictions
 
