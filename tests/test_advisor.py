@@ -74,10 +74,19 @@ def test_slo_binding():
     assert result.slo_s == 2.0 and result.epsilon == 0.05
 
 
-def test_both_binding():
-    # SLO 1.5 s -> B <= 50; epsilon 0.25 -> B <= 64; B = 128 fails both.
+def test_only_the_decisive_constraint_binds():
+    # SLO 1.5 s -> B <= 50; epsilon 0.25 -> B <= 64: the SLO decides (cap 32); the floor only
+    # excludes caps the SLO excludes anyway, so it does not bind.
     result = _decide(slo_s=1.5, epsilon=0.25)
     assert result.batch_cap == 32
+    assert result.binding == ("slo",)
+
+
+def test_both_binding():
+    # SLO 2.0 s -> B <= 100; epsilon 0.25 -> B <= 64 (efficiency 0.34 at 64, 0.21 at 128): both
+    # exclude 128 and every better cap, so neither alone decides and both bind.
+    result = _decide(slo_s=2.0, epsilon=0.25)
+    assert result.batch_cap == 64
     assert result.binding == ("slo", "efficiency")
 
 

@@ -52,9 +52,11 @@ on the bound (SLIM-BCA at a confidence, `slim.advisor.slim_bca`)."""
 class BcaResult:
     """One BCA decision. Decision fields are NaN when ``feasible`` is False.
 
-    `binding` names the constraints that excluded a candidate with higher throughput
-    than the chosen one ("slo", "efficiency"); empty when the throughput peak itself
-    was chosen.
+    `binding` names the constraints that decide the choice ("slo", "efficiency"): those
+    whose removal alone would admit a candidate with higher throughput than the chosen one,
+    or both where every such candidate fails both; empty when the throughput peak itself
+    was chosen. (A constraint that only excludes candidates the other one excludes anyway,
+    such as the floor at caps far above an SLO-limited choice, does not bind.)
     """
 
     batch_cap: float
@@ -229,8 +231,11 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
     # Smallest admissible batch reaching the best throughput (ties -> less memory).
     chosen = int(np.flatnonzero(admissible & (tput == best_tput))[0])
     better = tput > tput[chosen]
-    binding = tuple(name for name, ok in (("slo", meets_slo), ("efficiency", efficient))
-                    if np.any(better & ~ok))
+    # A constraint binds where the other one alone admits a better candidate.
+    binding = tuple(name for name, other_ok in (("slo", efficient), ("efficiency", meets_slo))
+                    if np.any(better & other_ok))
+    if not binding and np.any(better):   # every better candidate fails both constraints
+        binding = ("slo", "efficiency")
     reason = ("throughput peak is admissible" if not binding
               else f"higher-throughput batches excluded by: {', '.join(binding)}")
     return BcaResult(
