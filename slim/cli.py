@@ -588,9 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
 # --- running a command -----------------------------------------------------------------
 
 def run_advice(args: argparse.Namespace) -> Advice:
-    """``slim advise``: the parsed arguments to one `advise` call."""
-    if args.model is None and args.model_config is None:
-        raise AdvisorError("name the target model with --model or describe it with --model-config")
+    """``slim advise``: the parsed arguments to one `advise` call (which names a missing target)."""
     return advise(args.traces, args.model, args.input_len, args.output_len, args.slo_ms / 1e3,
                   epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                   hardware_file=args.hardware_file, candidates=args.candidates,

@@ -40,7 +40,7 @@ from scipy import stats
 
 from slim import columns as col
 from slim.errors import SlimError
-from slim.paper.heldout import IMAI, LLMVISOR, SLIM
+from slim.paper.heldout import IMAI, LLMVISOR, SLIM, reduction_from_means
 
 CONFIDENCE_LEVEL = 0.95
 N_RESAMPLES = 9999
@@ -331,12 +331,6 @@ class ReductionInterval:
 
 
 REDUCTION_BASELINES = (LLMVISOR, IMAI)
-
-
-def reduction_from_means(slim: np.ndarray, baselines: np.ndarray) -> np.ndarray:
-    """Section VI-F's headline from setting-averaged MAPEs: ``100 mean_(b, m) (1 - slim_m /
-    baseline_(b, m))``; `slim` has shape (metrics, ...), `baselines` (baselines, metrics, ...)."""
-    return 100.0 * np.mean(1.0 - slim[None] / baselines, axis=(0, 1))
 
 
 def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series, settings: list[str],
