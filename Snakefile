@@ -18,6 +18,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/clean.smk"
 include: "workflow/rules/evaluate.smk"

@@ -18,6 +18,7 @@ from slim.errors import ConfigError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.splits import load_settings
+from slim.pipeline.trace_locations import AbsentDataset, TraceSearch, check_source, locate_trace_dir, trace_search
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
@@ -68,10 +69,29 @@ def with_catalog_defaults(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str, DatasetConfig]:
-    """Resolve and check every dataset of a schema-valid config; raise `ConfigError` naming the key.
+@dataclass(frozen=True)
+class ResolvedDatasets:
+    """The datasets of run_datasets: those this run builds, and the real ones skipped for want of traces."""
 
-    `models_file` and `hardware_file` default to the packaged catalogs (`with_catalog_defaults`)."""
+    available: dict[str, DatasetConfig]
+    absent: dict[str, AbsentDataset]
+
+
+def check_config(config: dict[str, Any], base_dir: Path = Path("."),
+                 environ: Mapping[str, str] | None = None) -> dict[str, DatasetConfig]:
+    """Resolve and check every dataset of a schema-valid config that this run builds (real datasets
+    with ``required: false`` and no traces are left out: see `resolve_datasets`); raise `ConfigError`
+    naming the key."""
+    return resolve_datasets(config, base_dir, environ).available
+
+
+def resolve_datasets(config: dict[str, Any], base_dir: Path = Path("."),
+                     environ: Mapping[str, str] | None = None) -> ResolvedDatasets:
+    """Resolve and check every dataset of run_datasets; raise `ConfigError` naming the key.
+
+    A real dataset's trace folder is looked up as `slim.pipeline.trace_locations` says
+    (`environ` stands for the process environment, for SLIM_TRACES_ROOT). `models_file` and
+    `hardware_file` default to the packaged catalogs (`with_catalog_defaults`)."""
     catalog = load_architectures(base_dir / config.get("models_file", MODELS_FILE))
     hardware = load_hardware(base_dir / config.get("hardware_file", HARDWARE_FILE))
     datasets = config["datasets"]
@@ -85,10 +105,23 @@ def check_config(config: dict[str, Any], base_dir: Path = Path(".")) -> dict[str
                               "(grid, constants, calibration_dataset) to write it")
     if config["default_dataset"] not in config["run_datasets"]:
         raise ConfigError(f"default_dataset = '{config['default_dataset']}' must be listed in run_datasets")
-    resolved = {name: _check_dataset(name, datasets[name], catalog, hardware, base_dir)
-                for name in config["run_datasets"]}
+    search = trace_search(config, base_dir, environ)
+    available, absent = {}, {}
+    for name in config["run_datasets"]:
+        resolved = _check_dataset(name, datasets[name], catalog, hardware, base_dir, config.get("trace_sources", {}),
+                                  search)
+        if isinstance(resolved, AbsentDataset):
+            absent[name] = resolved
+        else:
+            available[name] = resolved
+    if config["default_dataset"] in absent:
+        raise ConfigError(f"default_dataset = '{config['default_dataset']}': "
+                          f"{absent[config['default_dataset']].message}")
+    if not available:
+        raise ConfigError("every dataset of run_datasets is skipped, so there is nothing to build: "
+                          + "; ".join(dataset.message for dataset in absent.values()))
     _check_figure_sections(config, catalog, hardware)
-    return resolved
+    return ResolvedDatasets(available, absent)
 
 
 def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
@@ -128,8 +161,8 @@ def _check_trace_dir(key: str, entry: dict[str, Any], trace_dir: Path) -> None:
     """A real dataset's trace folder exists, is a folder and holds at least one run."""
     problem = trace_root_problem(trace_dir)
     if problem:
-        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' {problem}; point it at a folder "
-                          "of vLLM benchmark run directories (paths are relative to the repository root)")
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' (read from {trace_dir.as_posix()}) {problem}; "
+                          "point it at a folder of vLLM benchmark run directories")
     if not any(classify_directory(directory).looks_like_run for directory in walk_tree(trace_dir)):
         raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' holds no vLLM benchmark run (no result "
                           "JSON, metrics, server or client log in it or below it); point it at your results")
@@ -167,12 +200,31 @@ def _check_settings(key: str, settings_file: Path, catalog: ArchitectureCatalog,
                                 catalog, models)
 
 
+def _real_trace_dir(key: str, name: str, entry: dict[str, Any], search: TraceSearch) -> Path | AbsentDataset:
+    """Where a real dataset's traces are; an `AbsentDataset` to skip, or `ConfigError` if it is required."""
+    located = locate_trace_dir(name, entry, search)
+    if isinstance(located, AbsentDataset):
+        if not entry.get("required", True):
+            return located
+        places = ", ".join(f"{path.as_posix()} ({origin})" for path, origin in located.looked_in)
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' does not exist (looked in {places}); point it "
+                          "at a folder of vLLM benchmark run directories, or say `required: false` to skip the "
+                          "dataset when its traces are absent")
+    _check_trace_dir(key, entry, located)
+    return located
+
+
 def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalog,
-                   hardware: dict[str, Hardware], base_dir: Path) -> DatasetConfig:
+                   hardware: dict[str, Hardware], base_dir: Path, sources: Mapping[str, Any],
+                   search: TraceSearch) -> DatasetConfig | AbsentDataset:
     key = f"datasets.{name}"
-    trace_dir = base_dir / entry["trace_dir"]
+    check_source(key, entry, sources)
     if entry["kind"] == "real":
-        _check_trace_dir(key, entry, trace_dir)
+        trace_dir = _real_trace_dir(key, name, entry, search)
+        if isinstance(trace_dir, AbsentDataset):
+            return trace_dir
+    else:
+        trace_dir = base_dir / entry["trace_dir"]
     if entry["hardware"] not in hardware:
         raise ConfigError(f"{key}.hardware = '{entry['hardware']}' is not in the hardware file "
                           f"(known: {', '.join(hardware)})")

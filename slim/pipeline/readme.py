@@ -18,6 +18,17 @@ GENERATED_SECTION = "results"
 GENERATED_FILE = Path("results/readme_results.md")
 
 
+def results_section(summaries: Sequence[str], skipped_lines: Sequence[str]) -> str:
+    """The generated section: the summaries in order, after a note naming each dataset this run
+    skipped for want of its real traces (so a section built without them says so)."""
+    parts = []
+    if skipped_lines:
+        notes = "\n".join(f"- {line}" for line in skipped_lines)
+        parts.append(f"**Datasets skipped in this build** (their results are absent below):\n\n{notes}\n")
+    parts += list(summaries)
+    return "\n".join(parts)
+
+
 def replace_section(text: str, name: str, body: str) -> str:
     """Replace what lies between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"

@@ -1,11 +1,17 @@
 # Helpers shared by the rules: resolved datasets, input functions, target lists.
 import os
 import re
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 
 from slim.paper.splits import fig10_setting_name, load_settings, table4_setting_names
-from slim.pipeline.config import check_config, with_catalog_defaults
+from slim.pipeline.config import resolve_datasets, with_catalog_defaults
+from slim.pipeline.trace_locations import trace_cache
 from slim.pipeline.manifest import update_trace_manifest
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
+from slim.traces.fetch import fetch_source, trace_source
 
 # One BLAS thread per job: Snakemake already runs up to --cores jobs at once, and OpenBLAS's
 # own threads (which spin while idle) would oversubscribe the CPUs. An exported value wins.
@@ -14,7 +20,31 @@ for blas_threads_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NU
 
 # The model and GPU catalogs default to the package's own (slim/specs/*.yaml).
 with_catalog_defaults(config)
-DATASETS = check_config(config)
+TRACE_CACHE = trace_cache(config).as_posix()
+# The public trace sets `fetch_traces` downloads: those the run's datasets name as their source.
+TRACE_SOURCES = sorted(
+    {config["datasets"][name]["source"] for name in config["run_datasets"] if "source" in config["datasets"][name]}
+)
+RESOLVED_DATASETS = resolve_datasets(config)
+if config["fetch"].get("auto"):
+    # Asked for in the config (fetch.auto): fetch what is missing now, then look again.
+    for missing_source in sorted({absent.source for absent in RESOLVED_DATASETS.absent.values() if absent.source}):
+        print(f"fetch.auto: fetching trace source '{missing_source}' into {TRACE_CACHE}", file=sys.stderr)
+        fetch_source(
+            trace_source(missing_source, config["trace_sources"][missing_source]),
+            Path(TRACE_CACHE) / missing_source,
+            timeout_s=config["fetch"]["timeout_s"],
+            attempts=config["fetch"]["attempts"],
+        )
+    RESOLVED_DATASETS = resolve_datasets(config)
+DATASETS = RESOLVED_DATASETS.available
+# Real datasets of run_datasets whose traces are absent (`required: false`): one line each, now,
+# before any job is planned; asking for one of their artefacts fails with the same line.
+ABSENT_DATASETS = RESOLVED_DATASETS.absent
+for absent_dataset in ABSENT_DATASETS.values():
+    print(absent_dataset.message, file=sys.stderr)
+# Derived, not configuration: the report's front page (workflow/report/workflow.rst) reads it.
+config["skipped_datasets"] = {name: dataset.message for name, dataset in ABSENT_DATASETS.items()}
 DEFAULT_DATASET = config["default_dataset"]
 SETTINGS = {
     name: load_settings(dataset.settings_file)
@@ -56,9 +86,28 @@ FIG10_ARTEFACTS = ["fig10.pdf", "fig10.png"]
 
 
 wildcard_constraints:
-    dataset="|".join(DATASETS),
+    dataset="|".join(re.escape(name) for name in DATASETS),
     setting="[a-z0-9_]+",
     artefact="[^/]+",
+
+
+def absent_dataset_input(wildcards):
+    """No input: an artefact of a skipped dataset cannot be built, and planning stops with its line."""
+    raise WorkflowError(ABSENT_DATASETS[wildcards.absent_dataset].message)
+
+
+def skipped_dataset_lines(wildcards):
+    """The skip line of every absent dataset, for the README's results section and the report."""
+    return [dataset.message for dataset in ABSENT_DATASETS.values()]
+
+
+def trace_source_checksums(wildcards):
+    return config["trace_sources"][wildcards.source]["checksums"]
+
+
+def trace_source_entry(wildcards):
+    """The source's config entry (its URL and folders are params: a changed URL refetches)."""
+    return config["trace_sources"][wildcards.source]
 
 
 def trace_dir(wildcards):

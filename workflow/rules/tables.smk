@@ -97,6 +97,8 @@ rule readme_results:
         summaries=readme_summaries,
     output:
         "results/readme_results.md",
+    params:
+        skipped=skipped_dataset_lines,
     log:
         "logs/readme_results.log",
     conda:

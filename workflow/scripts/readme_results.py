@@ -2,9 +2,10 @@
 from pathlib import Path
 
 from slim.pipeline.io import open_log, write_text
+from slim.pipeline.readme import results_section
 
 log = open_log(snakemake.log[0])
-summary = "\n".join(Path(path).read_text() for path in snakemake.input.summaries)
-write_text(summary, snakemake.output[0])
+summaries = [Path(path).read_text() for path in snakemake.input.summaries]
+write_text(results_section(summaries, snakemake.params.skipped), snakemake.output[0])
 log.info("README results section written to %s; copy it into README.md with "
          "`python -m slim.pipeline.readme`", snakemake.output[0])
