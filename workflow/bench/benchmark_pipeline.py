@@ -60,8 +60,9 @@ def run_all(workdir: Path, cores: int) -> tuple[float, float, subprocess.Complet
     """(wall seconds, CPU seconds of Snakemake and all its jobs, the finished process)."""
     before = os.times()
     start = time.perf_counter()
+    environ = {key: value for key, value in os.environ.items() if key != "SLIM_TRACES_ROOT"}
     result = subprocess.run([sys.executable, "-m", "snakemake", "all", "--cores", str(cores)],
-                            cwd=workdir, capture_output=True, text=True)
+                            cwd=workdir, capture_output=True, text=True, env=environ)
     after = os.times()
     cpu_s = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return time.perf_counter() - start, cpu_s, result
@@ -71,6 +72,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=8, help="--cores for snakemake (default 8, as the README)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy and print its path")
+    parser.add_argument("--without-traces", action="store_true",
+                        help="no ../shared beside the copy (as in a clone with nothing beside it): the real datasets "
+                             "are skipped and only the simulated part is built and timed")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="slim-bench-"))
     try:
@@ -80,8 +84,9 @@ def main() -> int:
             source = REPO / item
             if source.exists():
                 (shutil.copytree if source.is_dir() else shutil.copy)(source, workdir / item)
-        # Relative trace paths (../shared/...) must still resolve from the scratch copy.
-        (scratch / "shared").symlink_to(REPO.parent / "shared")
+        if not args.without_traces:
+            # The traces root (../shared/traces) must still resolve from the scratch copy.
+            (scratch / "shared").symlink_to(REPO.parent / "shared")
         fresh_s, fresh_cpu_s, result = run_all(workdir, args.cores)
         if result.returncode != 0:
             print(result.stderr[-3000:], file=sys.stderr)
@@ -98,6 +103,8 @@ def main() -> int:
         print("job wall seconds by rule (jobs, total, longest):")
         for rule, seconds in sorted(per_rule.items(), key=lambda item: -sum(item[1])):
             print(f"  {rule:28s} {len(seconds):3d} {sum(seconds):7.0f} {max(seconds):6.0f}")
+        if args.without_traces:
+            return 0
         mapes = pd.read_csv(workdir / "results" / "h100-public" / "table3.csv")
         print("SLIM throughput MAPE on the public traces vs the quality bars:")
         for setting, bar in QUALITY_BARS_PCT.items():
