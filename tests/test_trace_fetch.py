@@ -130,26 +130,51 @@ def test_the_committed_manifest_is_the_shared_traces_byte_for_byte(shared_traces
     assert read_manifest(CHECKSUMS) == build_manifest(shared_traces_dir)
 
 
-def test_fetch_traces_end_to_end_in_a_clone_without_shared(tmp_path, full_archive, shared_traces_dir):
-    workdir = copy_workflow(tmp_path / "repo")    # no ../shared beside it
-    with _Server({"/archive.tar.gz": full_archive}) as server:
-        override = tmp_path / "local_source.yaml"
-        override.write_text(yaml.safe_dump({"trace_sources": {"vllm-h100-public": {
-            **CONFIG["trace_sources"]["vllm-h100-public"], "url": server.url("/archive.tar.gz")}}}))
-        result = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "fetch_traces",
-                                 "--configfile", "config/config.yaml", str(override)],
-                                cwd=workdir, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "dataset 'h100-public' skipped" in result.stderr   # said while planning: not fetched yet
+def _local_source_config(tmp_path: Path, url: str, **fetch) -> Path:
+    """A config file to merge over the shipped one: the source's URL on the local server."""
+    override = tmp_path / "local_source.yaml"
+    entry = {**CONFIG["trace_sources"]["vllm-h100-public"], "url": url}
+    override.write_text(yaml.safe_dump({"trace_sources": {"vllm-h100-public": entry},
+                                        **({"fetch": fetch} if fetch else {})}))
+    return override
+
+
+def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, capture_output=True, text=True)
+
+
+def _assert_fetched_and_planned(workdir: Path) -> None:
     fetched = workdir / "raw_traces" / "fetched" / "vllm-h100-public"
     files = [entry for entry in build_manifest(fetched) if entry.path != ".snakemake_timestamp"]  # Snakemake's mark
     assert files == read_manifest(CHECKSUMS)                     # exactly the manifest's files
     assert _leftovers(fetched.parent) == ["vllm-h100-public"]    # no archive, no staging folder left
-    planned = subprocess.run([sys.executable, "-m", "snakemake", "-n", "all"], cwd=workdir,
-                             capture_output=True, text=True)
+    planned = _snakemake(workdir, "-n", "all")
     assert planned.returncode == 0, planned.stderr[-3000:]
     assert "skipped" not in planned.stderr
     assert "wildcards: dataset=h100-public" in planned.stdout
+
+
+def test_fetch_traces_end_to_end_in_a_clone_without_shared(tmp_path, full_archive, shared_traces_dir):
+    workdir = copy_workflow(tmp_path / "repo")    # no ../shared beside it
+    with _Server({"/archive.tar.gz": full_archive}) as server:
+        override = _local_source_config(tmp_path, server.url("/archive.tar.gz"))
+        result = _snakemake(workdir, "--cores", "2", "fetch_traces", "--configfile", "config/config.yaml",
+                            str(override))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dataset 'h100-public' skipped" in result.stderr   # said while planning: not fetched yet
+    _assert_fetched_and_planned(workdir)
+
+
+def test_fetch_auto_fetches_missing_traces_while_planning(tmp_path, full_archive, shared_traces_dir):
+    workdir = copy_workflow(tmp_path / "repo")
+    with _Server({"/archive.tar.gz": full_archive}) as server:
+        override = _local_source_config(tmp_path, server.url("/archive.tar.gz"), auto=True)
+        result = _snakemake(workdir, "-n", "all", "--configfile", "config/config.yaml", str(override))
+        assert server.requests == 1
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "fetch.auto: fetching trace source 'vllm-h100-public'" in result.stderr
+    assert "skipped" not in result.stderr
+    _assert_fetched_and_planned(workdir)
 
 
 def test_one_corrupted_byte_names_the_file_and_leaves_nothing(tmp_path, small_source, shared_traces_dir):
