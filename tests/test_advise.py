@@ -1,10 +1,11 @@
 """`slim advise` as a library call (`slim.advisor.advise`), without argparse or a subprocess: the
-request's checks, the training selection and its held-out check, and every warning. The synthetic
-trace folders of tests/data are enough; no real traces needed."""
+request's checks, the training selection and its held-out check, every warning, and the --json
+body of a SIM advice. The synthetic trace folders of tests/data are enough; no real traces needed."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -13,13 +14,15 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.advisor.advise import AdviceRequest, advice_warnings, advise
+from slim.advisor.advise import Advice, AdviceRequest, advice_warnings, advise
 from slim.advisor.bca import bca_from_predictor
+from slim.advisor.report import advice_fields, render_text
 from slim.advisor.training_runs import held_out_check, select_training_runs, usable_runs
 from slim.errors import AdvisorError, TraceFormatError
 from slim.gpu.kv_memory import plan_kv_memory
 from slim.model.equations import predict_frame
 from slim.model.metrics import mape_pct
+from slim.sim.constants import FITTED_CONSTANTS
 from slim.specs.hardware import load_hardware
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -172,3 +175,16 @@ def test_a_cap_whose_kv_cache_exceeds_the_reservation(catalog, h100, toy_decisio
     codes = [w.code for w in warnings_for(catalog, h100, toy_decision, capacity=1e6, input_len=2048, output_len=2048)]
     assert codes == ["kv_exceeds_reservation"]
 
+
+# ---------------------------------------------------------------- SIM's advice as a document
+
+def test_a_sim_advice_is_a_json_document_with_its_constants(tmp_path):
+    """SIM is calibrated on throughput alone: its E2E training error is null, its parameters the
+    fitted constants (`slim advise --predictor sim --json` crashed on both)."""
+    advice = advise(request(candidates=(8, 16, 32), predictor="sim"))
+    assert isinstance(advice, Advice) and advice.predictor == "sim" and advice.decision.batch_cap in (8, 16, 32)
+    fit = json.loads(json.dumps(advice_fields(advice)))["fit"]
+    assert fit["train_mape_e2e_pct"] is None and fit["n_train_runs"] == 9
+    assert set(fit["params"]) == set(FITTED_CONSTANTS)
+    assert fit["params"] == {name: getattr(advice.fit.constants, name) for name in FITTED_CONSTANTS}
+    assert render_text(advice).startswith("SIM (the simulator) calibrated, every candidate cap simulated, on 9 runs")

@@ -1,5 +1,6 @@
 """What `slim advise` prints for an `Advice`: the report (`render_text`) and the body of its
-``--json`` document (`advice_fields`: units in the key names, null where a number is undefined).
+``--json`` document (`advice_fields`: units in the key names, null where a number is undefined,
+such as SIM's E2E training error: SIM is calibrated on throughput alone).
 The document's envelope (version, status, exit code) is the command line's (`slim.cli`)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 
 from slim.advisor.advise import Advice
 from slim.advisor.bca import BcaResult
+from slim.sim.schedule_fit import SimCalibration
 from slim.specs.hardware import GIB
 
 
@@ -89,15 +91,17 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
     """The body of `slim advise --json`'s document: the workload, the fit, the recommendation (Eq. 13's
     choice and the constraints that bind it), the KV capacity and memory plan, the knee, the held-out
     check, every candidate and the warnings."""
-    d, m, k = advice.decision, advice.memory, advice.knee
+    d, m, k, fit = advice.decision, advice.memory, advice.knee, advice.fit
+    sim = isinstance(fit, SimCalibration)   # calibrated on throughput alone; its parameters are constants
     return {
         "workload": {"model": advice.model, "hardware": advice.hardware, "input_len": advice.input_len,
                      "output_len": advice.output_len, "slo_ms": 1e3 * d.slo_s, "epsilon": d.epsilon,
                      "confidence": advice.confidence},
-        "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": advice.fit.n_train_points,
+        "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": fit.n_train_points,
                 "n_left_out_runs": advice.n_left_out, "train_models": list(advice.train_models),
-                "train_mape_throughput_pct": advice.fit.train_mape_throughput_pct,
-                "train_mape_e2e_pct": advice.fit.train_mape_e2e_pct, "params": advice.fit.params.to_dict()},
+                "train_mape_throughput_pct": fit.train_mape_throughput_pct,
+                "train_mape_e2e_pct": None if sim else fit.train_mape_e2e_pct,
+                "params": fit.to_dict()["constants"] if sim else fit.params.to_dict()},
         "recommendation": {"max_num_seqs": int(d.batch_cap), "predicted_throughput_tokens_per_s": d.throughput_per_s,
                            "predicted_e2e_latency_ms": 1e3 * d.e2e_latency_s,
                            "e2e_upper_bound_ms": None if d.e2e_bound_s is None else 1e3 * d.e2e_bound_s,
