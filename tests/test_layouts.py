@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from conftest import load_data_generator
 
-from slim import cli
 from slim import columns as col
+from slim.advisor import advise as advice_module
 from slim.cli import advise
 from slim.model import fit as fit_module
 from slim.specs.architecture import MODELS_FILE
@@ -126,7 +126,7 @@ def advice_per_layout():
         return fits[key]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli, "fit_slim", fit_once)
+        patch.setattr(advice_module, "fit_slim", fit_once)
         return {name: advise(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
                              models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
                 for name in LAYOUTS.LAYOUTS}

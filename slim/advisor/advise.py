@@ -1,0 +1,273 @@
+"""`slim advise` as a library call: fit SLIM (or calibrate the simulator, SIM) on a folder of vLLM
+traces and choose a batch cap for one workload with BCA (Eq. 13), with its memory plan, the
+knee's range, the held-out check and the warnings.
+
+    advice = advise(AdviceRequest(traces=Path("runs"), model="opt-1.3b", input_len=242,
+                                  output_len=520, slo_s=8.0))
+    advice.decision.batch_cap, advice.memory.num_gpu_blocks_override, advice.warnings
+
+``predictor="slim"`` (the default) evaluates SLIM at the running batch a cap allows;
+``predictor="sim"`` simulates every candidate cap with the simulator calibrated on the training
+runs (slower: each usable run and each candidate is simulated once) and refuses caps whose
+simulated run preempts. On the public traces' leave-one-curve-out study SIM-BCA picked the
+full-profile cap on 11 of 12 curves and SLIM-BCA on 10 (README), too close to change the default,
+which needs no simulation. The command line (`slim.cli`) only parses arguments into an
+`AdviceRequest`, renders the `Advice` (`slim.advisor.report`) and maps errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor.bca import (
+    DEFAULT_CANDIDATE_BATCH_SIZES,
+    DEFAULT_EPSILON,
+    BcaResult,
+    CurvePredictor,
+    bca_from_predictor,
+)
+from slim.advisor.sim_bca import SimCurve, sim_bca
+from slim.advisor.slim_bca import (
+    kv_capacity_sequences,
+    kv_capacity_tokens_or_default,
+    slim_bounded_curve_predictor,
+    slim_curve_predictor,
+)
+from slim.advisor.training_runs import HeldOutCheck, held_out_check, select_training_runs, usable_runs
+from slim.errors import AdvisorError, NoFeasibleCapError
+from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
+from slim.gpu.roofline import KneeRecommendation, recommend_knee
+from slim.model.fit import SlimFit, fit_slim
+from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants
+from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows
+from slim.sim.schedules import DEFAULT_NUM_PROMPTS, ScheduleKey, keys_of_frame, simulate_schedules
+from slim.specs.architecture import MODELS_FILE, Architecture, ArchitectureCatalog, load_architectures
+from slim.specs.hardware import GIB, HARDWARE_FILE, Hardware, load_hardware
+from slim.specs.hf_config import architecture_from_hf_config
+
+DEFAULT_HARDWARE = "h100-64gb"
+PREDICTORS = ("slim", "sim")
+
+
+@dataclass(frozen=True)
+class AdviceRequest:
+    """One `advise` call: the traces, the target and its workload, and how to decide.
+
+    The target is `model` (a name or alias of `models_file`), or the model a Hugging Face
+    `model_config` (``config.json``) describes, named `model` if given. `slo_s` is the E2E SLO and
+    `epsilon` the batching-efficiency floor of Eq. 13, over the `candidates` caps. SLIM (or SIM) is
+    trained on the usable runs of `train_models` (None: every model) less those matching a glob of
+    `exclude_runs`. `max_model_len` is vLLM's (None: ``IL + OL``). `sim_constants_file` and
+    `num_prompts` are SIM's; `confidence` is SLIM's only. The field order is that of the call
+    before this class existed, ``advise(traces, model, input_len, output_len, slo_s, ...)``.
+
+    Raises `AdvisorError` for an unknown predictor, or a confidence outside (0, 1) or with SIM.
+    """
+
+    traces: str | Path
+    model: str | None
+    input_len: float
+    output_len: float
+    slo_s: float
+    epsilon: float = DEFAULT_EPSILON
+    hardware: str = DEFAULT_HARDWARE
+    models_file: str | Path = MODELS_FILE
+    hardware_file: str | Path = HARDWARE_FILE
+    candidates: Sequence[float] = DEFAULT_CANDIDATE_BATCH_SIZES
+    max_model_len: int | None = None
+    model_config: str | Path | None = None
+    train_models: Sequence[str] | None = None
+    exclude_runs: Sequence[str] = ()
+    predictor: str = "slim"
+    sim_constants_file: str | Path = SIM_CONSTANTS_FILE
+    num_prompts: int = DEFAULT_NUM_PROMPTS
+    confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.predictor not in PREDICTORS:
+            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(PREDICTORS)}")
+        if self.confidence is not None:
+            if not (np.isfinite(self.confidence) and 0 < self.confidence < 1):
+                raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
+            if self.predictor != "slim":
+                raise AdvisorError("--confidence bounds SLIM's prediction; --predictor sim has no prediction band")
+        for name in ("candidates", "exclude_runs", "train_models"):   # frozen means immutable all the way down
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
+
+
+@dataclass(frozen=True)
+class AdviceWarning:
+    """Something the user should know about a recommendation; `code` is stable for scripts."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What `advise` found: the SLIM fit (or SIM's calibration), the BCA decision, its memory
+    plan and the knee's range; `refused_caps` are candidates SIM refused (simulated preemption)."""
+
+    model: str
+    input_len: float
+    output_len: float
+    n_runs: int
+    fit: SlimFit | SimCalibration
+    decision: BcaResult
+    kv_capacity_sequences: float
+    kv_capacity_source: str
+    memory: KvMemoryPlan
+    max_model_len: int
+    knee: KneeRecommendation
+    hardware: str = DEFAULT_HARDWARE
+    train_models: tuple[str, ...] = ()
+    n_left_out: int = 0
+    held_out: HeldOutCheck | None = None
+    warnings: tuple[AdviceWarning, ...] = ()
+    predictor: str = "slim"
+    refused_caps: tuple[float, ...] = ()
+    confidence: float | None = None
+
+
+def advise(request: AdviceRequest) -> Advice:
+    """Fit SLIM on the usable runs under ``request.traces`` and run SLIM-BCA (Eq. 13) for one
+    workload, or with ``predictor="sim"`` calibrate the simulator on them and run SIM-BCA.
+
+    A target described by a ``config.json`` joins the catalog, so runs of it become usable too.
+    SLIM (or SIM) is fitted on the runs `select_training_runs` keeps. SLIM is evaluated at the
+    running batch ``min(cap, KV capacity in sequences)`` (see `slim.paper.advisor_study`). SIM
+    simulates each candidate cap (``num_prompts`` requests at once, the fixed constants of
+    `sim_constants_file`) and refuses those that preempt or exceed vLLM's token budget. With a
+    `confidence` (SLIM only), the SLO is held on the one-sided upper bound of E2E at that
+    confidence (`slim.advisor.slim_bca.slim_bounded_curve_predictor`).
+
+    Raises a `SlimError` subclass on unusable input and `NoFeasibleCapError` when no candidate cap
+    meets the SLO and the efficiency floor of Eq. 13 (or one sequence does not fit the KV cache).
+    """
+    r = request
+    catalog = load_architectures(r.models_file)
+    model = r.model
+    if r.model_config is not None:
+        described = architecture_from_hf_config(r.model_config, model)
+        catalog, model = catalog.with_architecture(described), described.name
+    if model is None:
+        raise AdvisorError("name the target model (--model) or describe it (--model-config)")
+    hardware_catalog = load_hardware(r.hardware_file)
+    if r.hardware not in hardware_catalog:
+        raise AdvisorError(f"unknown hardware '{r.hardware}' in {r.hardware_file}; "
+                           f"known: {', '.join(hardware_catalog)}")
+    hw = hardware_catalog[r.hardware]
+    arch = catalog[model]
+    runs = usable_runs(Path(r.traces), catalog)
+    train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
+    of_model = runs[runs[col.MODEL] == arch.name]
+    capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
+        float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw)
+    capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len)
+    if capacity < 1:
+        raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
+                                 f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
+    refused: tuple[float, ...] = ()
+    predict: CurvePredictor | None = None
+    if r.predictor == "sim":
+        fit, decision, refused = _sim_advice(r, train, catalog, hw, arch.name)
+    else:
+        # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
+        fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {r.traces}",
+                       sample_valley=r.confidence is not None)
+        predict = (slim_curve_predictor(arch, hw, fit.params, r.input_len, r.output_len, capacity)
+                   if r.confidence is None else
+                   slim_bounded_curve_predictor(fit, arch, hw, r.input_len, r.output_len, capacity, r.confidence))
+        decision = bca_from_predictor(predict, candidate_batch_sizes=r.candidates, epsilon=r.epsilon, slo_s=r.slo_s)
+    if not decision.feasible:
+        raise NoFeasibleCapError(f"no batch cap meets the constraints: {decision.reason}", decision)
+    blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
+    max_model_len = int(np.ceil(r.input_len + r.output_len)) if r.max_model_len is None else int(r.max_model_len)
+    memory = plan_kv_memory(arch, hw, decision.batch_cap, r.input_len, r.output_len,
+                            num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
+                            max_model_len=max_model_len)
+    return Advice(model=arch.name, input_len=float(r.input_len), output_len=float(r.output_len), n_runs=len(runs),
+                  fit=fit, decision=decision, kv_capacity_sequences=capacity,
+                  kv_capacity_source=capacity_source, memory=memory, max_model_len=max_model_len,
+                  knee=recommend_knee(arch, hw, r.input_len + r.output_len), hardware=hw.name,
+                  train_models=tuple(sorted(train[col.MODEL].unique())), n_left_out=len(runs) - len(train),
+                  held_out=None if predict is None else held_out_check(runs, train, arch, catalog, hw, fit),
+                  warnings=advice_warnings(arch, runs, train, decision, capacity, capacity_source, predict, memory,
+                                           r.input_len + r.output_len),
+                  predictor=r.predictor, refused_caps=refused, confidence=r.confidence)
+
+
+def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: BcaResult,
+                    capacity: float, capacity_source: str, predict: CurvePredictor | None, memory: KvMemoryPlan,
+                    sequence_tokens: float) -> tuple[AdviceWarning, ...]:
+    """What the user should know about `decision` (Eq. 13's choice): the target `arch` has no usable
+    run among `runs`, or its runs are left out of `train` (a transfer); the cap exceeds the KV
+    `capacity` in sequences of `sequence_tokens` (vLLM then runs fewer sequences than the cap;
+    with SLIM's curve `predict`, what the capacity itself would give; None: SIM, whose simulated
+    run queued the rest); the cap's KV cache exceeds vLLM's default reservation (`memory`)."""
+    warnings = []
+    trained = sorted(train[col.MODEL].unique())
+    if not (runs[col.MODEL] == arch.name).any():
+        warnings.append(AdviceWarning(
+            "target_not_profiled",
+            f"{arch.name} has no usable run under the traces: its prediction rests on the other models "
+            f"({', '.join(trained)}) alone; profile a few caps of it, or see how well SLIM transfers "
+            "between the profiled models with --train-models"))
+    elif arch.name not in trained:
+        warnings.append(AdviceWarning(
+            "target_not_trained",
+            f"{arch.name}'s runs are left out of training (--train-models/--exclude-runs): the prediction "
+            "is a transfer from the other models"))
+    if decision.batch_cap > capacity and predict is None:
+        warnings.append(AdviceWarning(
+            "cap_exceeds_kv_capacity",
+            f"--max-num-seqs {int(decision.batch_cap)} exceeds the KV capacity of {capacity:.1f} sequences of "
+            f"{sequence_tokens:g} tokens ({capacity_source}): vLLM runs at most about {int(np.floor(capacity))} "
+            "at once and queues the rest, as the simulated run did"))
+    elif decision.batch_cap > capacity:
+        running = int(np.floor(capacity))
+        at_capacity = float(np.asarray(predict(np.array([float(running)]))[0])[0])
+        loss_pct = 100.0 * (1.0 - at_capacity / decision.throughput_per_s)
+        warnings.append(AdviceWarning(
+            "cap_exceeds_kv_capacity",
+            f"--max-num-seqs {int(decision.batch_cap)} exceeds the KV capacity of {capacity:.1f} sequences of "
+            f"{sequence_tokens:g} tokens ({capacity_source}): vLLM runs at most about {running} at once and "
+            f"queues the rest, and the prediction assumes that; --max-num-seqs {running} predicts "
+            f"{at_capacity:,.0f} tokens/s ({loss_pct:.1f}% less) with no sequence waiting for KV blocks"))
+    if memory.memory_saved_bytes < 0:
+        warnings.append(AdviceWarning(
+            "kv_exceeds_reservation",
+            f"the cap needs {memory.kv_bytes_needed / GIB:.2f} GiB of KV cache, more than the "
+            f"{memory.kv_reservation_bytes / GIB:.2f} GiB of vLLM's default reservation; vLLM will queue requests"))
+    return tuple(warnings)
+
+
+def _sim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: ArchitectureCatalog, hw: Hardware,
+                model: str) -> tuple[SimCalibration, BcaResult, tuple[float, ...]]:
+    """SIM calibrated on `train`, SIM-BCA (Eq. 13 on the simulated curve) over the request's
+    candidates (cap 1 is simulated too, for T(1)), and the candidates SIM refused."""
+    candidates = request.candidates
+    constants = load_sim_constants(request.sim_constants_file)
+    budget = constants.max_num_batched_tokens
+    caps = sorted({int(cap) for cap in candidates} | {1})
+    workload = [ScheduleKey(model, int(round(request.input_len)), int(round(request.output_len)), cap,
+                            request.num_prompts)
+                for cap in caps if cap <= budget]
+    workers = min(4, os.cpu_count() or 1)
+    schedules = simulate_schedules([*keys_of_frame(train), *workload], catalog, hw, constants, workers=workers)
+    calibration = calibrate_on_rows(train, schedules, catalog, hw, split_name=f"usable runs under {request.traces}",
+                                    sample_valley=False)
+    curve = SimCurve.from_schedules([schedules.get(key) for key in workload], catalog, hw, constants,
+                                    calibration.constants)
+    refused = tuple(float(cap) for cap in candidates if cap > budget) + tuple(
+        float(cap) for cap, no in zip(curve.max_num_seqs, curve.refused) if no and cap in candidates)
+    return calibration, sim_bca(curve, request.slo_s, request.epsilon, np.asarray(candidates, dtype=float)), refused

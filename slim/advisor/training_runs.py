@@ -1,0 +1,101 @@
+"""The runs an advice rests on: every run of a trace folder (`check_traces`), the usable ones of a
+known model (`usable_runs`), those SLIM is fitted on (`select_training_runs`), and SLIM's error on
+the target's usable runs left out of training (`held_out_check`)."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from slim import columns as col
+from slim.errors import NoUsableRunsError, TraceFormatError
+from slim.model.equations import predict_frame
+from slim.model.fit import SlimFit
+from slim.model.metrics import mape_pct
+from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.hardware import Hardware
+from slim.traces.clean import check_lines, clean_runs
+from slim.traces.ingest import ingest_traces
+
+
+@dataclass(frozen=True)
+class HeldOutCheck:
+    """SLIM's error on the target model's usable runs that were left out of training."""
+
+    model: str
+    n_runs: int
+    throughput_mape_pct: float
+    e2e_mape_pct: float
+
+
+def check_traces(traces: Path, catalog: ArchitectureCatalog) -> pd.DataFrame:
+    """Every run under `traces`, ingested (one row and a status per run directory).
+
+    Raises `TraceFormatError` when `traces` is not a folder or holds no benchmark run.
+    """
+    if not traces.is_dir():
+        problem = "is a file, not a folder" if traces.is_file() else "does not exist"
+        raise TraceFormatError(f"trace directory '{traces}' {problem}")
+    runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
+    if runs.empty:
+        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")
+    return runs
+
+
+def usable_runs(traces: Path, catalog: ArchitectureCatalog) -> pd.DataFrame:
+    """The runs under `traces` that the cleaning policy keeps and whose model is in `catalog`.
+
+    Raises `NoUsableRunsError` (with `slim check`'s line per run) when none is left.
+    """
+    runs = check_traces(traces, catalog)
+    usable, report = clean_runs(runs)
+    usable = usable[usable[col.MODEL].map(lambda name: name in catalog)]
+    if usable.empty:
+        statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
+        raise NoUsableRunsError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})",
+                                tuple(check_lines(report)))
+    return usable.reset_index(drop=True)
+
+
+def select_training_runs(usable: pd.DataFrame, catalog: ArchitectureCatalog, train_models: Sequence[str] | None,
+                         exclude_runs: Sequence[str] = ()) -> pd.DataFrame:
+    """The usable runs SLIM is fitted on: those of `train_models` (names or aliases; None: every
+    model), less the runs whose directory (`columns.RUN_ID`) matches a glob of `exclude_runs`.
+
+    Raises `TraceFormatError` naming a model without usable runs, a pattern that matches no run,
+    or a selection that leaves nothing to fit.
+    """
+    keep = pd.Series(True, index=usable.index)
+    if train_models:
+        wanted = [catalog[name].name for name in train_models]
+        for name, canonical in zip(train_models, wanted):
+            if not (usable[col.MODEL] == canonical).any():
+                raise TraceFormatError(f"--train-models: '{name}' has no usable run under the traces "
+                                       f"(models with usable runs: {', '.join(sorted(usable[col.MODEL].unique()))})")
+        keep &= usable[col.MODEL].isin(wanted)
+    for pattern in exclude_runs:
+        matches = usable[col.RUN_ID].map(lambda run, pattern=pattern: fnmatch.fnmatchcase(str(run), pattern))
+        if not matches.any():
+            raise TraceFormatError(f"--exclude-runs '{pattern}' matches no usable run (runs are named by their "
+                                   f"directory under the traces, e.g. '{usable[col.RUN_ID].iloc[0]}')")
+        keep &= ~matches
+    if not keep.any():
+        raise TraceFormatError("--train-models and --exclude-runs leave no run to fit SLIM on")
+    return usable[keep]
+
+
+def held_out_check(usable: pd.DataFrame, train: pd.DataFrame, arch: Architecture, catalog: ArchitectureCatalog,
+                   hw: Hardware, fit: SlimFit) -> HeldOutCheck | None:
+    """SLIM's MAPE (Eqs. 5-12 at the fitted parameters) on the usable runs of `arch` that `train`
+    lacks: how well the fit transfers to the target; None if every run of it was trained on."""
+    left_out = usable[(usable[col.MODEL] == arch.name) & ~usable.index.isin(train.index)]
+    if left_out.empty:
+        return None
+    e2e_s, throughput = predict_frame(catalog, hw, fit.params, left_out)
+    return HeldOutCheck(arch.name, len(left_out),
+                        mape_pct(throughput, left_out[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)),
+                        mape_pct(e2e_s, left_out[col.E2E_LATENCY_S].to_numpy(dtype=float)))
