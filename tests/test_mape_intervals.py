@@ -11,6 +11,7 @@ import pytest
 from slim import columns as col
 from slim.paper.heldout import IMAI, LLMVISOR, SLIM, average_mape_reduction_pct, mape_table
 from slim.paper.mape_intervals import (
+    APE_RESOLUTION_PCT_POINTS,
     BETTER,
     MIN_CURVES_FOR_CURVE_RESAMPLING,
     N_RESAMPLES,
@@ -23,6 +24,7 @@ from slim.paper.mape_intervals import (
     bootstrap_means,
     comparison_verdict,
     curve_labels,
+    errors_in_steps,
     mape_intervals,
     setting_resampling,
     with_intervals,
@@ -135,6 +137,40 @@ def test_curves_are_resampled_whole_where_there_are_enough():
     within = bootstrap_means(values[:few], setting_resampling(curves[:few]))
     assert within.low[0] == within.high[0] == pytest.approx(values[:few].mean())
     assert "zero-width" in within.notes[0]
+
+
+def test_a_resample_of_the_original_runs_ties_exactly_so_noise_cannot_move_the_bounds():
+    """On a 7-run curve, 7!/7^7 = 0.6% of resamples redraw every run once: their mean is the
+    estimate, and BCa's bias correction counts them as ties only if they are bit-for-bit equal
+    (summed in another order in floating point they were not, and a 1e-9 change of the errors
+    moved a bound by 0.09 points)."""
+    errors = 100.0 * np.abs(np.random.default_rng(7).normal(0.0, 0.3, 7))
+    resampling = setting_resampling(np.array(["c"] * 7))
+    reference = bootstrap_means(errors[:, None], resampling)
+    draws = reference.distribution[0]
+    ties = draws[np.abs(draws - errors.mean()) <= APE_RESOLUTION_PCT_POINTS]
+    assert 30 < ties.size < 100 and np.unique(ties).size == 1
+    for seed in range(5):
+        noise = np.random.default_rng(100 + seed).uniform(-1.0, 1.0, errors.size)
+        moved = bootstrap_means((errors * (1.0 + 1e-9 * noise))[:, None], resampling)
+        assert abs(moved.low[0] - reference.low[0]) <= 10 * APE_RESOLUTION_PCT_POINTS
+        assert abs(moved.high[0] - reference.high[0]) <= 10 * APE_RESOLUTION_PCT_POINTS
+    # Rounding to the resolution moves the bounds by no more than the resolution.
+    assert abs(reference.low[0] - 5.846982) < 1e-5 and abs(reference.high[0] - 21.921482) < 1e-5
+
+
+def test_errors_are_resampled_in_whole_steps_and_bad_ones_are_refused():
+    steps = errors_in_steps(np.array([1.0, 2.5e-7, 12.3456789]), n_summed=3)
+    assert steps.dtype == np.int64 and list(steps) == [1_000_000, 0, 12_345_679]
+    with pytest.raises(IntervalError, match="NaN or infinite"):
+        errors_in_steps(np.array([1.0, np.nan]), n_summed=2)
+    with pytest.raises(IntervalError, match="too large"):
+        errors_in_steps(np.array([1e12]), n_summed=10_000)
+    # A column with a non-finite error gets no interval (and says why); the others are unaffected.
+    values = np.column_stack([np.linspace(1.0, 7.0, 7), np.r_[np.linspace(1.0, 6.0, 6), np.inf]])
+    result = bootstrap_means(values, setting_resampling(np.array(["c"] * 7)))
+    assert result.low[0] < 4.0 < result.high[0] and np.isnan(result.low[1]) and np.isnan(result.high[1])
+    assert result.notes == ["", "a per-run error is NaN or infinite: no interval"]
 
 
 def test_curve_labels_come_from_the_workload_keys():

@@ -26,6 +26,22 @@ from `N_RESAMPLES` resamples, seeded by `BOOTSTRAP_SEED`, so the output is byte-
 run to run. Degenerate cases are explicit: a statistic that is the same in every resample
 (e.g. equal errors on every run) gets a zero-width interval, and one computed from a single
 validation run gets NaN; both say so in `columns.CI_NOTE`.
+
+**Ties are exact, so the intervals do not depend on the machine.** BCa's bias correction
+(Efron & Tibshirani 1993, Section 14.3) is ``z0 = Phi^-1(share of replicates below the estimate)``,
+scipy counting a replicate equal to the estimate as half. A replicate that redraws the original
+runs (each once) equals the estimate exactly, and on a small curve that is common: 7!/7^7 = 0.6%
+of resamples of a 7-run curve, about 60 of 9,999. Summed in floating point in another order,
+such a replicate comes out one rounding step above or below the estimate, so it counts 0 or 1
+instead of 1/2, and which one depends on the last bits of the errors: the fits' BLAS kernel moved
+LLMVisor-Agg's throughput bound on ``model_output_length`` by 0.18 points. Every per-run error
+is therefore rounded to `APE_RESOLUTION_PCT_POINTS` and resampled as a whole number of those
+steps (`errors_in_steps`); integer sums do not depend on the order of summation, so a replicate
+is a function of the multiset of runs (or curves) it drew, equal multisets give equal bits, and
+a tie is counted as the tie it is. This is neither a tolerance on the comparison nor a widening:
+it moves each error, and so each replicate, by at most half a step (5e-7 points), and the
+interval is the one exact arithmetic gives for errors known to a millionth of a point; the
+estimates stay the plain means.
 """
 
 from __future__ import annotations
@@ -53,7 +69,17 @@ MIN_CURVES_FOR_CURVE_RESAMPLING = 5
 has too few distinct resamples (3 for two curves) to give an interval, so runs are resampled
 within each curve instead."""
 CONSTANT_TOLERANCE = 1e-12
-"""Relative spread below which a per-unit quantity counts as constant (zero-width interval)."""
+"""Relative spread below which the headline's bootstrap distribution counts as constant
+(zero-width interval); per-setting means use `APE_RESOLUTION_PCT_POINTS` instead."""
+APE_RESOLUTION_PCT_POINTS = 1e-6
+"""Resolution (percentage points) of the per-run absolute percentage errors that are resampled:
+every error is a whole number of these steps, summed exactly as integers (see the module note on
+ties). A millionth of a point is 5 x 10^4 below the 0.05-point tolerance to which the tables must
+agree across machines and 10^5 below the 0.1 points they print, so rounding to it changes no
+reported number; and it is about 100 times the change of a per-run error between BLAS kernels
+(about 1e-8 points) and 10^7 times the rounding error of a double near 100, so the noise of the
+fits flips an error by one step only rarely, and then moves a bound by a step, not by a tie.
+A per-unit mean that varies by less than one step counts as constant (zero-width interval)."""
 
 RESAMPLED_CURVES = "curves"
 RESAMPLED_RUNS = "runs within curves"
@@ -118,13 +144,34 @@ class MeanIntervals:
     distribution: np.ndarray
 
 
+def errors_in_steps(errors_pct: np.ndarray, n_summed: int) -> np.ndarray:
+    """Per-run errors (percentage points) as whole numbers of `APE_RESOLUTION_PCT_POINTS`
+    (int64), so that any sum of them is exact and independent of the order of summation.
+
+    `n_summed` is the most errors one resample adds up; raises IntervalError for a non-finite
+    error or one so large that such a sum could overflow.
+    """
+    errors_pct = np.asarray(errors_pct, dtype=float)
+    if not np.isfinite(errors_pct).all():
+        raise IntervalError("a per-run error to bootstrap is NaN or infinite (a measured value of zero or a "
+                            "missing prediction); drop that run from the predictions or fix its measurement")
+    steps = np.rint(errors_pct / APE_RESOLUTION_PCT_POINTS)
+    if float(np.max(np.abs(steps), initial=0.0)) * max(n_summed, 1) >= 2.0 ** 62:
+        raise IntervalError(f"a per-run error of {np.max(np.abs(errors_pct)):.3g} points is too large to sum "
+                            f"exactly in steps of {APE_RESOLUTION_PCT_POINTS:g} points")
+    return steps.astype(np.int64)
+
+
 def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOTSTRAP_SEED) -> MeanIntervals:
     """Point estimate and CI of the mean over rows of each column of `values` (rows = the
     setting's validation runs, columns = quantities such as one predictor's absolute percentage
-    error), every column from the same resamples.
+    error, in percentage points), every column from the same resamples.
 
-    A column that is the same in every resample gets a zero-width interval; with a single run
-    there is no interval (NaN); both say so in `MeanIntervals.notes`.
+    The resamples' means are computed from the errors in whole steps of
+    `APE_RESOLUTION_PCT_POINTS` (`errors_in_steps`), so that a replicate that redraws the
+    original runs ties with the estimate exactly; the estimate itself is the plain mean.
+    A column that varies by less than one step between resampled units gets a zero-width
+    interval; with a single run there is no interval (NaN); both say so in `MeanIntervals.notes`.
     """
     values = np.asarray(values, dtype=float)
     n_rows, n_columns = values.shape
@@ -134,18 +181,22 @@ def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOT
     distribution = np.full((n_columns, N_RESAMPLES), np.nan)
     if n_rows < 2:
         return MeanIntervals(estimate, low, high, ["one validation run: no interval"] * n_columns, distribution)
+    finite = np.isfinite(values).all(axis=0)
+    for k in np.flatnonzero(~finite):
+        notes[k] = "a per-run error is NaN or infinite: no interval"
+    steps = errors_in_steps(np.where(finite, values, 0.0), n_rows * len(resampling.groups))
     if resampling.unit == RESAMPLED_CURVES:
-        unit_sums = np.stack([values[rows].sum(axis=0) for rows in resampling.groups])
+        unit_sums = np.stack([steps[rows].sum(axis=0) for rows in resampling.groups])
         unit_counts = np.array([len(rows) for rows in resampling.groups], dtype=float)
         unit_means = unit_sums / unit_counts[:, None]
         spread = unit_means.max(axis=0) - unit_means.min(axis=0)
     else:   # runs are drawn within their curve: a column is constant if it is so within every curve
-        spread = np.max([values[rows].max(axis=0) - values[rows].min(axis=0) for rows in resampling.groups], axis=0)
-    constant = spread <= CONSTANT_TOLERANCE * np.maximum(np.abs(estimate), 1.0)
+        spread = np.max([steps[rows].max(axis=0) - steps[rows].min(axis=0) for rows in resampling.groups], axis=0)
+    constant = finite & (spread < 1)   # in steps of APE_RESOLUTION_PCT_POINTS
     for k in np.flatnonzero(constant):
         low[k] = high[k] = estimate[k]
         notes[k] = f"the same on every resampled {_unit_word(resampling)}: zero-width interval"
-    varying = np.flatnonzero(~constant)
+    varying = np.flatnonzero(finite & ~constant)
     if varying.size == 0:
         return MeanIntervals(estimate, low, high, notes, distribution)
     if resampling.unit == RESAMPLED_CURVES:
@@ -153,13 +204,14 @@ def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOT
 
         def statistic(index: np.ndarray, axis: int = -1) -> np.ndarray:
             index = np.moveaxis(index, axis, -1)
-            return np.moveaxis(sums[index].sum(axis=-2) / counts[index].sum(axis=-1)[..., None], -1, 0)
+            mean_steps = sums[index].sum(axis=-2) / counts[index].sum(axis=-1)[..., None]
+            return np.moveaxis(mean_steps * APE_RESOLUTION_PCT_POINTS, -1, 0)
 
         data: tuple[np.ndarray, ...] = (np.arange(len(resampling.groups)),)
     else:
         data, fixed = _run_strata(resampling)
-        columns = values[:, varying]
-        fixed_sum = columns[fixed].sum(axis=0) if fixed.size else np.zeros(varying.size)
+        columns = steps[:, varying]
+        fixed_sum = columns[fixed].sum(axis=0) if fixed.size else np.zeros(varying.size, dtype=np.int64)
 
         def statistic(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
             total = fixed_sum.copy()
@@ -168,7 +220,7 @@ def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOT
                 index = np.moveaxis(index, axis, -1)
                 total = total + columns[index].sum(axis=-2)
                 count = count + index.shape[-1]
-            return np.moveaxis(total / count, -1, 0)
+            return np.moveaxis(total / count * APE_RESOLUTION_PCT_POINTS, -1, 0)
 
     with warnings.catch_warnings():
         # A degenerate BCa (NaN) is reported per column below, not as a warning.
@@ -337,7 +389,9 @@ def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series
                                     seed: int = BOOTSTRAP_SEED) -> ReductionInterval:
     """`heldout.average_mape_reduction_pct` with its interval: every applicable setting's runs
     (or curves, as in `setting_resampling`) are resampled as independent strata, and one draw
-    scores SLIM and both baselines on the same runs (paired)."""
+    scores SLIM and both baselines on the same runs (paired). As in `bootstrap_means`, the
+    resamples' setting means come from the errors in whole steps of `APE_RESOLUTION_PCT_POINTS`,
+    so equal draws give equal bits; the estimate is that of the plain means."""
     validation = predictions[predictions[col.ROLE] == "validate"]
     metrics = [m.name for m in col.PREDICTION_METRICS]
     predictors = (SLIM, *REDUCTION_BASELINES)
@@ -359,8 +413,11 @@ def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series
         return reduction_from_means(average[0], average[1:])
 
     point = means_from([cube.mean(axis=0) for _, cube in blocks])
+    if not all(np.isfinite(cube).all() for _, cube in blocks):
+        return ReductionInterval(point, np.nan, np.nan, len(blocks), "a per-run error is NaN or infinite: no interval")
     data, layout = [], []   # layout: per setting, how its samples map back to its mean
-    for resampling, cube in blocks:
+    for resampling, errors in blocks:
+        cube = errors_in_steps(errors, len(errors) * len(resampling.groups))
         if resampling.unit == RESAMPLED_CURVES:
             sums = np.stack([cube[rows].sum(axis=0) for rows in resampling.groups])
             counts = np.array([len(rows) for rows in resampling.groups], dtype=float)
@@ -380,7 +437,7 @@ def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series
             if kind == "curves":
                 sums, counts = arrays
                 index = indices[first]
-                mean = sums[index].sum(axis=-3) / counts[index].sum(axis=-1)[..., None, None]
+                mean_steps = sums[index].sum(axis=-3) / counts[index].sum(axis=-1)[..., None, None]
             else:
                 cube, fixed = arrays
                 total = cube[fixed].sum(axis=0)
@@ -388,8 +445,8 @@ def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series
                 for index in indices[first:first + n_samples]:
                     total = total + cube[index].sum(axis=-3)
                     count = count + index.shape[-1]
-                mean = total / count
-            setting_means.append(np.moveaxis(mean, (-2, -1), (0, 1)))
+                mean_steps = total / count
+            setting_means.append(np.moveaxis(mean_steps * APE_RESOLUTION_PCT_POINTS, (-2, -1), (0, 1)))
         return means_from(setting_means)
 
     with warnings.catch_warnings():
