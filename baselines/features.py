@@ -25,12 +25,18 @@ HIDDEN_DIM = "hidden_dim"
 N_Q_HEADS = "n_q_heads"
 N_KV_HEADS = "n_kv_heads"
 ARCHITECTURE_COLUMNS = (N_LAYERS, HIDDEN_DIM, N_Q_HEADS, N_KV_HEADS)
+# What a roofline estimate needs besides them (IMAI OOD-LR's ``features="roofline_overhead"``):
+# the FFN ratio ``r_ff`` of Eq. 8 and the parameter count (weight bytes read per decode step).
+FFN_RATIO = "ffn_ratio"
+N_PARAMS = "n_params"
+ROOFLINE_COLUMNS = (FFN_RATIO, N_PARAMS)
 
 WORKLOAD_COLUMNS = (col.MEAN_BATCH_SIZE, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN)
 
 
 def add_architecture_columns(frame: pd.DataFrame, catalog: ArchitectureCatalog) -> pd.DataFrame:
-    """Return a copy of `frame` with ``n_layers, hidden_dim, n_q_heads, n_kv_heads``.
+    """Return a copy of `frame` with ``n_layers, hidden_dim, n_q_heads, n_kv_heads`` and the
+    roofline columns ``ffn_ratio, n_params`` (`ROOFLINE_COLUMNS`).
 
     Values come from `catalog[model]` for the model named in the ``model`` column
     (`slim.columns.MODEL`); an unknown model raises `UnknownModelError`.
@@ -38,8 +44,9 @@ def add_architecture_columns(frame: pd.DataFrame, catalog: ArchitectureCatalog) 
     _require_frame(frame, (col.MODEL,), "add_architecture_columns")
     out = frame.copy()
     architectures = {name: catalog[name] for name in pd.unique(out[col.MODEL])}
-    for column in ARCHITECTURE_COLUMNS:
+    for column in (*ARCHITECTURE_COLUMNS, N_PARAMS):
         out[column] = [int(getattr(architectures[name], column)) for name in out[col.MODEL]]
+    out[FFN_RATIO] = [float(architectures[name].ffn_ratio) for name in out[col.MODEL]]
     return out
 
 
@@ -68,6 +75,17 @@ def architecture_arrays(frame: pd.DataFrame) -> ArchitectureArrays:
     col.require_columns(frame, ARCHITECTURE_COLUMNS, "X", ConfigError,
                         fix="call baselines.features.add_architecture_columns(X, load_architectures()) first")
     return ArchitectureArrays(*(column_array(frame, c, positive=True) for c in ARCHITECTURE_COLUMNS))
+
+
+def roofline_arrays(frame: pd.DataFrame) -> tuple[ArchitectureArrays, np.ndarray]:
+    """The architecture with its FFN ratio, and the parameter count, of each row (what a
+    roofline estimate reads; `add_architecture_columns` adds both)."""
+    col.require_columns(frame, (*ARCHITECTURE_COLUMNS, *ROOFLINE_COLUMNS), "X", ConfigError,
+                        fix="call baselines.features.add_architecture_columns(X, load_architectures()) first")
+    arch = architecture_arrays(frame)
+    arch = ArchitectureArrays(arch.n_layers, arch.hidden_dim, arch.n_q_heads, arch.n_kv_heads,
+                              column_array(frame, FFN_RATIO, positive=True))
+    return arch, column_array(frame, N_PARAMS, positive=True)
 
 
 def target_array(y: object, n_rows: int, name: str = "y (measured E2E latency, s)") -> np.ndarray:

@@ -1,7 +1,11 @@
 """IMAI OOD-LR: linear regression of E2E latency on workload and model features.
 
 A reconstruction after Imai et al. ("Predicting LLM Inference Latency: A
-Roofline-Driven ML Method", 2024; no public code); paper Section VI-E.
+Roofline-Driven ML Method", NeurIPS 2024 ML-for-Systems workshop; no public code);
+paper Section VI-E. The SLIM paper names the inputs ("batch size, input and output
+lengths, hidden dimension, layer and attention-head counts, and interaction
+features") but not the interactions, the loss or the target; `ImaiOodLr`'s
+constructor parameters span those readings (`baselines.variants` names them).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from baselines.features import (
     Workload,
     architecture_arrays,
     check_fitted,
+    roofline_arrays,
     target_array,
     workload_arrays,
 )
 from slim.errors import ConfigError, FitError
+from slim.model.equations import kv_bytes_read_per_request, prefill_flops
+from slim.specs.architecture import BYTES_PER_FP16
 
 IMAI_FEATURE_NAMES = (
     # workload variables
@@ -34,7 +41,21 @@ IMAI_FEATURE_NAMES = (
     # model x workload interactions
     "L*D^2*OL", "L*D*B*OL",
 )
+MINIMAL_FEATURE_NAMES = IMAI_FEATURE_NAMES[:10]
+"""The raw variables and the pairwise workload interactions only (``B IL, B OL, IL OL``)."""
+
+FEATURE_SETS = {
+    "minimal": MINIMAL_FEATURE_NAMES,
+    "roofline_products": IMAI_FEATURE_NAMES,
+    "roofline_overhead": MINIMAL_FEATURE_NAMES,
+}
+"""Regression features of each reading: ``minimal``, the raw variables and the pairwise workload
+interactions; ``roofline_products`` (the main tables' default), those plus the roofline-shaped
+products ``B IL OL, L D^2 OL, L D B OL``; ``roofline_overhead`` (Imai et al.'s own design as far as
+their abstract states it), a zero-parameter roofline estimate from the hardware plus a linear
+regression of the runtime overhead ``E2E - roofline`` on the minimal features."""
 LOSSES = ("relative", "absolute")
+TARGETS = ("e2e", "throughput")
 
 # A feature whose standard deviation over the training rows is below this
 # fraction of its mean magnitude is treated as constant (indistinguishable from
@@ -42,8 +63,8 @@ LOSSES = ("relative", "absolute")
 _CONSTANT_RELATIVE_STD = 1e-9
 
 
-def imai_features(workload: Workload, arch: ArchitectureArrays) -> np.ndarray:
-    """Design matrix, columns as in `IMAI_FEATURE_NAMES`.
+def imai_features(workload: Workload, arch: ArchitectureArrays, feature_set: str = "roofline_products") -> np.ndarray:
+    """Design matrix, columns as in ``FEATURE_SETS[feature_set]`` (`IMAI_FEATURE_NAMES` by default).
 
     Why these interactions (each is a cost that scales as a product):
     ``B IL`` prompt tokens of the batch (prefill work); ``B OL`` tokens
@@ -55,19 +76,41 @@ def imai_features(workload: Workload, arch: ArchitectureArrays) -> np.ndarray:
     """
     b, il, ol = workload.batch_size, workload.input_len, workload.output_len
     layers, hidden = arch.n_layers, arch.hidden_dim
-    return np.column_stack([
+    design = np.column_stack([
         b, il, ol,
         layers, hidden, arch.n_q_heads, arch.n_kv_heads,
         b * il, b * ol, il * ol, b * il * ol,
         layers * hidden**2 * ol, layers * hidden * b * ol,
     ])
+    return design[:, :len(FEATURE_SETS[feature_set])]
+
+
+def roofline_e2e_s(workload: Workload, arch: ArchitectureArrays, n_params: np.ndarray, peak_flops_per_s: float,
+                   hbm_bandwidth_bytes_per_s: float) -> np.ndarray:
+    """Zero-parameter roofline E2E latency (s) of a request in a batch of ``B``: each phase takes
+    the longer of its compute time at ``F_max`` and its memory time at ``BW_max``.
+
+    ``T_pre = max(F_pre / F_max, W / BW_max)`` with ``F_pre`` of Eq. 8 and ``W = 2 n_params``
+    the weight bytes (bf16) read once; ``T_dec = max(OL B (2 n_params + 4 L D (IL + OL/2)) / F_max,
+    (OL W + B M_dec) / BW_max)``: every decode step reads the weights once for the whole batch and
+    each request's KV cache (``M_dec`` of Eq. 11 summed over its steps). Our reading: Imai et al.'s
+    abstract says the roofline is "specific for LLM implementation" and "based on the hardware
+    characteristic", nothing more.
+    """
+    b, il, ol = workload.batch_size, workload.input_len, workload.output_len
+    weight_bytes = BYTES_PER_FP16 * n_params
+    prefill_s = np.maximum(prefill_flops(arch, il, b) / peak_flops_per_s, weight_bytes / hbm_bandwidth_bytes_per_s)
+    decode_flops = ol * b * (2.0 * n_params + 4.0 * arch.n_layers * arch.hidden_dim * (il + ol / 2.0))
+    decode_bytes = ol * weight_bytes + b * kv_bytes_read_per_request(arch, il, ol)
+    decode_s = np.maximum(decode_flops / peak_flops_per_s, decode_bytes / hbm_bandwidth_bytes_per_s)
+    return prefill_s + decode_s
 
 
 class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     """IMAI OOD-LR baseline (reconstruction after Imai et al.; no public code).
 
     ``E2E = intercept + sum_k coef_k f_k(B, IL, OL, L, D, H_q, H_kv)`` with the
-    13 features of `imai_features` (`IMAI_FEATURE_NAMES`): the workload
+    features of `imai_features` (by default the 13 of `IMAI_FEATURE_NAMES`): the workload
     variables ``B`` (measured mean running batch), ``IL``, ``OL``; the model
     characteristics ``L`` (layers), ``D`` (hidden dim), ``H_q``, ``H_kv``
     (attention heads); and the interactions ``B IL, B OL, IL OL, B IL OL,
@@ -76,6 +119,14 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     workload columns and the architecture columns added by
     `baselines.features.add_architecture_columns`.
 
+    Readings (`FEATURE_SETS`, ``target``): ``features="minimal"`` drops the three
+    roofline-shaped products; ``features="roofline_overhead"`` predicts
+    ``E2E = roofline_e2e_s(...) + intercept + sum_k coef_k f_k`` with the minimal
+    features, i.e. regresses the overhead ``y - roofline`` (the roofline enters with
+    coefficient 1; it needs ``peak_flops_per_s`` and ``hbm_bandwidth_bytes_per_s``).
+    ``target="throughput"`` fits the linear model to the measured throughput
+    ``B (IL + OL) / y`` instead (E2E then follows by Eq. 6).
+
     Fit: features are standardised with the training mean and standard
     deviation (their raw scales span 1 to 1e13, which makes the normal equations
     ill-conditioned), then scikit-learn `LinearRegression` (``alpha = 0``,
@@ -83,9 +134,9 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     intercept. No bounds, no clipping: predictions are the raw linear model.
 
     Loss: ``loss="relative"`` (default) minimises the sum of squared relative
-    errors ``sum ((E2E_pred - y) / y)^2`` (sample weights ``1 / y^2``), the
+    errors of the target, ``sum ((pred - y) / y)^2`` (sample weights ``1 / y^2``), the
     objective SLIM is fitted with and the natural one for a MAPE evaluation;
-    ``loss="absolute"`` is ordinary least squares in seconds.
+    ``loss="absolute"`` is ordinary least squares in the target's units.
 
     Rank deficiency: a feature that is constant over the training rows (all
     model characteristics when training on one model) is indistinguishable from
@@ -101,11 +152,15 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     ----------
     alpha : ridge penalty in standardised units (0: ordinary least squares).
     loss : {"relative", "absolute"}
+    features : {"roofline_products", "minimal", "roofline_overhead"} (`FEATURE_SETS`).
+    target : {"e2e", "throughput"}: the quantity the linear model predicts.
+    peak_flops_per_s, hbm_bandwidth_bytes_per_s : ``F_max`` and ``BW_max`` of the GPU
+        (`slim.specs.hardware.Hardware`); used, and required, only by ``roofline_overhead``.
 
     Fitted attributes
     -----------------
-    coef_ : coefficients in raw feature units (s per unit), zero for constant features.
-    intercept_ : seconds.
+    coef_ : coefficients in raw feature units (target units per unit), zero for constant features.
+    intercept_ : in target units (s, or tokens/s).
     feature_mean_, feature_scale_ : standardisation of the active features.
     active_features_ : boolean mask of the non-constant features.
     regressor_ : the fitted scikit-learn model (on standardised active features).
@@ -117,35 +172,75 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         covariance gives `predict_band`.
     """
 
-    def __init__(self, alpha: float = 0.0, loss: str = "relative"):
+    def __init__(self, alpha: float = 0.0, loss: str = "relative", features: str = "roofline_products",
+                 target: str = "e2e", peak_flops_per_s: float | None = None,
+                 hbm_bandwidth_bytes_per_s: float | None = None):
         self.alpha = alpha
         self.loss = loss
+        self.features = features
+        self.target = target
+        self.peak_flops_per_s = peak_flops_per_s
+        self.hbm_bandwidth_bytes_per_s = hbm_bandwidth_bytes_per_s
 
-    def fit(self, X, y) -> "ImaiOodLr":
-        """Fit the linear model; `y` is the measured E2E latency (s)."""
+    def _check_params(self) -> None:
         if self.loss not in LOSSES:
             raise ConfigError(f"ImaiOodLr: loss '{self.loss}' is not one of {LOSSES}")
         if not (np.isfinite(self.alpha) and self.alpha >= 0):
             raise ConfigError(f"ImaiOodLr: alpha must be finite and >= 0, got {self.alpha}")
+        if self.features not in FEATURE_SETS:
+            raise ConfigError(f"ImaiOodLr: features '{self.features}' is not one of {tuple(FEATURE_SETS)}")
+        if self.target not in TARGETS:
+            raise ConfigError(f"ImaiOodLr: target '{self.target}' is not one of {TARGETS}")
+        if self.features == "roofline_overhead":
+            if self.target != "e2e":
+                raise ConfigError("ImaiOodLr: features 'roofline_overhead' regresses the E2E overhead; "
+                                  "it needs target='e2e'")
+            for name in ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s"):
+                value = getattr(self, name)
+                if value is None or not (np.isfinite(value) and value > 0):
+                    raise ConfigError(f"ImaiOodLr: features 'roofline_overhead' needs {name} > 0 "
+                                      f"(the GPU's datasheet number), got {value}")
+
+    def _design(self, X) -> np.ndarray:
+        return imai_features(workload_arrays(X), architecture_arrays(X), self.features)
+
+    def roofline_e2e_s(self, X) -> np.ndarray:
+        """The zero-parameter roofline E2E (s) of each row under ``roofline_overhead``, else zeros."""
+        workload = workload_arrays(X)
+        if self.features != "roofline_overhead":
+            return np.zeros_like(workload.batch_size)
+        arch, n_params = roofline_arrays(X)
+        return roofline_e2e_s(workload, arch, n_params, float(self.peak_flops_per_s),
+                              float(self.hbm_bandwidth_bytes_per_s))
+
+    def _tokens(self, X) -> np.ndarray:
+        workload = workload_arrays(X)
+        return workload.batch_size * (workload.input_len + workload.output_len)
+
+    def fit(self, X, y) -> "ImaiOodLr":
+        """Fit the linear model; `y` is the measured E2E latency (s) whatever the ``target``."""
+        self._check_params()
         workload = workload_arrays(X)
         e2e_s = target_array(y, len(workload.batch_size))
-        design = imai_features(workload, architecture_arrays(X))
+        design = self._design(X)
+        measured = e2e_s if self.target == "e2e" else self._tokens(X) / e2e_s
+        response = measured - self.roofline_e2e_s(X)
 
         mean = design.mean(axis=0)
         std = design.std(axis=0)
         active = std > _CONSTANT_RELATIVE_STD * np.maximum(np.abs(mean), 1.0)
         scale = np.where(active, std, 1.0)
-        weights = 1.0 / e2e_s**2 if self.loss == "relative" else np.ones_like(e2e_s)
+        weights = 1.0 / measured**2 if self.loss == "relative" else np.ones_like(measured)
         regressor = LinearRegression() if self.alpha == 0 else Ridge(alpha=self.alpha)
 
         coef = np.zeros(design.shape[1])
         if np.any(active):
             standardized = (design[:, active] - mean[active]) / scale[active]
-            regressor.fit(standardized, e2e_s, sample_weight=weights)
+            regressor.fit(standardized, response, sample_weight=weights)
             coef[active] = regressor.coef_ / scale[active]
             intercept = float(regressor.intercept_ - coef[active] @ mean[active])
         else:
-            intercept = float(np.average(e2e_s, weights=weights))
+            intercept = float(np.average(response, weights=weights))
         if not (np.all(np.isfinite(coef)) and np.isfinite(intercept)):
             raise FitError("ImaiOodLr: linear regression produced non-finite coefficients")
 
@@ -166,8 +261,14 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
             standardized = (design[:, active] - mean[active]) / scale[active]
             with warnings.catch_warnings():   # rank deficiency is `prediction_determined`'s business
                 warnings.simplefilter("ignore", SingularMatrixWarning)
-                self.ols_ = WLS(e2e_s, np.column_stack([np.ones(len(design)), standardized]), weights=weights).fit()
+                self.ols_ = WLS(response, np.column_stack([np.ones(len(design)), standardized]),
+                                weights=weights).fit()
         return self
+
+    def predict_target(self, X) -> np.ndarray:
+        """The fitted quantity itself: E2E (s) for ``target="e2e"``, throughput (tokens/s) otherwise."""
+        check_fitted(self, "coef_")
+        return self.intercept_ + self._design(X) @ self.coef_ + self.roofline_e2e_s(X)
 
     def predict_band(self, X, confidence: float = 0.9, observation: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(low, high)`` E2E (s) at confidence `confidence`, two-sided, from statsmodels.
@@ -176,31 +277,38 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         to each row: `statsmodels`' ``get_prediction(...).conf_int(obs=observation)``, with
         Student's ``t`` on the residual degrees of freedom. ``observation=False``: the band of the
         fitted line; ``True``: of a new measurement, whose weight under the relative loss is
-        ``1 / E2E_pred^2``. NaN where `prediction_determined` is False: there the training data
+        ``1 / pred^2``. NaN where `prediction_determined` is False: there the training data
         leave the prediction unbounded (every coefficient along the undetermined direction fits
         equally well), which no finite band can show. Ridge (``alpha > 0``) has no such band.
+        The band is computed for the fitted target (plus the fixed roofline, which has no
+        uncertainty) and, for ``target="throughput"``, carried to E2E by Eq. 6 (NaN where a
+        throughput bound is not positive).
         """
         check_fitted(self, "coef_")
         if not (np.isfinite(confidence) and 0 < confidence < 1):
             raise ConfigError(f"ImaiOodLr.predict_band: confidence must lie in (0, 1), got {confidence}")
         if self.ols_ is None:
             raise ConfigError("ImaiOodLr.predict_band: a ridge fit (alpha > 0) has no least-squares band")
-        design = imai_features(workload_arrays(X), architecture_arrays(X))
+        design = self._design(X)
         active = self.active_features_
         standardized = (design[:, active] - self.feature_mean_[active]) / self.feature_scale_[active]
         exog = np.column_stack([np.ones(len(design)), standardized])
-        weights = 1.0 / self.predict(X) ** 2 if self.loss == "relative" else np.ones(len(design))
+        weights = 1.0 / self.predict_target(X) ** 2 if self.loss == "relative" else np.ones(len(design))
         interval = self.ols_.get_prediction(exog, weights=weights).conf_int(obs=observation, alpha=1.0 - confidence)
+        offset = self.roofline_e2e_s(X)
+        low, high = interval[:, 0] + offset, interval[:, 1] + offset
+        if self.target == "throughput":
+            tokens = self._tokens(X)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low, high = (np.where(high > 0, tokens / high, np.nan), np.where(low > 0, tokens / low, np.nan))
         undetermined = ~self.prediction_determined(X)
-        low, high = interval[:, 0].copy(), interval[:, 1].copy()
         low[undetermined] = high[undetermined] = np.nan
         return low, high
 
     def predict(self, X) -> np.ndarray:
         """E2E latency (s) of each configuration."""
-        check_fitted(self, "coef_")
-        design = imai_features(workload_arrays(X), architecture_arrays(X))
-        return self.intercept_ + design @ self.coef_
+        predicted = self.predict_target(X)
+        return predicted if self.target == "e2e" else self._tokens(X) / predicted
 
     def prediction_determined(self, X) -> np.ndarray:
         """Per row: True where the training data determine the prediction.
@@ -211,7 +319,7 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         data equally well, and `predict` returns the minimal-norm one's prediction.
         """
         check_fitted(self, "coef_")
-        design = imai_features(workload_arrays(X), architecture_arrays(X))
+        design = self._design(X)
         return self.training_null_space_.determines(np.column_stack([np.ones(len(design)), design]))
 
     def __sklearn_is_fitted__(self) -> bool:

@@ -28,6 +28,9 @@ from slim.errors import ConfigError, FitError
 
 PREFILL_FEATURE_NAMES = ("intercept", "batch_prefill_tokens", "batch_squared_prefill_tokens", "batch_size")
 DECODE_FEATURE_NAMES = ("intercept", "batch_size", "batch_context_tokens")
+SPLIT_DECODE_FEATURE_NAMES = ("intercept", "batch_size", "batch_prompt_context_tokens",
+                              "batch_generated_context_tokens")
+DECODE_CONTEXTS = ("mean", "split")
 TTFT_TARGETS = ("in_batch", "measured")
 
 MINIMUM_NORM_RIDGE = 1e-10
@@ -49,7 +52,7 @@ def prefill_features(workload: Workload) -> np.ndarray:
     return np.column_stack([np.ones_like(b), b * il, b * il**2, b])
 
 
-def decode_features(workload: Workload) -> np.ndarray:
+def decode_features(workload: Workload, context: str = "mean") -> np.ndarray:
     """Decode design ``[1, |B|, sum c_i] = [1, B, B (IL + OL / 2)]``.
 
     In a decode step each running request processes one token (``sum p_i = B``
@@ -59,8 +62,14 @@ def decode_features(workload: Workload) -> np.ndarray:
     running requests are spread over their progress, so the mean number of
     context tokens attended per step is ``B (IL + OL / 2)`` (SLIM's active
     context).
+
+    ``context="split"`` gives the prompt's and the generated part of that context a
+    coefficient each, ``[1, B, B IL, B OL / 2]`` (`SPLIT_DECODE_FEATURE_NAMES`): the
+    paper's "context tokens" feature read as two.
     """
     b, il, ol = workload.batch_size, workload.input_len, workload.output_len
+    if context == "split":
+        return np.column_stack([np.ones_like(b), b, b * il, b * ol / 2.0])
     return np.column_stack([np.ones_like(b), b, b * (il + ol / 2.0)])
 
 
@@ -237,6 +246,8 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     ttft_floor_s : lower bound of the in-batch prefill target (seconds, >= 0).
     loss : {"relative", "absolute"}
     n_segments : 1 or 2 segments per function.
+    decode_context : {"mean", "split"}: the decode function's context feature(s), see
+        `decode_features`.
     min_segment_size : rows required on each side of a breakpoint; ``None`` means
         the number of features of that function plus one.
     nonnegative : constrain all coefficients to be >= 0.
@@ -246,7 +257,8 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
     prefill_fit_, decode_fit_ : `PiecewiseLinearFit` of each function.
     prefill_breakpoint_, decode_breakpoint_ : breakpoints on ``B`` (inf: one segment).
     prefill_coef_, decode_coef_ : arrays (2, n_features), rows = low / high segment,
-        columns as in `PREFILL_FEATURE_NAMES` / `DECODE_FEATURE_NAMES` (seconds per unit).
+        columns as in `PREFILL_FEATURE_NAMES` / `DECODE_FEATURE_NAMES` (`SPLIT_DECODE_FEATURE_NAMES` with
+        ``decode_context="split"``; seconds per unit).
     prefill_target_s_ : the prefill targets the function was fitted to.
     n_train_ : number of training configurations.
     """
@@ -259,6 +271,7 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         n_segments: int = 2,
         min_segment_size: int | None = None,
         nonnegative: bool = False,
+        decode_context: str = "mean",
     ):
         self.ttft_target = ttft_target
         self.ttft_floor_s = ttft_floor_s
@@ -266,12 +279,15 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         self.n_segments = n_segments
         self.min_segment_size = min_segment_size
         self.nonnegative = nonnegative
+        self.decode_context = decode_context
 
     def _check_params(self) -> None:
         if self.ttft_target not in TTFT_TARGETS:
             raise ConfigError(f"LLMVisorAgg: ttft_target '{self.ttft_target}' is not one of {TTFT_TARGETS}")
         if self.loss not in LOSSES:
             raise ConfigError(f"LLMVisorAgg: loss '{self.loss}' is not one of {LOSSES}")
+        if self.decode_context not in DECODE_CONTEXTS:
+            raise ConfigError(f"LLMVisorAgg: decode_context '{self.decode_context}' is not one of {DECODE_CONTEXTS}")
         if self.n_segments not in (1, 2):
             raise ConfigError(f"LLMVisorAgg: n_segments must be 1 or 2, got {self.n_segments}")
         if not (np.isfinite(self.ttft_floor_s) and self.ttft_floor_s >= 0):
@@ -302,7 +318,7 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
             raise FitError("LLMVisorAgg: every training row has OL <= 1, so ITL carries no weight")
 
         prefill_design = prefill_features(workload)
-        decode_design = decode_features(workload)
+        decode_design = decode_features(workload, self.decode_context)
         batch = workload.batch_size
         self.prefill_fit_ = fit_two_segments(
             prefill_design, prefill_target_s, prefill_weights, batch,
@@ -335,7 +351,8 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         """Decode function: predicted mean inter-token latency in seconds, >= 0."""
         check_fitted(self, "decode_fit_")
         workload = workload_arrays(X)
-        return np.maximum(self.decode_fit_.predict(decode_features(workload), workload.batch_size), 0.0)
+        design = decode_features(workload, self.decode_context)
+        return np.maximum(self.decode_fit_.predict(design, workload.batch_size), 0.0)
 
     def predict(self, X) -> np.ndarray:
         """E2E latency (s): ``TTFT + ITL (OL - 1)``."""
@@ -354,7 +371,7 @@ class LLMVisorAgg(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         workload = workload_arrays(X)
         batch = workload.batch_size
         return (self.prefill_fit_.determined(prefill_features(workload), batch)
-                & self.decode_fit_.determined(decode_features(workload), batch))
+                & self.decode_fit_.determined(decode_features(workload, self.decode_context), batch))
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "decode_fit_")

@@ -76,8 +76,9 @@ def _mape(predicted, measured) -> float:
 
 ESTIMATORS = [
     (LLMVisorAgg, {"ttft_target": "measured", "ttft_floor_s": 0.001, "loss": "absolute",
-                   "n_segments": 1, "min_segment_size": 7, "nonnegative": True}),
-    (ImaiOodLr, {"alpha": 0.5, "loss": "absolute"}),
+                   "n_segments": 1, "min_segment_size": 7, "nonnegative": True, "decode_context": "split"}),
+    (ImaiOodLr, {"alpha": 0.5, "loss": "absolute", "features": "roofline_overhead", "target": "e2e",
+                 "peak_flops_per_s": 989e12, "hbm_bandwidth_bytes_per_s": 1.62e12}),
 ]
 
 

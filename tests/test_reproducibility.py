@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("figures/h100-public/table3.tex", "figures/h100-public/table4.tex", "results/h100-public/table3.csv",
            "figures/h100-public/table3.html", "results/h100-public/mape_comparisons.csv",
            "results/h100-public/mape_reduction.csv",
-           "results/h100-public/cleaning_report.csv", "figures/h100-public/fig9.png", "figures/h100-public/fig9.pdf")
+           "results/h100-public/cleaning_report.csv", "figures/h100-public/fig9.png", "figures/h100-public/fig9.pdf",
+           "results/h100-public/baseline_sensitivity.csv", "results/h100-public/baseline_sensitivity.html")
 
 
 def _run_pipeline(workdir: Path, traces: Path) -> dict[str, str]:

@@ -37,6 +37,8 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
     paper_artefacts = [f"figures/fig{number}.{ext}" for number in (1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13)
                        for ext in ("pdf", "png")]
     paper_artefacts += [f"figures/table{number}.tex" for number in (1, 3, 4, 5, 6)] + ["figures/table_fig11.tex"]
+    paper_artefacts += [f"results/{dataset}/baseline_sensitivity.{ext}" for dataset in ("simulated", "h100-public")
+                        for ext in ("csv", "html", "md")]
     assert not [path for path in paper_artefacts if path not in planned]
 
 

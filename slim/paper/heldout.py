@@ -110,8 +110,10 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     # The baselines (scikit-learn estimators) are imported here, not at the top: importing
     # scikit-learn costs about 1 s, which every table and figure job importing this module for
     # `mape_table` or the predictor names would pay without fitting anything.
-    from baselines import ImaiOodLr
+    from sklearn.base import clone
+
     from baselines.features import add_architecture_columns
+    from baselines.variants import MAIN_IMAI
 
     frames, fits, identifiability = [], {}, []
     split = split_setting(clean, setting)
@@ -128,11 +130,11 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
-    llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = _llmvisor_predictions(train_x, validate_x)
+    llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = llmvisor_predictions(train_x, validate_x)
     frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
                                    llmvisor_throughput, llmvisor_e2e_s))
     identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
-    imai = ImaiOodLr().fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
+    imai = clone(MAIN_IMAI).fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
     frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
                                    imai.predict_throughput(validate_x), imai.predict(validate_x),
                                    e2e_band_s=imai.predict_band(validate_x, BAND_CONFIDENCE)))
@@ -244,9 +246,11 @@ def _baseline_identifiability(setting: str, predictor: str, predictions: pd.Data
     return record
 
 
-def _llmvisor_predictions(train_x: pd.DataFrame,
-                          validate_x: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LLMVisor-Agg's (throughput, E2E, prediction determined) for the validation rows.
+def llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame,
+                         estimator: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """LLMVisor-Agg's (throughput, E2E, prediction determined) for the validation rows, from
+    `estimator` (an unfitted `LLMVisorAgg` configuration, cloned for each fit; default
+    `baselines.variants.MAIN_LLMVISOR`, the main tables').
 
     LLMVisor profiles one deployment: its features are token counts only, with
     no model characteristics. Where every validation model was profiled (the
@@ -256,12 +260,16 @@ def _llmvisor_predictions(train_x: pd.DataFrame,
     validation model is unseen (the model transfers) it can only be fitted on
     the pooled training rows.
 
-    Coefficients are constrained non-negative: LLMVisor's terms are per-token
-    and per-sequence costs. Unconstrained, a decode function fitted on
+    The main configuration's coefficients are constrained non-negative: LLMVisor's terms are
+    per-token and per-sequence costs. Unconstrained, a decode function fitted on
     B in {1, 4, 8} extrapolates to negative ITL at B = 512 (a third of the
     same-curve predictions were non-positive on the public traces).
     """
-    from baselines import LLMVisorAgg  # see evaluate_setting
+    from sklearn.base import clone
+
+    from baselines.variants import MAIN_LLMVISOR  # see evaluate_setting
+
+    template = MAIN_LLMVISOR if estimator is None else estimator
 
     per_model = set(validate_x[col.MODEL]) <= set(train_x[col.MODEL])
     groups = validate_x.groupby(col.MODEL, sort=False) if per_model else [(None, validate_x)]
@@ -270,10 +278,10 @@ def _llmvisor_predictions(train_x: pd.DataFrame,
     determined = pd.Series(False, index=validate_x.index)
     for model, validate_rows in groups:
         train_rows = train_x[train_x[col.MODEL] == model] if per_model else train_x
-        estimator = LLMVisorAgg(nonnegative=True).fit(train_rows, train_rows[col.E2E_LATENCY_S].to_numpy())
-        throughput[validate_rows.index] = estimator.predict_throughput(validate_rows)
-        e2e_s[validate_rows.index] = estimator.predict(validate_rows)
-        determined[validate_rows.index] = estimator.prediction_determined(validate_rows)
+        fitted = clone(template).fit(train_rows, train_rows[col.E2E_LATENCY_S].to_numpy())
+        throughput[validate_rows.index] = fitted.predict_throughput(validate_rows)
+        e2e_s[validate_rows.index] = fitted.predict(validate_rows)
+        determined[validate_rows.index] = fitted.prediction_determined(validate_rows)
     return throughput.to_numpy(), e2e_s.to_numpy(), determined.to_numpy()
 
 

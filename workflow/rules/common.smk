@@ -257,6 +257,8 @@ def readme_summaries(wildcards):
             summaries.append(f"results/{name}/table3.md")
         if name in SIM_DATASETS:
             summaries.append(f"results/{name}/sim_constants.md")
+    # "Why the headline differs": the baselines' readings on every evaluated dataset.
+    summaries += [f"results/{name}/baseline_sensitivity.md" for name in ordered if name in SETTINGS]
     for name in ordered:
         if name in BCA_DATASETS and not DATASETS[name].is_simulated:
             summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
@@ -284,6 +286,7 @@ def dataset_targets(dataset):
     if dataset in SETTINGS:
         targets += [f"figures/{dataset}/{artefact}" for artefact in dataset_artefacts(dataset)]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
+        targets += [f"results/{dataset}/baseline_sensitivity.csv", f"results/{dataset}/baseline_sensitivity.html"]
     if dataset in BCA_DATASETS:
         targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]
     return targets
