@@ -122,9 +122,8 @@ class Advice:
 
 def check_traces(traces: Path, catalog) -> pd.DataFrame:
     """Every run under `traces`, ingested (one row and a status per run directory)."""
-    if not traces.is_dir():
-        problem = "is a file, not a folder" if traces.is_file() else "does not exist"
-        raise TraceFormatError(f"trace directory '{traces}' {problem}")
+    if not traces.exists():   # a folder of runs, or one trace file (a summary table, an offline result)
+        raise TraceFormatError(f"trace directory '{traces}' does not exist")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
     if runs.empty:
         raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")

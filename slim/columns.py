@@ -63,10 +63,15 @@ STATUS = "status"
 REASON_DETAIL = "reason_detail"
 FAULT_FILE = "fault_file"              # the file at fault (relative to the run directory); "" if none
 
-MODE_ONLINE = "online"
-MODE_OFFLINE_STATIC_BATCH = "offline_static_batch"
-MODE_OFFLINE_THROUGHPUT = "offline_throughput"
-BENCHMARK_MODES = (MODE_ONLINE, MODE_OFFLINE_STATIC_BATCH, MODE_OFFLINE_THROUGHPUT)
+class BenchmarkMode:
+    """The values of `BENCHMARK_MODE` (`BENCHMARK_MODES`)."""
+
+    ONLINE = "online"
+    OFFLINE_STATIC_BATCH = "offline_static_batch"
+    OFFLINE_THROUGHPUT = "offline_throughput"
+
+
+BENCHMARK_MODES = (BenchmarkMode.ONLINE, BenchmarkMode.OFFLINE_STATIC_BATCH, BenchmarkMode.OFFLINE_THROUGHPUT)
 """How a run was measured: ``online`` (a server under a client: `vllm bench serve`, GuideLLM; the
 running batch is measured), ``offline_static_batch`` (`vllm bench latency` or a summary table: B
 requests submitted at once and run as one batch; the mean batch is the configured B where its KV

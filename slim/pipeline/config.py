@@ -42,11 +42,13 @@ class DatasetConfig:
     bca_file: Path | None = None
     hardware_map: Mapping[str, Hardware] = field(default_factory=dict)
     table_layout: TableLayout = DEFAULT_LAYOUT
+    hardware_catalog: Mapping[str, Hardware] | None = None   # the hardware file (labels that are its keys)
 
     @property
     def ingest_options(self) -> IngestOptions:
         """What ingest needs from this entry: the accelerator(s) and the summary tables' columns."""
-        return IngestOptions(AcceleratorLookup(self.hardware, dict(self.hardware_map)), self.table_layout)
+        return IngestOptions(AcceleratorLookup(self.hardware, dict(self.hardware_map), self.hardware_catalog),
+                             self.table_layout)
 
     @property
     def is_simulated(self) -> bool:
@@ -236,7 +238,7 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         name=name, kind=entry["kind"], trace_dir=trace_dir,
         hardware=hardware[entry["hardware"]] if "hardware" in entry else None,
         models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
-        hardware_map=hardware_map, table_layout=layout,
+        hardware_map=hardware_map, table_layout=layout, hardware_catalog=hardware,
     )
 
 
@@ -246,7 +248,7 @@ def ingest_options(hardware_name: str | None, table: Mapping[str, Any] | None,
     them), with `hardware` the loaded hardware file; names were checked by `check_config`."""
     layout = TableLayout.from_config(table)
     lookup = AcceleratorLookup(hardware[hardware_name] if hardware_name else None,
-                               {label: hardware[key] for label, key in layout.hardware_map.items()})
+                               {label: hardware[key] for label, key in layout.hardware_map.items()}, hardware)
     return IngestOptions(lookup, layout)
 
 

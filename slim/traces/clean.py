@@ -41,7 +41,7 @@ def _online(runs: pd.DataFrame) -> pd.Series:
     """Which runs were measured online (all of a table from before `benchmark_mode` existed)."""
     if col.BENCHMARK_MODE not in runs:
         return pd.Series(True, index=runs.index)
-    return runs[col.BENCHMARK_MODE].fillna(col.MODE_ONLINE) == col.MODE_ONLINE
+    return runs[col.BENCHMARK_MODE].fillna(col.BenchmarkMode.ONLINE) == col.BenchmarkMode.ONLINE
 
 
 def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok", "preempted")) -> pd.DataFrame:

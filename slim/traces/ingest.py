@@ -105,7 +105,7 @@ def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
     """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
     row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
     row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
-                col.BENCHMARK_MODE: col.MODE_ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
+                col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
                 col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
                 col.REASON_DETAIL: "", col.FAULT_FILE: ""})
     return row
@@ -550,7 +550,10 @@ def _offline_record(row: dict[str, Any], record: ResultRecord, catalog: Architec
                     options: IngestOptions) -> Verdict:
     """The status of a ``vllm bench latency`` / ``throughput`` result (`slim.traces.offline_json`)."""
     row[col.TRACE_FORMAT] = record.trace_format
-    point = offline_point(record.content, record.trace_format, record.path)
+    try:
+        point = offline_point(record.content, record.trace_format, record.path)
+    except TraceFormatError as error:   # its companion .pytorch.json or .args.json: this result only
+        return Verdict.of_error(error)
     if isinstance(point, Verdict):
         return point
     return offline_verdict(row, point, catalog, options.accelerators)

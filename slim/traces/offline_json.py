@@ -125,7 +125,7 @@ def offline_point(content: dict[str, Any], trace_format: str, path: Path) -> Off
     if trace_format == FORMAT_VLLM_BENCH_LATENCY:
         latencies = content.get("latencies")
         iterations = f"{len(latencies)} iterations" if isinstance(latencies, list) else "iterations unknown"
-        return OfflinePoint(trace_format=trace_format, benchmark_mode=col.MODE_OFFLINE_STATIC_BATCH,
+        return OfflinePoint(trace_format=trace_format, benchmark_mode=col.BenchmarkMode.OFFLINE_STATIC_BATCH,
                             batch_size=_number(args.get("batch_size")), latency_s=_number(content.get("avg_latency")),
                             note=f"arguments from {source}; avg_latency over {iterations}", **common)
     requests = _number(content.get("num_requests"))
@@ -137,7 +137,7 @@ def offline_point(content: dict[str, Any], trace_format: str, path: Path) -> Off
     if math.isfinite(tokens) and math.isfinite(expected) and abs(tokens - expected) > 0.05 * expected:
         return Verdict("implausible", f"{path.name}: total_num_tokens = {tokens:g}, but {requests:g} requests x "
                        f"({common['input_len']:g} + {common['output_len']:g}) = {expected:g}: lengths vary", path.name)
-    return OfflinePoint(trace_format=trace_format, benchmark_mode=col.MODE_OFFLINE_THROUGHPUT, batch_size=requests,
-                        latency_s=_number(content.get("elapsed_time")),
+    return OfflinePoint(trace_format=trace_format, benchmark_mode=col.BenchmarkMode.OFFLINE_THROUGHPUT,
+                        batch_size=requests, latency_s=_number(content.get("elapsed_time")),
                         total_token_throughput_per_s=_number(content.get("tokens_per_second")),
                         note=f"arguments from {source}", **common)

@@ -22,12 +22,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from slim import columns as col
 from slim.gpu.kv_memory import StaticBatchFit, static_batch_fit
 from slim.specs.architecture import Architecture, ArchitectureCatalog
-from slim.specs.hardware import GIB, Hardware
+from slim.specs.hardware import GIB, HARDWARE_FILE, Hardware, load_hardware
 from slim.traces.verdict import Verdict
 
 SOURCE_STATIC_BATCH = "static_batch"
@@ -36,25 +37,34 @@ THROUGHPUT_TOLERANCE = 0.05
 """Relative slack between a recorded throughput and counts / latency (as for online runs)."""
 
 
+@lru_cache(maxsize=1)
+def _packaged_hardware() -> dict[str, Hardware]:
+    return load_hardware(HARDWARE_FILE)
+
+
 @dataclass(frozen=True)
 class AcceleratorLookup:
     """Which accelerator a run ran on: the row's own label through `by_label` (a dataset's
-    ``hardware_map``, or the hardware file's keys), else the dataset's `default`."""
+    ``hardware_map``) or as a key of `catalog` (the hardware file; default the packaged one), else
+    the dataset's `default`."""
 
     default: Hardware | None = None
     by_label: Mapping[str, Hardware] | None = None
+    catalog: Mapping[str, Hardware] | None = None
 
     def resolve(self, label: Any) -> Hardware | Verdict | None:
         """The accelerator of a run labelled `label` (None or NaN: not labelled); a ``unknown_hardware``
         `Verdict` for a label nothing maps; None where neither the label nor a default says."""
         if label is None or (isinstance(label, float) and math.isnan(label)) or str(label).strip() == "":
             return self.default
-        found = (self.by_label or {}).get(str(label).strip())
+        label = str(label).strip()
+        catalog = self.catalog if self.catalog is not None else _packaged_hardware()
+        found = (self.by_label or {}).get(label) or catalog.get(label)
         if found is not None:
             return found
         known = ", ".join(sorted(self.by_label or {})) or "none"
-        return Verdict("unknown_hardware", f"hardware '{label}' is not mapped to an accelerator of the hardware "
-                       f"file (add it to the dataset's table.hardware_map; mapped: {known})")
+        return Verdict("unknown_hardware", f"hardware '{label}' is neither a key of the hardware file nor mapped "
+                       f"to one (add it to the dataset's table.hardware_map; mapped: {known})")
 
 
 @dataclass(frozen=True)
@@ -118,7 +128,7 @@ def _batch(point: OfflinePoint) -> tuple[float, str] | Verdict:
     """The configured running batch and how it follows from the benchmark (module docstring)."""
     requests, cap = point.batch_size, point.max_num_seqs
     if math.isnan(cap) or requests <= cap:
-        if point.benchmark_mode == col.MODE_OFFLINE_THROUGHPUT and math.isnan(cap):
+        if point.benchmark_mode == col.BenchmarkMode.OFFLINE_THROUGHPUT and math.isnan(cap):
             return Verdict("missing_metadata", f"vllm bench throughput of {requests:g} requests records no "
                            "max_num_seqs (vLLM's default depends on its version and the GPU)", point.file)
         return requests, f"{requests:g} requests run as one batch"

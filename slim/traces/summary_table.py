@@ -150,7 +150,7 @@ def read_table_points(path: Path, layout: TableLayout = DEFAULT_LAYOUT) -> list[
     for index, record in enumerate(frame.to_dict("records")):
         model = value(record, "model", "")
         point = OfflinePoint(
-            trace_format=FORMAT_SUMMARY_TABLE, benchmark_mode=col.MODE_OFFLINE_STATIC_BATCH, file=path.name,
+            trace_format=FORMAT_SUMMARY_TABLE, benchmark_mode=col.BenchmarkMode.OFFLINE_STATIC_BATCH, file=path.name,
             model="" if model is None or (isinstance(model, float) and math.isnan(model)) else str(model),
             batch_size=_number(value(record, "batch_size")), input_len=_number(value(record, "input_len")),
             output_len=_number(value(record, "output_len")), latency_s=_number(value(record, "latency_s")),
