@@ -18,7 +18,8 @@ from slim import columns as col
 from slim.gpu.kv_memory import static_batch_fit
 from slim.specs.hardware import load_hardware
 from slim.traces.clean import clean_runs
-from slim.traces.ingest import IngestOptions, ingest_traces
+from slim.traces.ingest import ingest_traces
+from slim.traces.offline_ingest import IngestOptions
 from slim.traces.offline_json import FORMAT_VLLM_BENCH_LATENCY, FORMAT_VLLM_BENCH_THROUGHPUT
 from slim.traces.static_batch import AcceleratorLookup
 from slim.traces.summary_table import FORMAT_SUMMARY_TABLE, TableLayout

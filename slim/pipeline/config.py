@@ -21,7 +21,8 @@ from slim.paper.splits import load_settings
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
-from slim.traces.ingest import IngestOptions, trace_root_problem
+from slim.traces.ingest import trace_root_problem
+from slim.traces.offline_ingest import IngestOptions
 from slim.traces.run_files import classify_directory
 from slim.traces.static_batch import AcceleratorLookup
 from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, table_headers

@@ -28,7 +28,8 @@ from slim.traces.client_log import parse_namespace_line, parse_server_flags
 from slim.traces.engine_metrics import EngineMetrics, MetricsSeries, batch_metrics, preemption_count
 from slim.traces.littles_law import SOURCE_LITTLES_LAW, littles_law_batch
 from slim.traces.metrics_csv import read_metrics_csv
-from slim.traces.offline_json import OFFLINE_FORMATS, offline_point
+from slim.traces.offline_ingest import IngestOptions, offline_record, table_rows
+from slim.traces.offline_json import OFFLINE_FORMATS
 from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
 from slim.traces.prometheus_text import parse_cache_config, read_scrapes
 from slim.traces.results import ResultRecord, read_result_records, read_sweep_failure
@@ -43,10 +44,11 @@ from slim.traces.server_log import (
     parse_server_log_batch,
     preemptions_in_log,
 )
-from slim.traces.static_batch import AcceleratorLookup, offline_verdict
-from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, read_table_points
+from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout
 from slim.traces.tree import TreeDirectory, TreeFile, read_text, walk_tree
 from slim.traces.verdict import REASON_CODES, Verdict  # noqa: F401 (REASON_CODES: re-exported)
+from slim.traces.verdict import empty_row as _empty_row
+from slim.traces.verdict import with_verdict as _set
 
 LOGGER = logging.getLogger(__name__)
 
@@ -62,15 +64,6 @@ def trace_root_problem(trace_root: Path) -> str | None:
     if not trace_root.is_dir():
         return "does not exist"
     return None
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """What a dataset's config tells ingest beyond the trace files: the accelerator of its runs
-    (one, or per row through a hardware map) and how its summary tables name their columns."""
-
-    accelerators: AcceleratorLookup = AcceleratorLookup()
-    table_layout: TableLayout = DEFAULT_LAYOUT
 
 
 def _directories(trace_root: Path) -> Iterator[TreeDirectory]:
@@ -99,16 +92,6 @@ def find_runs(trace_root: Path, table_layout: TableLayout = DEFAULT_LAYOUT) -> l
 def find_run_dirs(trace_root: Path) -> list[Path]:
     """The directories of `find_runs`."""
     return [run.directory for run in find_runs(trace_root)]
-
-
-def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
-    """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
-    row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
-    row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
-                col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
-                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
-                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
-    return row
 
 
 def _number(value: Any) -> float:
@@ -513,11 +496,6 @@ def _failed_run(row: dict[str, Any], evidence: DirectoryEvidence, catalog: Archi
                    f"(looked in: {', '.join(sorted(texts)) or 'no log files'})")
 
 
-def _set(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
-    row[col.STATUS], row[col.REASON_DETAIL], row[col.FAULT_FILE] = verdict.status, verdict.detail, verdict.file
-    return row
-
-
 def _records(run_files: RunFiles) -> list[ResultRecord | Verdict]:
     """Every result of the directory's result files; a file that cannot be read gives its Verdict."""
     records: list[ResultRecord | Verdict] = []
@@ -529,36 +507,6 @@ def _records(run_files: RunFiles) -> list[ResultRecord | Verdict]:
     return records
 
 
-def _table_rows(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog,
-                options: IngestOptions) -> list[dict]:
-    """One row per row of each summary table of the directory; a table that cannot be read, one row."""
-    rows = []
-    for path in run_files.tables:
-        try:
-            points = read_table_points(path, options.table_layout)
-        except TraceFormatError as error:
-            rows.append(_set(_empty_row(dataset, _record_id(run_id, Verdict.of_error(error))),
-                             Verdict.of_error(error)))
-            continue
-        for label, point in points:
-            one = _empty_row(dataset, label if run_id == "." else f"{run_id}/{label}")
-            rows.append(_set(one, offline_verdict(one, point, catalog, options.accelerators)))
-    return rows
-
-
-def _offline_record(row: dict[str, Any], record: ResultRecord, catalog: ArchitectureCatalog,
-                    options: IngestOptions) -> Verdict:
-    """The status of a ``vllm bench latency`` / ``throughput`` result (`slim.traces.offline_json`)."""
-    row[col.TRACE_FORMAT] = record.trace_format
-    try:
-        point = offline_point(record.content, record.trace_format, record.path)
-    except TraceFormatError as error:   # its companion .pytorch.json or .args.json: this result only
-        return Verdict.of_error(error)
-    if isinstance(point, Verdict):
-        return point
-    return offline_verdict(row, point, catalog, options.accelerators)
-
-
 def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog,
                       options: IngestOptions = IngestOptions()) -> list[dict]:
     row = _empty_row(dataset, run_id)
@@ -566,33 +514,33 @@ def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: A
         return [_set(row, Verdict("unreadable", f"directory: {run_files.problem}"))]
     for entry in run_files.broken:
         return [_set(row, Verdict("unreadable", f"{entry.name}: {entry.problem}", entry.name))]
-    table_rows = _table_rows(run_files, run_id, dataset, catalog, options)
+    tables = table_rows(run_files, run_id, dataset, catalog, options)
     evidence = DirectoryEvidence(run_files)
     try:
         evidence.read_logs()
         records = _records(run_files)
-        if not records and table_rows and not run_files.has_files_besides_tables:
-            return table_rows
+        if not records and tables and not run_files.has_files_besides_tables:
+            return tables
         if not records:
-            return table_rows + [_set(row, _failed_run(row, evidence, catalog))]
+            return tables + [_set(row, _failed_run(row, evidence, catalog))]
         if len(records) > 1 and run_files.has_time_series:
             series = ", ".join(path.name for path in run_files.metrics_csvs + run_files.scrapes)
             names = ", ".join(path.name for path in run_files.results)
             return [_set(row, Verdict("ambiguous_results", f"several JSON files: {names} (beside the metrics "
                                       f"of one run: {series})"))]
-        rows = table_rows
-        alone = len(records) == 1 and not table_rows
+        rows = tables
+        alone = len(records) == 1 and not tables
         for record in records:
             one = row if alone else _empty_row(dataset, _record_id(run_id, record))
             if isinstance(record, Verdict):
                 rows.append(_set(one, record))
             elif record.trace_format in OFFLINE_FORMATS:
-                rows.append(_set(one, _offline_record(one, record, catalog, options)))
+                rows.append(_set(one, offline_record(one, record, catalog, options)))
             else:
                 rows.append(_set(one, _RunIngest(one, record, evidence, catalog, alone=alone).verdict()))
         return rows
     except TraceFormatError as error:
-        return table_rows + [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
+        return tables + [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
 
 
 def _record_id(run_id: str, record: ResultRecord | Verdict) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from slim import columns as col
-from slim.errors import TraceFormatError, UnreadableTraceError
+from slim.errors import ConfigError, TraceFormatError, UnreadableTraceError
 from slim.traces.static_batch import OfflinePoint
 from slim.traces.tree import read_text
 
@@ -61,7 +61,7 @@ class TableLayout:
     def __post_init__(self) -> None:
         unknown = [name for name in self.columns if name not in VOCABULARY]
         if unknown:
-            raise TraceFormatError(f"table.columns: {', '.join(unknown)} not in the column vocabulary "
+            raise ConfigError(f"table.columns: {', '.join(unknown)} not in the column vocabulary "
                                    f"({', '.join(VOCABULARY)})")
 
     @classmethod

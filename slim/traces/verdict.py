@@ -1,9 +1,13 @@
-"""The status every ingested run gets: a reason code (`REASON_CODES`), its evidence and the file at fault."""
+"""The status every ingested run gets: a reason code (`REASON_CODES`), its evidence and the file at
+fault; a row of the runs table before it is read (`empty_row`) and with its status (`with_verdict`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
+from slim import columns as col
 from slim.errors import TraceFormatError, UnreadableTraceError
 
 REASON_CODES: dict[str, str] = {
@@ -45,3 +49,18 @@ class Verdict:
     def of_error(cls, error: TraceFormatError) -> Verdict:
         status = "unreadable" if isinstance(error, UnreadableTraceError) else "corrupt"
         return cls(status, str(error), error.path or "")
+
+
+def empty_row(dataset: str, run_id: str) -> dict[str, Any]:
+    """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
+    row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
+    row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
+                col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
+                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
+                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
+    return row
+
+
+def with_verdict(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    row[col.STATUS], row[col.REASON_DETAIL], row[col.FAULT_FILE] = verdict.status, verdict.detail, verdict.file
+    return row
