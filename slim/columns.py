@@ -15,7 +15,10 @@ from slim.errors import ConfigError, SlimError
 # Identity of a run.
 DATASET = "dataset"
 RUN_ID = "run_id"                      # run directory, relative to the trace root
-TRACE_FORMAT = "trace_format"          # benchmark_serving (public), vllm_bench_serve, vllm_bench_sweep, guidellm
+TRACE_FORMAT = "trace_format"          # benchmark_serving (public), vllm_bench_serve, vllm_bench_sweep, guidellm,
+                                       # vllm_bench_latency, vllm_bench_throughput, summary_table
+BENCHMARK_MODE = "benchmark_mode"      # one of BENCHMARK_MODES
+HARDWARE = "hardware"                  # key of the accelerator in the hardware file (None: not given)
 MODEL = "model"                        # canonical name from the models file (raw name if unknown)
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
 TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
@@ -51,18 +54,37 @@ KV_CAPACITY_TOKENS = "kv_capacity_tokens"  # num_gpu_blocks x block_size
 # Derived.
 E2E_LATENCY_S = "e2e_latency_s"        # Little's law: mean_batch_size / request_throughput
 
+# Repeated measurements of one offline point, averaged by cleaning (slim.traces.clean).
+N_MEASUREMENTS = "n_measurements"      # results averaged into this run (1: measured once)
+MEASUREMENT_SPREAD_PCT = "measurement_spread_pct"  # 100 (max - min) / mean of their latencies; NaN if one
+
 # Accounting.
 STATUS = "status"
 REASON_DETAIL = "reason_detail"
 FAULT_FILE = "fault_file"              # the file at fault (relative to the run directory); "" if none
 
+class BenchmarkMode:
+    """The values of `BENCHMARK_MODE` (`BENCHMARK_MODES`)."""
+
+    ONLINE = "online"
+    OFFLINE_STATIC_BATCH = "offline_static_batch"
+    OFFLINE_THROUGHPUT = "offline_throughput"
+
+
+BENCHMARK_MODES = (BenchmarkMode.ONLINE, BenchmarkMode.OFFLINE_STATIC_BATCH, BenchmarkMode.OFFLINE_THROUGHPUT)
+"""How a run was measured: ``online`` (a server under a client: `vllm bench serve`, GuideLLM; the
+running batch is measured), ``offline_static_batch`` (`vllm bench latency` or a summary table: B
+requests submitted at once and run as one batch; the mean batch is the configured B where its KV
+cache fits) and ``offline_throughput`` (`vllm bench throughput`: N requests at once, run by the
+engine up to max_num_seqs at a time)."""
+
 RUN_COLUMNS = (
-    DATASET, RUN_ID, TRACE_FORMAT, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
+    DATASET, RUN_ID, TRACE_FORMAT, BENCHMARK_MODE, HARDWARE, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
     INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL,
     COMPLETED, FAILED, DURATION_S, REQUEST_THROUGHPUT, TOTAL_TOKEN_THROUGHPUT, OUTPUT_TOKEN_THROUGHPUT,
     MEAN_TTFT_MS, MEAN_TPOT_MS, MEAN_ITL_MS, MEAN_E2EL_MS,
     MEAN_BATCH_SIZE, BATCH_SIZE_SOURCE, MAX_KV_CACHE_USAGE, NUM_PREEMPTIONS, NUM_GPU_BLOCKS, BLOCK_SIZE,
-    KV_CAPACITY_TOKENS, E2E_LATENCY_S, STATUS, REASON_DETAIL, FAULT_FILE,
+    KV_CAPACITY_TOKENS, E2E_LATENCY_S, N_MEASUREMENTS, MEASUREMENT_SPREAD_PCT, STATUS, REASON_DETAIL, FAULT_FILE,
 )
 """Columns of `runs.parquet` and `clean.parquet`, in order."""
 

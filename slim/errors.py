@@ -13,6 +13,14 @@ class UnknownModelError(ConfigError):
     """A model name is not in the models file (`slim/specs/models.yaml` or another)."""
 
 
+class UnsupportedArchitectureError(ConfigError):
+    """A model SLIM's dense formula (Eqs. 7-11) does not cover: routed experts (Mixtral-8x7B: each token
+    runs 2 of 8 FFN experts, so FLOPs and weight bytes read per token are not those of the whole model)
+    or a per-layer number of KV heads (DeciLM-7B: ``H_kv`` varies by layer, Eq. 11 has one). Raised
+    with the specific reason, by the models catalog and by `--model-config`; ingest gives such runs
+    the status ``unsupported_model`` with the same reason."""
+
+
 class TraceFormatError(SlimError):
     """A run directory or trace file cannot be parsed; `path` names the file at fault, if one is."""
 

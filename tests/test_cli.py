@@ -142,9 +142,10 @@ def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys,
     code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "does not exist", "nope")
-    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "a_file").write_text("x")   # one file is read as traces (a summary table, an offline result)
     code, _, err = run_main(capsys, ["check", str(tmp_path / "a_file")])
-    assert_one_line_error(err, "is a file")
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "no vLLM benchmark runs found under", "a_file")
 
 
 def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):

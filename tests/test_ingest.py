@@ -177,6 +177,7 @@ def test_public_layout_every_column(catalog):
         col.NUM_GPU_BLOCKS: 18293, col.BLOCK_SIZE: 16, col.KV_CAPACITY_TOKENS: 18293 * 16,
         col.E2E_LATENCY_S: ((3 + 8 + 8 + 8 + 6) / 5) / (100 / 12.5),  # Little's law: 0.825 s
         col.STATUS: "ok", col.REASON_DETAIL: "batch size from metrics_csv", col.FAULT_FILE: "",
+        col.BENCHMARK_MODE: "online", col.N_MEASUREMENTS: 1,
     }
     for column, value in expected.items():
         if isinstance(value, str):
@@ -184,7 +185,8 @@ def test_public_layout_every_column(catalog):
         else:
             assert row[column] == pytest.approx(value, rel=1e-12), column
     assert math.isnan(row[col.FAILED]) and math.isnan(row[col.MEAN_E2EL_MS])  # not in the old JSON
-    assert set(expected) | {col.FAILED, col.MEAN_E2EL_MS} == set(row)
+    assert row[col.HARDWARE] is None and math.isnan(row[col.MEASUREMENT_SPREAD_PCT])   # no accelerator given
+    assert set(expected) | {col.FAILED, col.MEAN_E2EL_MS, col.HARDWARE, col.MEASUREMENT_SPREAD_PCT} == set(row)
     assert row[col.E2E_LATENCY_S] == pytest.approx(0.825)
 
 

@@ -33,13 +33,13 @@ class HeldOutCheck:
 
 
 def check_traces(traces: Path, catalog: ArchitectureCatalog) -> pd.DataFrame:
-    """Every run under `traces`, ingested (one row and a status per run directory).
+    """Every run under `traces` (a folder of runs, or one trace file: a summary table, an offline
+    result), ingested: one row and a status per run.
 
-    Raises `TraceFormatError` when `traces` is not a folder or holds no benchmark run.
+    Raises `TraceFormatError` when `traces` does not exist or holds no benchmark run.
     """
-    if not traces.is_dir():
-        problem = "is a file, not a folder" if traces.is_file() else "does not exist"
-        raise TraceFormatError(f"trace directory '{traces}' {problem}")
+    if not traces.exists():
+        raise TraceFormatError(f"trace directory '{traces}' does not exist")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
     if runs.empty:
         raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")

@@ -262,6 +262,45 @@ def num_gpu_blocks_override_for(batch_cap: float, input_len: float, output_len: 
     return blocks
 
 
+@dataclass(frozen=True)
+class StaticBatchFit:
+    """Whether one static batch of ``B`` sequences of ``IL + OL`` tokens fits vLLM's default KV
+    reservation on each of ``t`` tensor-parallel ranks (`static_batch_fit`); token counts per rank."""
+
+    kv_tokens_needed: int          # B x ceil((IL + OL) / bs) x bs
+    kv_capacity_tokens: int        # floor(reservation per rank / (bs x kv_bytes_per_token_per_rank)) x bs
+    weights_fit: bool              # weights / t below gpu_memory_utilization x memory - overhead
+
+    @property
+    def fits(self) -> bool:
+        return self.weights_fit and self.kv_tokens_needed <= self.kv_capacity_tokens
+
+
+def static_batch_fit(arch: Architecture, hw: Hardware, batch_size: int, input_len: float, output_len: float,
+                     tensor_parallel: int = 1,
+                     activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
+                     block_size: int = VLLM_BLOCK_SIZE_TOKENS) -> StaticBatchFit:
+    """Whether vLLM can run a static batch (`vllm bench latency`: ``B`` requests at once) as one batch.
+
+    Per rank, the default reservation is ``kv_cache_bytes(memory, gpu_memory_utilization,
+    weights / t, overhead)`` (the advisor's estimate, `default_kv_reservation_bytes`, with the
+    weights split over the ``t`` ranks) and it holds ``floor(reservation / (bs x
+    kv_bytes_per_token_per_rank)) x bs`` tokens; the batch needs ``B x ceil((IL + OL) / bs) x bs``.
+    Where it does not fit, vLLM admits only part of the batch (or preempts as sequences grow), so
+    the mean running batch is below ``B``.
+    """
+    block_size = _check_block_size(block_size)
+    if int(tensor_parallel) != tensor_parallel or tensor_parallel < 1:
+        raise AdvisorError(f"tensor_parallel must be a positive integer, got {tensor_parallel}")
+    sequences = int(np.ceil(float(_check_positive("batch_size", batch_size))))
+    needed = sequences * int(blocks_per_sequence(input_len, output_len, block_size)) * block_size
+    reservation = kv_cache_bytes(float(hw.memory_bytes), hw.gpu_memory_utilization,
+                                 weight_bytes(arch) / tensor_parallel, float(activation_overhead_bytes))
+    block_bytes = block_size * kv_bytes_per_token_per_rank(arch, int(tensor_parallel))
+    capacity = max(int(math.floor(reservation / block_bytes)), 0) * block_size
+    return StaticBatchFit(needed, capacity, reservation > 0)
+
+
 def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len: float,
                    output_len: float, *, num_gpu_blocks: int | None = None,
                    activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,

@@ -9,12 +9,12 @@ message naming the key and the fix.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from slim import columns as col
-from slim.errors import ConfigError
+from slim.errors import ConfigError, TraceFormatError
 from slim.paper.characterisation_config import parse_characterisation_config, resolve_characterisation
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.splits import load_settings
@@ -23,7 +23,10 @@ from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
 from slim.traces.ingest import trace_root_problem
+from slim.traces.offline_ingest import IngestOptions
 from slim.traces.run_files import classify_directory
+from slim.traces.static_batch import AcceleratorLookup
+from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, table_headers
 from slim.traces.tree import walk_tree
 
 
@@ -34,11 +37,20 @@ class DatasetConfig:
     name: str
     kind: str
     trace_dir: Path
-    hardware: Hardware
+    hardware: Hardware | None        # None where table.hardware_map gives each row its accelerator
     models: tuple[str, ...]
     settings_file: Path | None
     description: str
     bca_file: Path | None = None
+    hardware_map: Mapping[str, Hardware] = field(default_factory=dict)
+    table_layout: TableLayout = DEFAULT_LAYOUT
+    hardware_catalog: Mapping[str, Hardware] | None = None   # the hardware file (labels that are its keys)
+
+    @property
+    def ingest_options(self) -> IngestOptions:
+        """What ingest needs from this entry: the accelerator(s) and the summary tables' columns."""
+        return IngestOptions(AcceleratorLookup(self.hardware, dict(self.hardware_map), self.hardware_catalog),
+                             self.table_layout)
 
     @property
     def is_simulated(self) -> bool:
@@ -157,13 +169,27 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
         resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
 
 
-def _check_trace_dir(key: str, entry: dict[str, Any], trace_dir: Path) -> None:
-    """A real dataset's trace folder exists, is a folder and holds at least one run."""
+def _check_trace_dir(key: str, entry: dict[str, Any], trace_dir: Path, layout: TableLayout) -> None:
+    """A real dataset's trace folder exists, is a folder and holds at least one run (with a ``table``
+    section: at least one table its columns read, else the headers each CSV lacks are named)."""
     problem = trace_root_problem(trace_dir)
     if problem:
         raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' (read from {trace_dir.as_posix()}) {problem}; "
                           "point it at a folder of vLLM benchmark run directories")
-    if not any(classify_directory(directory).looks_like_run for directory in walk_tree(trace_dir)):
+    directories = [classify_directory(directory, layout) for directory in walk_tree(trace_dir)]
+    if "table" in entry and not any(run.tables for run in directories):
+        lacking = []
+        for directory in walk_tree(trace_dir):
+            for entry_file in directory.files:
+                if entry_file.problem is None and entry_file.path.suffix.lower() in (".csv", ".parquet"):
+                    try:
+                        missing = layout.missing_headers(table_headers(entry_file.path))
+                    except TraceFormatError as error:
+                        missing = [str(error)]
+                    lacking.append(f"{entry_file.name} lacks {', '.join(missing)}")
+        raise ConfigError(f"{key}.table: no CSV or Parquet table under trace_dir = '{entry['trace_dir']}' has the "
+                          f"headers {key}.table.columns names" + (f" ({'; '.join(lacking)})" if lacking else ""))
+    if not any(run.looks_like_run for run in directories):
         raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' holds no vLLM benchmark run (no result "
                           "JSON, metrics, server or client log in it or below it); point it at your results")
 
@@ -200,7 +226,8 @@ def _check_settings(key: str, settings_file: Path, catalog: ArchitectureCatalog,
                                 catalog, models)
 
 
-def _real_trace_dir(key: str, name: str, entry: dict[str, Any], search: TraceSearch) -> Path | AbsentDataset:
+def _real_trace_dir(key: str, name: str, entry: dict[str, Any], search: TraceSearch,
+                    layout: TableLayout) -> Path | AbsentDataset:
     """Where a real dataset's traces are; an `AbsentDataset` to skip, or `ConfigError` if it is required."""
     located = locate_trace_dir(name, entry, search)
     if isinstance(located, AbsentDataset):
@@ -210,7 +237,7 @@ def _real_trace_dir(key: str, name: str, entry: dict[str, Any], search: TraceSea
         raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' does not exist (looked in {places}); point it "
                           "at a folder of vLLM benchmark run directories, or say `required: false` to skip the "
                           "dataset when its traces are absent")
-    _check_trace_dir(key, entry, located)
+    _check_trace_dir(key, entry, located, layout)
     return located
 
 
@@ -218,17 +245,30 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
                    hardware: dict[str, Hardware], base_dir: Path, sources: Mapping[str, Any],
                    search: TraceSearch) -> DatasetConfig | AbsentDataset:
     key = f"datasets.{name}"
+    layout = TableLayout.from_config(entry.get("table"))
     check_source(key, entry, sources)
     if entry["kind"] == "real":
-        trace_dir = _real_trace_dir(key, name, entry, search)
+        trace_dir = _real_trace_dir(key, name, entry, search, layout)
         if isinstance(trace_dir, AbsentDataset):
             return trace_dir
     else:
         trace_dir = base_dir / entry["trace_dir"]
-    if entry["hardware"] not in hardware:
+    if "hardware" in entry and entry["hardware"] not in hardware:
         raise ConfigError(f"{key}.hardware = '{entry['hardware']}' is not in the hardware file "
                           f"(known: {', '.join(hardware)})")
+    hardware_map = {}
+    for label, accelerator in layout.hardware_map.items():
+        if accelerator not in hardware:
+            raise ConfigError(f"{key}.table.hardware_map.{label} = '{accelerator}' is not in the hardware file "
+                              f"(known: {', '.join(hardware)})")
+        hardware_map[label] = hardware[accelerator]
+    if entry.get("settings") and "hardware" not in entry:
+        raise ConfigError(f"{key}.settings needs {key}.hardware: the held-out evaluation fits one accelerator "
+                          "(a dataset whose rows map to several has ingest, cleaning and characterisation only)")
     for position, model in enumerate(entry["models"]):
+        if catalog.unsupported(model) is not None and model not in catalog:
+            raise ConfigError(f"{key}.models[{position}] = '{model}': {catalog.unsupported(model).error()}; "
+                              "its runs are marked unsupported_model in the cleaning report, leave it out of models")
         if model not in catalog:
             raise ConfigError(f"{key}.models[{position}] = '{model}' is not in the models file; "
                               f"add its architecture there (known: {', '.join(catalog.names)})")
@@ -249,9 +289,21 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
             raise ConfigError(f"{key}.bca = '{entry['bca']}' does not exist (see config/bca/ for examples, "
                               "or omit the key: the dataset then gets every artefact but the advisor study's)")
     return DatasetConfig(
-        name=name, kind=entry["kind"], trace_dir=trace_dir, hardware=hardware[entry["hardware"]],
+        name=name, kind=entry["kind"], trace_dir=trace_dir,
+        hardware=hardware[entry["hardware"]] if "hardware" in entry else None,
         models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
+        hardware_map=hardware_map, table_layout=layout, hardware_catalog=hardware,
     )
+
+
+def ingest_options(hardware_name: str | None, table: Mapping[str, Any] | None,
+                   hardware: Mapping[str, Hardware]) -> IngestOptions:
+    """The `IngestOptions` of a dataset entry's ``hardware`` and ``table`` (as the ingest rule passes
+    them), with `hardware` the loaded hardware file; names were checked by `check_config`."""
+    layout = TableLayout.from_config(table)
+    lookup = AcceleratorLookup(hardware[hardware_name] if hardware_name else None,
+                               {label: hardware[key] for label, key in layout.hardware_map.items()}, hardware)
+    return IngestOptions(lookup, layout)
 
 
 def generalisation_config(config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]) -> GeneralisationConfig:

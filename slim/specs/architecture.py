@@ -14,7 +14,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from slim.errors import ConfigError, UnknownModelError
+from slim.errors import ConfigError, UnknownModelError, UnsupportedArchitectureError
 from slim.yaml_files import read_yaml_mapping, require_keys
 
 MODELS_FILE = Path(__file__).with_name("models.yaml")
@@ -107,6 +107,21 @@ class ArchitectureArrays:
                                   None if self.ffn_ratio is None else self.ffn_ratio[indices])
 
 
+@dataclass(frozen=True)
+class UnsupportedModel:
+    """A model the catalog knows but SLIM's dense formula does not cover (an entry with ``unsupported:``):
+    its name, aliases and the specific reason, given wherever it is asked for."""
+
+    name: str
+    display_name: str
+    reason: str
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    def error(self, source: Path | None = None) -> UnsupportedArchitectureError:
+        where = f" ({source})" if source else ""
+        return UnsupportedArchitectureError(f"model '{self.name}'{where} is not supported: {self.reason}")
+
+
 _REQUIRED_KEYS = (
     "display_name", "n_layers", "hidden_dim", "n_q_heads", "n_kv_heads",
     "ffn_dim", "ffn_kind", "n_params", "vocab_size",
@@ -138,10 +153,20 @@ def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architectu
     )
 
 
-class ArchitectureCatalog:
-    """All architectures of a models file, looked up by name or alias."""
+def _unsupported_from_entry(name: str, entry: dict, source: Path) -> UnsupportedModel:
+    reason = entry["unsupported"]
+    if not isinstance(reason, str) or not reason.strip():
+        raise ConfigError(f"{source}: model '{name}': 'unsupported' must be the reason, in words")
+    return UnsupportedModel(name, str(entry.get("display_name", name)), reason.strip(),
+                            tuple(str(alias).lower() for alias in entry.get("aliases", [])))
 
-    def __init__(self, architectures: dict[str, Architecture], source: Path | None = None):
+
+class ArchitectureCatalog:
+    """All architectures of a models file, looked up by name or alias, and the models it names as
+    unsupported (entries with an ``unsupported:`` reason instead of an architecture)."""
+
+    def __init__(self, architectures: dict[str, Architecture], source: Path | None = None,
+                 unsupported: dict[str, UnsupportedModel] | None = None):
         self._by_name = dict(architectures)
         self.source = source
         self._alias_to_name: dict[str, str] = {}
@@ -149,12 +174,26 @@ class ArchitectureCatalog:
             self._alias_to_name[arch.name.lower()] = arch.name
             for alias in arch.aliases:
                 self._alias_to_name[alias] = arch.name
+        self._unsupported = dict(unsupported or {})
+        self._unsupported_alias: dict[str, str] = {}
+        for model in self._unsupported.values():
+            for alias in (model.name.lower(), *model.aliases):
+                self._unsupported_alias.setdefault(alias, model.name)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ArchitectureCatalog":
         path = Path(path)
         raw = read_yaml_mapping(path, f"models file not found: {path}", "a mapping of model name -> architecture")
-        return cls({name: _architecture_from_entry(name, entry, path) for name, entry in raw.items()}, path)
+        unsupported = {name: _unsupported_from_entry(name, entry, path) for name, entry in raw.items()
+                       if isinstance(entry, dict) and "unsupported" in entry}
+        return cls({name: _architecture_from_entry(name, entry, path) for name, entry in raw.items()
+                    if name not in unsupported}, path, unsupported)
+
+    def unsupported(self, model: str) -> UnsupportedModel | None:
+        """The unsupported entry a model name, alias or path names (as `resolve_name` matches), or None."""
+        key = model.strip().rstrip("/").lower()
+        name = self._unsupported_alias.get(key) or self._unsupported_alias.get(key.rsplit("/", 1)[-1])
+        return self._unsupported[name] if name is not None else None
 
     @property
     def names(self) -> list[str]:
@@ -170,7 +209,7 @@ class ArchitectureCatalog:
             aliases = tuple(dict.fromkeys((*old.aliases, arch.name.lower(), *arch.aliases)))
             arch = replace(arch, name=old.name, aliases=tuple(a for a in aliases if a != old.name.lower()))
         kept = {name: entry for name, entry in self._by_name.items() if name != replaced}
-        return ArchitectureCatalog({**kept, arch.name: arch}, self.source)
+        return ArchitectureCatalog({**kept, arch.name: arch}, self.source, self._unsupported)
 
     def resolve_name(self, model: str) -> str | None:
         """Canonical name for a model name, alias or model path; None if unknown.
@@ -188,6 +227,8 @@ class ArchitectureCatalog:
 
     def __getitem__(self, model: str) -> Architecture:
         name = self.resolve_name(model)
+        if name is None and self.unsupported(model) is not None:
+            raise self.unsupported(model).error(self.source)
         if name is None:
             where = f" (in {self.source})" if self.source else ""
             raise UnknownModelError(

@@ -12,9 +12,11 @@ the last; the parameter count is computed from the shapes the config implies:
     final norm      D or 2 D (none for OPT-350M's post-norm layout, do_layer_norm_before false)
 
 which reproduces the models file's count exactly for OPT, Llama-2, Mistral and Qwen2.5
-(`tests/test_hf_config.py`). Mixture-of-experts, quantised and non-16-bit configs, and configs
-whose head dimension is not ``D / H_q``, are refused: SLIM's byte and FLOP counts assume a dense
-16-bit model with ``d_h = D / H_q``.
+(`tests/test_hf_config.py`). Mixture-of-experts configs (routed experts, e.g. Mixtral-8x7B) and
+configs with a per-layer number of KV heads (``num_key_value_heads_per_layer``, DeciLM-7B) are refused
+with `UnsupportedArchitectureError`; quantised and non-16-bit configs, and configs whose head
+dimension is not ``D / H_q``, with `ConfigError`: SLIM's byte and FLOP counts assume a dense 16-bit
+model with one ``H_kv`` for every layer and ``d_h = D / H_q``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slim.errors import ConfigError
+from slim.errors import ConfigError, UnsupportedArchitectureError
 from slim.specs.architecture import Architecture, FfnKind
 
 
@@ -58,6 +60,7 @@ _FAMILIES: dict[str, _Family] = {
 _GATED_ACTIVATIONS = ("silu", "swish")
 _SIXTEEN_BIT_DTYPES = ("float16", "bfloat16", "float32")   # vLLM serves float32 checkpoints in 16 bits
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
+_PER_LAYER_KV_HEADS_KEY = "num_key_value_heads_per_layer"   # DeciLM: variable grouped-query attention
 
 
 def _text_config(raw: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +81,14 @@ def _integer(raw: dict[str, Any], key: str, source: Path) -> int:
 def _check_supported(raw: dict[str, Any], source: Path) -> None:
     moe = [key for key in _MOE_KEYS if raw.get(key)]
     if moe:
-        raise ConfigError(f"{source}: a mixture-of-experts model ({moe[0]} = {raw[moe[0]]}); SLIM models dense "
-                          "decoders only")
+        raise UnsupportedArchitectureError(
+            f"{source}: a mixture-of-experts model ({moe[0]} = {raw[moe[0]]}): each token runs only its routed "
+            "experts, so SLIM's dense FLOP and weight-byte counts (Eqs. 7-10) do not describe it")
+    per_layer = raw.get(_PER_LAYER_KV_HEADS_KEY)
+    if isinstance(per_layer, list) and len(set(per_layer)) > 1:
+        raise UnsupportedArchitectureError(
+            f"{source}: {_PER_LAYER_KV_HEADS_KEY} varies by layer ({sorted(set(per_layer))}): variable "
+            "grouped-query attention, while SLIM's KV-scan term (Eq. 11) has one H_kv for every layer")
     if raw.get("quantization_config"):
         raise ConfigError(f"{source}: a quantised checkpoint (quantization_config); SLIM counts 16-bit weights")
     dtype = raw.get("torch_dtype", raw.get("dtype"))

@@ -1,8 +1,13 @@
 """Stage 2: decide which ingested runs are usable and account for every one.
 
-Ingest already gave each run a status; cleaning adds the two rules that need
-the whole table (duplicates) or a policy (preempted runs), and writes the
-cleaning report: every run directory, its status and the reason.
+Ingest already gave each run a status; cleaning adds the rules that need the whole table
+(duplicates of an online configuration, repeated measurements of an offline point) or a policy
+(preempted runs), and writes the cleaning report: every run, its status and the reason.
+
+Repeated measurements of one offline point (same accelerator, model, TP, B, IL, OL; e.g. a
+summary table's repeated rows) are averaged, not dropped (`aggregate_repeats`): the point's first
+run (by run_id) keeps the mean latency, the throughputs of its counts over that mean, the number
+of measurements and their spread; the others are ``aggregated`` into it, each naming it.
 """
 
 from __future__ import annotations
@@ -12,10 +17,17 @@ from dataclasses import dataclass
 import pandas as pd
 
 from slim import columns as col
-from slim.traces.ingest import REASON_CODES
+from slim.traces.verdict import REASON_CODES
 
 DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
-"""Two usable runs with equal values here measured the same configuration."""
+"""Two usable online runs with equal values here measured the same configuration."""
+OFFLINE_POINT_KEY = (col.HARDWARE, col.MODEL, col.TENSOR_PARALLEL, col.BENCHMARK_MODE, col.INPUT_LEN_NOMINAL,
+                     col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
+"""Two usable offline runs with equal values here are repeated measurements of one point."""
+REPORT_COLUMNS = (col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL, col.STATUS,
+                  col.REASON_DETAIL, col.FAULT_FILE, col.BENCHMARK_MODE, col.HARDWARE, col.TENSOR_PARALLEL,
+                  col.INPUT_LEN_NOMINAL, col.N_MEASUREMENTS, col.MEASUREMENT_SPREAD_PCT)
+"""Columns of the cleaning report, before ``kept``."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,13 @@ class CleaningPolicy:
     keep_preempted: bool = False
 
 
+def _online(runs: pd.DataFrame) -> pd.Series:
+    """Which runs were measured online (all of a table from before `benchmark_mode` existed)."""
+    if col.BENCHMARK_MODE not in runs:
+        return pd.Series(True, index=runs.index)
+    return runs[col.BENCHMARK_MODE].fillna(col.BenchmarkMode.ONLINE) == col.BenchmarkMode.ONLINE
+
+
 def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok", "preempted")) -> pd.DataFrame:
     """Mark every usable run after the first (by run_id) of the same configuration as ``duplicate``.
 
@@ -32,7 +51,8 @@ def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok"
     (a preempted one, by default) never displaces a kept measurement of its configuration.
     """
     runs = runs.copy()
-    usable = runs[runs[col.STATUS].isin(list(usable_statuses))].sort_values(col.RUN_ID, kind="stable")
+    usable = runs[runs[col.STATUS].isin(list(usable_statuses)) & _online(runs)]
+    usable = usable.sort_values(col.RUN_ID, kind="stable")
     first_of_key: dict[tuple, str] = {}
     for index, run in usable.iterrows():
         key = tuple(run[k] for k in DUPLICATE_KEY)
@@ -45,14 +65,52 @@ def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok"
     return runs
 
 
+def aggregate_repeats(runs: pd.DataFrame) -> pd.DataFrame:
+    """Average the repeated measurements of every usable (``ok``) offline point (module docstring).
+
+    The point's first run by run_id gets the mean latency (``duration_s``, its E2E latency), its
+    request and token throughputs recomputed as counts / mean latency, ``n_measurements`` and
+    ``measurement_spread_pct`` = 100 (max - min) / mean of the latencies; every other run of the
+    point becomes ``aggregated``, naming the run it was averaged into.
+    """
+    runs = runs.copy()
+    offline = runs[(runs[col.STATUS] == "ok") & ~_online(runs)]
+    if offline.empty:
+        return runs
+    offline = offline.sort_values(col.RUN_ID, kind="stable")
+    for _, point in offline.groupby(list(OFFLINE_POINT_KEY), sort=False, dropna=False):
+        if len(point) < 2:
+            continue
+        first, others = point.index[0], point.index[1:]
+        latencies = point[col.DURATION_S].astype(float)
+        mean, count = float(latencies.mean()), int(point[col.N_MEASUREMENTS].sum())
+        spread = 100.0 * float(latencies.max() - latencies.min()) / mean
+        requests = float(runs.loc[first, col.COMPLETED])
+        tokens = requests * float(runs.loc[first, col.INPUT_LEN_MEAN] + runs.loc[first, col.OUTPUT_LEN_MEAN])
+        runs.loc[first, [col.DURATION_S, col.E2E_LATENCY_S]] = mean
+        runs.loc[first, col.REQUEST_THROUGHPUT] = requests / mean
+        runs.loc[first, col.TOTAL_TOKEN_THROUGHPUT] = tokens / mean
+        runs.loc[first, col.OUTPUT_TOKEN_THROUGHPUT] = requests * float(runs.loc[first, col.OUTPUT_LEN_MEAN]) / mean
+        runs.loc[first, col.N_MEASUREMENTS] = count
+        runs.loc[first, col.MEASUREMENT_SPREAD_PCT] = spread
+        runs.loc[first, col.REASON_DETAIL] = (
+            f"mean of {count} measurements ({', '.join(point[col.RUN_ID])}): latency {mean:.6g} s, spread "
+            f"{spread:.3g}% (max - min over mean); " + str(runs.loc[first, col.REASON_DETAIL]))
+        name = runs.loc[first, col.RUN_ID]
+        runs.loc[others, col.STATUS] = "aggregated"
+        runs.loc[others, col.FAULT_FILE] = ""
+        for index in others:
+            latency = float(runs.loc[index, col.DURATION_S])
+            runs.loc[index, col.REASON_DETAIL] = f"repeated measurement (latency {latency:.6g} s) averaged into {name}"
+    return runs
+
+
 def clean_runs(runs: pd.DataFrame, policy: CleaningPolicy = CleaningPolicy()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return (usable runs, cleaning report). The report has one row per ingested run."""
     kept_statuses = ("ok", "preempted") if policy.keep_preempted else ("ok",)
-    report = mark_duplicates(runs, kept_statuses)
+    report = aggregate_repeats(mark_duplicates(runs, kept_statuses))
     usable = report[report[col.STATUS].isin(kept_statuses)].reset_index(drop=True)
-    report_columns = [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL,
-                      col.STATUS, col.REASON_DETAIL, col.FAULT_FILE]
-    report = report[report_columns].copy()
+    report = report.reindex(columns=list(REPORT_COLUMNS))
     report["kept"] = report[col.STATUS].isin(kept_statuses)
     return usable, report.reset_index(drop=True)
 
@@ -64,6 +122,16 @@ def summarise_report(report: pd.DataFrame, dataset: str) -> str:
              "| status | runs | meaning |", "|---|---|---|"]
     for status, count in report[col.STATUS].value_counts().sort_index().items():
         lines.append(f"| {status} | {count} | {REASON_CODES.get(status, '')} |")
+    repeated = report[report[col.N_MEASUREMENTS].fillna(1) > 1] if col.N_MEASUREMENTS in report else report[:0]
+    if not repeated.empty:
+        lines += ["", f"Repeated measurements: {int(repeated[col.N_MEASUREMENTS].sum())} runs of {len(repeated)} "
+                  "offline points averaged (status `aggregated` for all but the first of each point):", "",
+                  "| run | hardware | model | TP | B | IL | OL | measurements | spread (%) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {run[col.RUN_ID]} | {run[col.HARDWARE]} | {run[col.MODEL]} | {run[col.TENSOR_PARALLEL]:g} | "
+                  f"{run[col.MAX_NUM_SEQS]:g} | {run[col.INPUT_LEN_NOMINAL]:g} | {run[col.OUTPUT_LEN_NOMINAL]:g} | "
+                  f"{int(run[col.N_MEASUREMENTS])} | {run[col.MEASUREMENT_SPREAD_PCT]:.3g} |"
+                  for _, run in repeated.iterrows()]
     kept = report[report["kept"]]
     if not kept.empty:
         per_curve = kept.groupby([col.MODEL, col.OUTPUT_LEN_NOMINAL]).size()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +28,8 @@ from slim.traces.client_log import parse_namespace_line, parse_server_flags
 from slim.traces.engine_metrics import EngineMetrics, MetricsSeries, batch_metrics, preemption_count
 from slim.traces.littles_law import SOURCE_LITTLES_LAW, littles_law_batch
 from slim.traces.metrics_csv import read_metrics_csv
+from slim.traces.offline_ingest import IngestOptions, offline_record, table_rows
+from slim.traces.offline_json import OFFLINE_FORMATS
 from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
 from slim.traces.prometheus_text import parse_cache_config, read_scrapes
 from slim.traces.results import ResultRecord, read_result_records, read_sweep_failure
@@ -42,48 +44,17 @@ from slim.traces.server_log import (
     parse_server_log_batch,
     preemptions_in_log,
 )
-from slim.traces.tree import read_text, walk_tree
+from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout
+from slim.traces.tree import TreeDirectory, TreeFile, read_text, walk_tree
+from slim.traces.verdict import REASON_CODES, Verdict  # noqa: F401 (REASON_CODES: re-exported)
+from slim.traces.verdict import empty_row as _empty_row
+from slim.traces.verdict import with_verdict as _set
 
 LOGGER = logging.getLogger(__name__)
-
-REASON_CODES: dict[str, str] = {
-    "ok": "usable measurement",
-    "server_start_failed": "server never started: port clash (Address already in use)",
-    "out_of_memory": "server ran out of GPU memory (weights or KV cache do not fit)",
-    "hardware_error": "GPU hardware fault (ECC error, illegal memory access, Xid) in the logs",
-    "failed_unknown": "no benchmark result and no known failure cause in the logs",
-    "unreadable": "a file of the run cannot be read (permission, dangling or looping symlink)",
-    "corrupt": "a file of the run cannot be parsed (file and parse error named)",
-    "ambiguous_results": "several benchmark results beside the server metrics of one run",
-    "invalid_values": "NaN, infinite, negative or zero values where a measurement is required",
-    "implausible": "values that contradict each other or vLLM's limits (batch above the cap, ...)",
-    "missing_metrics": "no mean batch size: no usable metrics, server stats lines or latencies",
-    "missing_metadata": "max_num_seqs could not be determined",
-    "incomplete": "completed < num_prompts (or nothing completed)",
-    "unknown_model": "model not in the models file",
-    "preempted": "KV cache overflowed: requests were preempted (excluded by default)",
-    "duplicate": "same configuration measured again; the first run (by path) is kept",
-    "ingest_error": "ingest failed unexpectedly on this directory (traceback in the ingest log)",
-}
-"""Every status a run can get, with its meaning (cleaning report legend)."""
 
 _DIR_MAX_NUM_SEQS = re.compile(r"^_(\d+)_")
 LITTLES_LAW_TOLERANCE = 0.05
 """Relative slack of a Little's-law batch over the cap (its error on the public traces is < 4%)."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A run's status (a key of `REASON_CODES`), the evidence for it and the file at fault."""
-
-    status: str
-    detail: str
-    file: str = ""
-
-    @classmethod
-    def of_error(cls, error: TraceFormatError) -> Verdict:
-        status = "unreadable" if isinstance(error, UnreadableTraceError) else "corrupt"
-        return cls(status, str(error), error.path or "")
 
 
 def trace_root_problem(trace_root: Path) -> str | None:
@@ -95,30 +66,32 @@ def trace_root_problem(trace_root: Path) -> str | None:
     return None
 
 
-def find_runs(trace_root: Path) -> list[RunFiles]:
-    """Every directory under `trace_root` that holds files of a benchmark run, sorted by path."""
-    problem = trace_root_problem(Path(trace_root))
-    if problem:
-        raise ConfigError(
-            f"trace directory '{trace_root}' {problem}; set datasets.<name>.trace_dir "
-            "in config/config.yaml to a folder of vLLM benchmark run directories"
-        )
-    runs = [classify_directory(directory) for directory in walk_tree(Path(trace_root))]
+def _directories(trace_root: Path) -> Iterator[TreeDirectory]:
+    """The walk of a trace folder; for a single trace file, its folder holding that file alone."""
+    if trace_root.is_file():
+        yield TreeDirectory(trace_root.parent, (TreeFile(trace_root),))
+        return
+    yield from walk_tree(trace_root)
+
+
+def find_runs(trace_root: Path, table_layout: TableLayout = DEFAULT_LAYOUT) -> list[RunFiles]:
+    """Every directory under `trace_root` that holds files of a benchmark run, sorted by path (for
+    a single file, its folder with that file alone)."""
+    trace_root = Path(trace_root)
+    if not trace_root.is_file():
+        problem = trace_root_problem(trace_root)
+        if problem:
+            raise ConfigError(
+                f"trace directory '{trace_root}' {problem}; set datasets.<name>.trace_dir "
+                "in config/config.yaml to a folder of vLLM benchmark run directories"
+            )
+    runs = [classify_directory(directory, table_layout) for directory in _directories(trace_root)]
     return sorted((run for run in runs if run.looks_like_run), key=lambda run: run.directory)
 
 
 def find_run_dirs(trace_root: Path) -> list[Path]:
     """The directories of `find_runs`."""
     return [run.directory for run in find_runs(trace_root)]
-
-
-def _empty_row(dataset: str, run_id: str) -> dict[str, Any]:
-    """A row of `columns.RUN_COLUMNS` before anything is read: NaN measurements, status ``ok``."""
-    row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
-    row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
-                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
-                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
-    return row
 
 
 def _number(value: Any) -> float:
@@ -523,11 +496,6 @@ def _failed_run(row: dict[str, Any], evidence: DirectoryEvidence, catalog: Archi
                    f"(looked in: {', '.join(sorted(texts)) or 'no log files'})")
 
 
-def _set(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
-    row[col.STATUS], row[col.REASON_DETAIL], row[col.FAULT_FILE] = verdict.status, verdict.detail, verdict.file
-    return row
-
-
 def _records(run_files: RunFiles) -> list[ResultRecord | Verdict]:
     """Every result of the directory's result files; a file that cannot be read gives its Verdict."""
     records: list[ResultRecord | Verdict] = []
@@ -539,33 +507,40 @@ def _records(run_files: RunFiles) -> list[ResultRecord | Verdict]:
     return records
 
 
-def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog) -> list[dict]:
+def _ingest_directory(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog,
+                      options: IngestOptions = IngestOptions()) -> list[dict]:
     row = _empty_row(dataset, run_id)
     if run_files.problem is not None:
         return [_set(row, Verdict("unreadable", f"directory: {run_files.problem}"))]
     for entry in run_files.broken:
         return [_set(row, Verdict("unreadable", f"{entry.name}: {entry.problem}", entry.name))]
+    tables = table_rows(run_files, run_id, dataset, catalog, options)
     evidence = DirectoryEvidence(run_files)
     try:
         evidence.read_logs()
         records = _records(run_files)
+        if not records and tables and not run_files.has_files_besides_tables:
+            return tables
         if not records:
-            return [_set(row, _failed_run(row, evidence, catalog))]
+            return tables + [_set(row, _failed_run(row, evidence, catalog))]
         if len(records) > 1 and run_files.has_time_series:
             series = ", ".join(path.name for path in run_files.metrics_csvs + run_files.scrapes)
             names = ", ".join(path.name for path in run_files.results)
             return [_set(row, Verdict("ambiguous_results", f"several JSON files: {names} (beside the metrics "
                                       f"of one run: {series})"))]
-        rows = []
+        rows = tables
+        alone = len(records) == 1 and not tables
         for record in records:
-            one = row if len(records) == 1 else _empty_row(dataset, _record_id(run_id, record))
+            one = row if alone else _empty_row(dataset, _record_id(run_id, record))
             if isinstance(record, Verdict):
                 rows.append(_set(one, record))
-                continue
-            rows.append(_set(one, _RunIngest(one, record, evidence, catalog, alone=len(records) == 1).verdict()))
+            elif record.trace_format in OFFLINE_FORMATS:
+                rows.append(_set(one, offline_record(one, record, catalog, options)))
+            else:
+                rows.append(_set(one, _RunIngest(one, record, evidence, catalog, alone=alone).verdict()))
         return rows
     except TraceFormatError as error:
-        return [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
+        return tables + [_set(_empty_row(dataset, run_id), Verdict.of_error(error))]
 
 
 def _record_id(run_id: str, record: ResultRecord | Verdict) -> str:
@@ -574,16 +549,21 @@ def _record_id(run_id: str, record: ResultRecord | Verdict) -> str:
     return label if run_id == "." else f"{run_id}/{label}"
 
 
-def ingest_directory(run_files: RunFiles, trace_root: Path, dataset: str,
-                     catalog: ArchitectureCatalog) -> list[dict[str, Any]]:
+def ingest_directory(run_files: RunFiles, trace_root: Path, dataset: str, catalog: ArchitectureCatalog,
+                     options: IngestOptions = IngestOptions()) -> list[dict[str, Any]]:
     """The rows of one run directory (one per result); problems become a status, never an exception."""
     run_id = run_files.directory.relative_to(trace_root).as_posix()
     try:
-        return _ingest_directory(run_files, run_id, dataset, catalog)
+        rows = _ingest_directory(run_files, run_id, dataset, catalog, options)
     except Exception as error:  # the isolation boundary: an unforeseen failure costs this directory only
         LOGGER.exception("ingest of run directory %s failed", run_files.directory)
         return [_set(_empty_row(dataset, run_id), Verdict(
             "ingest_error", f"{type(error).__name__}: {error} (traceback in the ingest log)"))]
+    default = options.accelerators.default
+    for row in rows:   # an online run ran on the dataset's accelerator
+        if row[col.HARDWARE] is None and default is not None:
+            row[col.HARDWARE] = default.name
+    return rows
 
 
 def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: ArchitectureCatalog) -> dict[str, Any]:
@@ -595,9 +575,13 @@ def ingest_run_dir(run_dir: Path, trace_root: Path, dataset: str, catalog: Archi
     return rows[0]
 
 
-def ingest_traces(trace_root: str | Path, dataset: str, catalog: ArchitectureCatalog) -> pd.DataFrame:
-    """One row per run under `trace_root` (see `slim.columns`), sorted by run_id."""
+def ingest_traces(trace_root: str | Path, dataset: str, catalog: ArchitectureCatalog,
+                  options: IngestOptions = IngestOptions()) -> pd.DataFrame:
+    """One row per run under `trace_root`, a folder or a single trace file (see `slim.columns`),
+    sorted by run_id. `options` give the accelerator and the summary tables' column mapping."""
     trace_root = Path(trace_root)
-    rows = [row for run in find_runs(trace_root) for row in ingest_directory(run, trace_root, dataset, catalog)]
+    id_root = trace_root.parent if trace_root.is_file() else trace_root
+    rows = [row for run in find_runs(trace_root, options.table_layout)
+            for row in ingest_directory(run, id_root, dataset, catalog, options)]
     frame = pd.DataFrame(rows, columns=list(col.RUN_COLUMNS))
     return frame.sort_values(col.RUN_ID, kind="stable").reset_index(drop=True)

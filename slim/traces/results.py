@@ -8,9 +8,11 @@ One file can hold one result or several:
 * ``vllm bench sweep serve`` writes ``run=<n>.json`` per repetition (the bench result plus the
   serve and bench overrides of the sweep point and ``run_number``) and a ``summary.json``
   list of them per point;
-* GuideLLM writes ``benchmarks.json``: one report holding a whole sweep (`slim.traces.guidellm`).
+* GuideLLM writes ``benchmarks.json``: one report holding a whole sweep (`slim.traces.guidellm`);
+* ``vllm bench latency`` and ``vllm bench throughput --output-json`` write one offline result
+  (`slim.traces.offline_json`), kept in its own keys.
 
-Every result becomes a `ResultRecord` whose content uses ``vllm bench serve`` keys.
+Every other result becomes a `ResultRecord` whose content uses ``vllm bench serve`` keys.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from slim.errors import TraceFormatError
 from slim.traces import guidellm
+from slim.traces.offline_json import offline_format
 from slim.traces.tree import read_text
 
 FORMAT_BENCHMARK_SERVING = "benchmark_serving"
@@ -114,6 +117,8 @@ def read_result_records(path: Path) -> list[ResultRecord]:
             content = check_summary(value, f"{path.name}[{index}]")
             records.append(ResultRecord(content, path, index, FORMAT_VLLM_BENCH_SWEEP))
         return records
+    if len(values) == 1 and offline_format(values[0]):
+        return [ResultRecord(values[0], path, None, offline_format(values[0]))]
     if len(values) == 1:
         content = check_summary(values[0], path.name)
         return [ResultRecord(content, path, None, _summary_format(content, path))]

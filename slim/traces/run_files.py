@@ -3,8 +3,10 @@
 Files are recognised by the names the producers give them (the public layout, ``vllm bench
 serve``, ``vllm bench sweep serve``, GuideLLM) and, for other names, by their first bytes: a
 ``*.log`` that reads like a vLLM server log, a ``*.txt``/``*.prom`` scrape of ``/metrics``, a
-CSV whose header names ``num_requests_running``. A directory holding any of them looks like a
-run and gets a row in the cleaning report, even when nothing in it can be used.
+CSV whose header names ``num_requests_running``, a CSV or Parquet summary table whose headers hold
+the vocabulary of `slim.traces.summary_table` (through the dataset's column mapping). A directory
+holding any of them looks like a run and gets a row in the cleaning report, even when nothing in
+it can be used.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slim.errors import UnreadableTraceError
+from slim.errors import TraceFormatError, UnreadableTraceError
 from slim.traces.client_log import parse_namespace_line
 from slim.traces.metrics_csv import looks_like_metrics_csv
 from slim.traces.prometheus_text import CACHE_CONFIG_INFO, looks_like_scrape
 from slim.traces.results import SWEEP_FAILURE_FILE, SWEEP_RUN_FILE, SWEEP_SUMMARY_FILE
 from slim.traces.server_log import looks_like_server_log
+from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, table_headers
 from slim.traces.tree import TreeDirectory, TreeFile, read_text
 
 _SNIFF_BYTES = 65_536
 _CLIENT_LOG = re.compile(r"^log_.*\.(out|err)$")
-_IGNORED_JSON = re.compile(r"(\.pytorch\.json|^warmup\.json)$")   # PyTorch-benchmark copies, sweep warm-ups
+_IGNORED_JSON = re.compile(r"(\.pytorch\.json|\.args\.json|^warmup\.json)$")   # PyTorch-benchmark copies and
+# argument sidecars of offline results (read beside their result), sweep warm-ups
 _LAUNCHER_CONFIG = re.compile(r"^config-.*\.txt$")                 # the public traces' sweep launcher command
 
 
@@ -40,6 +44,7 @@ class RunFiles:
     server_logs: list[Path] = field(default_factory=list)
     client_logs: list[Path] = field(default_factory=list)
     gpu_csvs: list[Path] = field(default_factory=list)         # nvidia-smi samples (not read)
+    tables: list[Path] = field(default_factory=list)           # summary tables, one offline point per row
     broken: list[TreeFile] = field(default_factory=list)       # run files that cannot be opened
     problem: str | None = None                                  # the directory cannot be listed
 
@@ -47,12 +52,19 @@ class RunFiles:
     def looks_like_run(self) -> bool:
         return self.problem is not None or any(
             (self.results, self.sweep_failures, self.metrics_csvs, self.scrapes, self.cache_configs,
-             self.server_logs, self.client_logs, self.gpu_csvs, self.broken))
+             self.server_logs, self.client_logs, self.gpu_csvs, self.tables, self.broken))
 
     @property
     def has_time_series(self) -> bool:
         """Whether the directory holds samples of the server's gauges (one run's, by layout)."""
         return bool(self.metrics_csvs or self.scrapes)
+
+    @property
+    def has_files_besides_tables(self) -> bool:
+        """Whether anything but summary tables marks the directory as a run's."""
+        return self.problem is not None or any(
+            (self.results, self.sweep_failures, self.metrics_csvs, self.scrapes, self.cache_configs,
+             self.server_logs, self.client_logs, self.gpu_csvs, self.broken))
 
     @property
     def logs(self) -> list[Path]:
@@ -80,9 +92,14 @@ def _known_role(name: str) -> str | None:
     return None
 
 
-def _sniffed_role(path: Path) -> str | None:
+def _sniffed_role(path: Path, table_layout: TableLayout) -> str | None:
     """The role of a file with an unknown name, from its first bytes; None if it is no run file."""
     suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        try:
+            return "tables" if table_layout.matches(table_headers(path)) else None
+        except TraceFormatError:
+            return None
     if suffix not in (".log", ".out", ".err", ".txt", ".prom", ".csv"):
         return None
     try:
@@ -90,7 +107,9 @@ def _sniffed_role(path: Path) -> str | None:
     except UnreadableTraceError:
         return "broken" if suffix in (".log", ".out", ".err", ".prom") else None
     if suffix == ".csv":
-        return "metrics_csvs" if looks_like_metrics_csv(head.split("\n", 1)[0]) else None
+        if looks_like_metrics_csv(head.split("\n", 1)[0]):
+            return "metrics_csvs"
+        return "tables" if table_layout.matches(table_headers(path, head)) else None
     if suffix in (".txt", ".prom") and looks_like_scrape(head):
         return "scrapes"
     if suffix in (".txt", ".prom") and CACHE_CONFIG_INFO in head:
@@ -102,8 +121,9 @@ def _sniffed_role(path: Path) -> str | None:
     return None
 
 
-def classify_directory(directory: TreeDirectory) -> RunFiles:
-    """Sort a directory's files into the roles of a run's files."""
+def classify_directory(directory: TreeDirectory, table_layout: TableLayout = DEFAULT_LAYOUT) -> RunFiles:
+    """Sort a directory's files into the roles of a run's files; a CSV or Parquet file whose headers
+    `table_layout` reads is a summary table."""
     run_files = RunFiles(directory.path, problem=directory.problem)
     for entry in directory.files:
         role = _known_role(entry.name)
@@ -113,7 +133,7 @@ def classify_directory(directory: TreeDirectory) -> RunFiles:
             elif entry.path.suffix.lower() in (".log", ".csv", ".txt", ".prom"):
                 run_files.broken.append(entry)
             continue
-        role = role or _sniffed_role(entry.path)
+        role = role or _sniffed_role(entry.path, table_layout)
         if role == "broken":
             run_files.broken.append(entry)
         elif role not in (None, "ignored"):

@@ -26,6 +26,19 @@ Layouts (folder: what it is):
 * ``guidellm_per_folder``: one GuideLLM report per folder, one benchmark each;
 * ``prometheus_scrapes``: raw ``/metrics`` text scrapes appended to ``metrics.prom``, per run;
 * ``grafana_export``: a Grafana panel's CSV export, headers carrying the label sets, per run.
+
+Offline layouts (`OFFLINE_LAYOUTS`; a static batch of B requests at IL = OL = 1024 of OPT-1.3B,
+its latency ``B IL 0.02 ms + OL (6 + 0.08 B) ms``; on the A100 80 GB of the tests the batch of
+256 overflows the KV cache, the others fit), following ``vllm/benchmarks/latency.py``,
+``throughput.py`` and ``lib/utils.py`` (``convert_to_pytorch_benchmark_format``):
+
+* ``bench_latency_pytorch``: ``vllm bench latency --output-json latency_bs<B>.json`` with
+  ``SAVE_TO_PYTORCH_BENCHMARK_FORMAT=1``: each result beside its ``.pytorch.json`` (the args);
+* ``bench_latency_sidecar``: the results alone, each with a ``<name>.args.json`` sidecar;
+* ``bench_latency_file_names``: the results alone, named ``latency_<model>_bs<B>_in<IL>_out<OL>.json``;
+* ``bench_throughput``: ``vllm bench throughput --output-json`` of N requests under
+  ``--max-num-seqs 64`` (waves of 64; N = 100 leaves a last wave of 36), with ``.pytorch.json``;
+* ``summary_table``: a CSV in the summary-table vocabulary, one row per B, B = 16 measured twice.
 """
 
 from __future__ import annotations
@@ -38,6 +51,8 @@ from pathlib import Path
 from typing import Any
 
 FORMATS_ROOT = Path(__file__).resolve().parent / "formats"
+OFFLINE_LAYOUTS = ("bench_latency_pytorch", "bench_latency_sidecar", "bench_latency_file_names", "bench_throughput",
+                   "summary_table")
 LAYOUTS = ("bench_serve_metadata", "bench_serve_v1_log", "bench_serve_vllm_serve_log", "flat_result_dir",
            "bench_sweep_serve", "client_concurrency", "append_result", "guidellm_sweep", "guidellm_per_folder",
            "prometheus_scrapes", "grafana_export")
@@ -364,7 +379,109 @@ def build_grafana_export(root: Path) -> None:
     _runs_with_metadata(root, "grafana_data_export.csv", grafana_csv)
 
 
-BUILDERS = {name: globals()[f"build_{name}"] for name in LAYOUTS}
+# ---------------------------------------------------------------- offline benchmarks
+
+OFFLINE_MODEL = "facebook/opt-1.3b"
+OFFLINE_LEN = 1024                       # IL = OL (OPT-1.3B: max_model_len 2048 = IL + OL)
+OFFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+OFFLINE_ITERATIONS = 3
+THROUGHPUT_CAP = 64
+THROUGHPUT_REQUESTS = (64, 128, 256, 100)
+
+
+def static_batch_latency_s(batch: int, input_len: int = OFFLINE_LEN, output_len: int = OFFLINE_LEN) -> float:
+    """The made-up GPU's time for one static batch: prefill at 0.02 ms per token, then OL decode steps."""
+    return (batch * input_len * 0.02 + output_len * step_ms(batch)) / 1000.0
+
+
+def latency_result(batch: int) -> dict[str, Any]:
+    """``vllm bench latency --output-json``: avg, std, every iteration and the percentiles."""
+    base = static_batch_latency_s(batch)
+    latencies = [round(base * factor, 6) for factor in (0.995, 1.0, 1.005)][:OFFLINE_ITERATIONS]
+    mean = sum(latencies) / len(latencies)
+    std = (sum((value - mean) ** 2 for value in latencies) / len(latencies)) ** 0.5
+    ordered = sorted(latencies)
+    return {"avg_latency": mean, "std_latency": std, "latencies": latencies,
+            "percentiles": {str(p): ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+                            for p in (10, 25, 50, 75, 90, 99)}}
+
+
+def latency_args(batch: int, output_json: str) -> dict[str, Any]:
+    """``vars(args)`` of ``vllm bench latency`` (the options the project reads, and a few others)."""
+    return {"model": OFFLINE_MODEL, "input_len": OFFLINE_LEN, "output_len": OFFLINE_LEN, "batch_size": batch,
+            "n": 1, "use_beam_search": False, "num_iters_warmup": 1, "num_iters": OFFLINE_ITERATIONS,
+            "output_json": output_json, "tensor_parallel_size": 1, "max_num_seqs": None, "dtype": "auto",
+            "enable_prefix_caching": False}
+
+
+def pytorch_records(args: dict[str, Any], metrics: dict[str, list], extra_info: dict[str, Any]) -> list:
+    """``convert_to_pytorch_benchmark_format``: one record per metric, the args under benchmark.extra_info."""
+    return [{"benchmark": {"name": "vLLM benchmark", "extra_info": {"args": args}},
+             "model": {"name": args["model"]},
+             "metric": {"name": name, "benchmark_values": values, "extra_info": extra_info}}
+            for name, values in metrics.items()]
+
+
+def build_bench_latency_pytorch(root: Path) -> None:
+    for batch in OFFLINE_BATCHES:
+        name = f"latency_bs{batch}.json"
+        result = latency_result(batch)
+        write_json(root / name, result)
+        extra = {key: result[key] for key in ("avg_latency", "std_latency", "percentiles")}
+        write_json(root / name.replace(".json", ".pytorch.json"),
+                   pytorch_records(latency_args(batch, name), {"latency": result["latencies"]}, extra))
+
+
+def build_bench_latency_sidecar(root: Path) -> None:
+    for batch in OFFLINE_BATCHES:
+        name = f"run{batch:03d}.json"
+        write_json(root / name, latency_result(batch))
+        args = latency_args(batch, name)
+        write_json(root / name.replace(".json", ".args.json"),
+                   {key: args[key] for key in ("model", "batch_size", "input_len", "output_len",
+                                               "tensor_parallel_size")})
+
+
+def build_bench_latency_file_names(root: Path) -> None:
+    for batch in OFFLINE_BATCHES:
+        write_json(root / f"latency_opt-1.3b_bs{batch}_in{OFFLINE_LEN}_out{OFFLINE_LEN}.json", latency_result(batch))
+
+
+def throughput_result(requests: int) -> dict[str, Any]:
+    """``vllm bench throughput --output-json``: waves of THROUGHPUT_CAP identical requests."""
+    full, rest = divmod(requests, THROUGHPUT_CAP)
+    elapsed = round(full * static_batch_latency_s(THROUGHPUT_CAP) + (static_batch_latency_s(rest) if rest else 0), 6)
+    tokens = requests * 2 * OFFLINE_LEN
+    return {"elapsed_time": elapsed, "num_requests": requests, "total_num_tokens": tokens,
+            "requests_per_second": requests / elapsed, "tokens_per_second": tokens / elapsed}
+
+
+def build_bench_throughput(root: Path) -> None:
+    for requests in THROUGHPUT_REQUESTS:
+        name = f"throughput_n{requests}.json"
+        result = throughput_result(requests)
+        write_json(root / name, result)
+        args = {"backend": "vllm", "dataset_name": "random", "model": OFFLINE_MODEL, "input_len": OFFLINE_LEN,
+                "output_len": OFFLINE_LEN, "num_prompts": requests, "n": 1, "output_json": name,
+                "tensor_parallel_size": 1, "max_num_seqs": THROUGHPUT_CAP, "random_range_ratio": 0.0}
+        write_json(root / name.replace(".json", ".pytorch.json"), pytorch_records(
+            args, {"requests_per_second": [result["requests_per_second"]],
+                   "tokens_per_second": [result["tokens_per_second"]]},
+            {key: result[key] for key in ("elapsed_time", "num_requests", "total_num_tokens")}))
+
+
+def build_summary_table(root: Path) -> None:
+    """A summary table in the vocabulary: one row per batch size; B = 16 measured a second time, 2% slower."""
+    lines = ["model,hardware,tensor_parallel,batch_size,input_len,output_len,latency_s,total_token_throughput_per_s"]
+    rows = [(batch, static_batch_latency_s(batch)) for batch in OFFLINE_BATCHES]
+    rows.append((16, static_batch_latency_s(16) * 1.02))
+    for batch, latency in rows:
+        tokens = batch * 2 * OFFLINE_LEN
+        lines.append(f"opt-1.3b,a100-80gb,1,{batch},{OFFLINE_LEN},{OFFLINE_LEN},{latency:.6f},{tokens / latency:.4f}")
+    write(root / "points.csv", "\n".join(lines) + "\n")
+
+
+BUILDERS = {name: globals()[f"build_{name}"] for name in LAYOUTS + OFFLINE_LAYOUTS}
 
 
 def build_layouts(root: Path) -> None:
@@ -374,7 +491,7 @@ def build_layouts(root: Path) -> None:
 
 
 def main() -> None:
-    for name in LAYOUTS:
+    for name in LAYOUTS + OFFLINE_LAYOUTS:
         if (FORMATS_ROOT / name).exists():
             shutil.rmtree(FORMATS_ROOT / name)
     build_layouts(FORMATS_ROOT)

@@ -2,11 +2,14 @@ rule ingest:
     input:
         traces=ingest_traces_input,
         models=config["models_file"],
+        hardware=config["hardware_file"],
     output:
         runs="results/{dataset}/runs.parquet",
     params:
         dataset="{dataset}",
         trace_dir=trace_dir,
+        hardware=lambda wildcards: config["datasets"][wildcards.dataset].get("hardware"),
+        table=lambda wildcards: config["datasets"][wildcards.dataset].get("table"),
     log:
         "logs/{dataset}/ingest.log",
     benchmark:

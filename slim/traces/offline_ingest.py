@@ -1,0 +1,57 @@
+"""Offline results and summary tables inside ingest: what a dataset's config adds (the accelerator,
+the tables' column mapping) and the rows of a directory's tables and offline results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from slim import columns as col
+from slim.errors import TraceFormatError
+from slim.specs.architecture import ArchitectureCatalog
+from slim.traces.offline_json import offline_point
+from slim.traces.results import ResultRecord
+from slim.traces.run_files import RunFiles
+from slim.traces.static_batch import AcceleratorLookup, offline_verdict
+from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, read_table_points
+from slim.traces.verdict import Verdict, empty_row, with_verdict
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """What a dataset's config tells ingest beyond the trace files: the accelerator of its runs
+    (one, or per row through a hardware map) and how its summary tables name their columns."""
+
+    accelerators: AcceleratorLookup = AcceleratorLookup()
+    table_layout: TableLayout = DEFAULT_LAYOUT
+
+
+def table_rows(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog,
+               options: IngestOptions) -> list[dict]:
+    """One row per row of each summary table of the directory; a table that cannot be read, one row."""
+    rows = []
+    for path in run_files.tables:
+        try:
+            points = read_table_points(path, options.table_layout)
+        except TraceFormatError as error:
+            verdict = Verdict.of_error(error)
+            rows.append(with_verdict(empty_row(dataset, path.name if run_id == "." else f"{run_id}/{path.name}"),
+                                     verdict))
+            continue
+        for label, point in points:
+            one = empty_row(dataset, label if run_id == "." else f"{run_id}/{label}")
+            rows.append(with_verdict(one, offline_verdict(one, point, catalog, options.accelerators)))
+    return rows
+
+
+def offline_record(row: dict[str, Any], record: ResultRecord, catalog: ArchitectureCatalog,
+                   options: IngestOptions) -> Verdict:
+    """The status of a ``vllm bench latency`` / ``throughput`` result (`slim.traces.offline_json`)."""
+    row[col.TRACE_FORMAT] = record.trace_format
+    try:
+        point = offline_point(record.content, record.trace_format, record.path)
+    except TraceFormatError as error:   # its companion .pytorch.json or .args.json: this result only
+        return Verdict.of_error(error)
+    if isinstance(point, Verdict):
+        return point
+    return offline_verdict(row, point, catalog, options.accelerators)
