@@ -221,7 +221,8 @@ SIM_CONSTANTS_COLUMNS = (SETTING, N_RUNS, *SIM_FITTED_CONSTANTS, TRAIN_MAPE_THRO
 
 
 # --- The baselines' readings (results/<dataset>/baseline_sensitivity.csv): one row per
-# (variant, setting, metric), and one headline row per variant (setting HEADLINE_SETTING).
+# (variant, setting, metric), and one headline row per variant
+# (its setting: slim.paper.baseline_sensitivity.HEADLINE_SETTING).
 BASELINE = "baseline"                  # IMAI OOD-LR or LLMVisor-Agg
 VARIANT = "variant"                    # baselines.variants.BaselineVariant.name
 MAIN_VARIANT = "main"                  # True for the reading Tables III-IV use
@@ -233,8 +234,6 @@ VALUE_CI_HIGH_PCT = "value_pct_ci_high"
 PAPER_VALUE_PCT = "paper_pct"          # the paper's value (Table III or Section VI-F), NaN where none
 PAPER_INSIDE_CI = "paper_inside_ci"    # the paper's value lies in [ci_low, ci_high], bounds at its precision
 PAPER_DISTANCE_PCT = "distance_to_paper_pct_points"   # |value - paper|
-HEADLINE_SETTING = "headline"
-HEADLINE_METRIC = "average_mape_reduction"
 
 BASELINE_SENSITIVITY_COLUMNS = (
     BASELINE, VARIANT, MAIN_VARIANT, SETTING, SETTING_LABEL, METRIC, VALUE_PCT, VALUE_CI_LOW_PCT,

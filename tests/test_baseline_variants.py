@@ -27,6 +27,7 @@ from baselines.variants import (
 from slim import columns as col
 from slim.errors import ConfigError
 from slim.paper.baseline_sensitivity import (
+    HEADLINE_SETTING,
     SensitivityError,
     baseline_sensitivity,
     round_significant,
@@ -226,8 +227,8 @@ def test_the_table_has_every_variant_setting_and_metric_and_a_headline_each(smal
     table = result.table
     assert list(table.columns) == list(col.BASELINE_SENSITIVITY_COLUMNS)
     assert len(table) == len(SMALL_VARIANTS) * (2 * 2 + 1)           # two applicable settings, two metrics
-    assert set(table[col.SETTING]) == {"same_curve", "model", col.HEADLINE_SETTING}
-    cells = table[table[col.SETTING] != col.HEADLINE_SETTING]
+    assert set(table[col.SETTING]) == {"same_curve", "model", HEADLINE_SETTING}
+    cells = table[table[col.SETTING] != HEADLINE_SETTING]
     assert np.all(cells[col.VALUE_CI_LOW_PCT] <= cells[col.VALUE_PCT])
     assert np.all(cells[col.VALUE_PCT] <= cells[col.VALUE_CI_HIGH_PCT])
     low = cells[col.VALUE_CI_LOW_PCT].round(1)

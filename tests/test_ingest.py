@@ -78,7 +78,8 @@ def test_ingest_of_the_whole_corpus_gives_one_row_per_directory_with_every_colum
     column_names = {value for name, value in vars(col).items() if name.isupper() and isinstance(value, str)}
     schemas = set(col.RUN_COLUMNS) | set(col.PREDICTION_COLUMNS) | set(col.MAPE_COLUMNS) | set(
         col.IDENTIFIABILITY_COLUMNS) | set(col.GENERALISATION_MAPE_COLUMNS) | set(col.SIM_CONSTANTS_COLUMNS) | set(
-        col.MAPE_INTERVAL_COLUMNS) | set(col.MAPE_COMPARISON_COLUMNS) | set(col.MAPE_REDUCTION_COLUMNS)
+        col.MAPE_INTERVAL_COLUMNS) | set(col.MAPE_COMPARISON_COLUMNS) | set(col.MAPE_REDUCTION_COLUMNS) | set(
+        col.BASELINE_SENSITIVITY_COLUMNS)
     assert column_names == schemas
     assert corpus[col.DATASET].eq("broken").all()
 

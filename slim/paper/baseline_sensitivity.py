@@ -36,6 +36,9 @@ from slim.paper.tables import paper_row_labels, to_html_page, to_markdown
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
+# A headline row's `setting` and `metric` values: the average MAPE reduction over every setting.
+HEADLINE_SETTING = "headline"
+HEADLINE_METRIC = "average_mape_reduction"
 MAIN_REPRODUCTION_TOLERANCE = 1e-9
 """Largest relative difference allowed between a main reading refitted here and the main
 evaluation's predictions on disk (the same code on the same rows: any difference means the
@@ -92,7 +95,7 @@ class BaselineSensitivity:
     variants: tuple
 
     def headline(self, variant: str) -> pd.Series:
-        rows = self.table[(self.table[col.VARIANT] == variant) & (self.table[col.SETTING] == col.HEADLINE_SETTING)]
+        rows = self.table[(self.table[col.VARIANT] == variant) & (self.table[col.SETTING] == HEADLINE_SETTING)]
         return rows.iloc[0]
 
 
@@ -205,8 +208,8 @@ def baseline_sensitivity(clean: pd.DataFrame, evaluation: pd.DataFrame, settings
         in_place = pd.concat([slim_rows, _as_predictor(predictions, variant.name, variant.baseline),
                               _as_predictor(predictions, main_of[other], other)], ignore_index=True)
         headline = average_mape_reduction_interval(in_place, curves, applicable_setting_names(applicable))
-        records.append(_record(variant, col.HEADLINE_SETTING, "average MAPE reduction (all settings)",
-                               col.HEADLINE_METRIC, headline.estimate_pct, headline.ci_low_pct, headline.ci_high_pct,
+        records.append(_record(variant, HEADLINE_SETTING, "average MAPE reduction (all settings)",
+                               HEADLINE_METRIC, headline.estimate_pct, headline.ci_low_pct, headline.ci_high_pct,
                                reference.get("headline_mape_reduction_pct", math.nan),
                                all(determined[(s.name, name)] for s in applicable
                                    for name in (variant.name, main_of[other]))))
@@ -232,7 +235,7 @@ def _record(variant, setting: str, label: str, metric: str, value: float, low: f
 def agreement(table: pd.DataFrame) -> pd.DataFrame:
     """Per variant, over its Table III cells with a paper value: how many paper values lie in our
     interval, of how many, and the mean distance to them (percentage points)."""
-    cells = table[(table[col.SETTING] != col.HEADLINE_SETTING) & table[col.PAPER_VALUE_PCT].notna()]
+    cells = table[(table[col.SETTING] != HEADLINE_SETTING) & table[col.PAPER_VALUE_PCT].notna()]
     rows = []
     for (baseline, variant), group in cells.groupby([col.BASELINE, col.VARIANT], sort=False):
         rows.append({col.BASELINE: baseline, col.VARIANT: variant, "inside": int(group[col.PAPER_INSIDE_CI].sum()),
@@ -251,7 +254,7 @@ def _cell(row: pd.Series, separator: str = "-") -> str:
 def display_matrix(table: pd.DataFrame) -> pd.DataFrame:
     """Rows: each baseline's variants then its paper row; columns: (setting, metric) and the headline.
     Cells: ``value (CI a-b)``, ``*`` where the training data do not determine the predictions."""
-    cells = table[table[col.SETTING] != col.HEADLINE_SETTING]
+    cells = table[table[col.SETTING] != HEADLINE_SETTING]
     columns = list(dict.fromkeys(zip(cells[col.SETTING_LABEL], cells[col.METRIC])))
     header = [(label, METRIC_SHORT[metric]) for label, metric in columns] + [("Headline", "reduction %")]
     rows = {}
@@ -262,7 +265,7 @@ def display_matrix(table: pd.DataFrame) -> pd.DataFrame:
             for label, metric in columns:
                 match = rows_of[(rows_of[col.SETTING_LABEL] == label) & (rows_of[col.METRIC] == metric)].iloc[0]
                 values.append(_cell(match))
-            head = rows_of[rows_of[col.SETTING] == col.HEADLINE_SETTING].iloc[0]
+            head = rows_of[rows_of[col.SETTING] == HEADLINE_SETTING].iloc[0]
             values.append(_cell(head, " to "))
             mark = " (main)" if bool(rows_of[col.MAIN_VARIANT].iloc[0]) else ""
             rows[f"{baseline}: {variant}{mark}"] = values
@@ -296,7 +299,7 @@ def why_the_headline_differs(table: pd.DataFrame, dataset_label: str) -> str:
     lines = [f"### Why the headline differs: {dataset_label}\n",
              f"{to_markdown(display_matrix(table), index_label='reading')}", TABLE_NOTE + "\n",
              IMAI_SOURCE_NOTE + "\n"]
-    heads = table[table[col.SETTING] == col.HEADLINE_SETTING]
+    heads = table[table[col.SETTING] == HEADLINE_SETTING]
     for baseline, group in fit.groupby(col.BASELINE, sort=False):
         best_inside = int(group["inside"].max())
         cells = int(group["cells"].max())
