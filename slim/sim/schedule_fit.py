@@ -47,22 +47,24 @@ from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
-UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6])
-"""Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us),
-so every free variable is of order one."""
+UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6, 1e-6])
+"""Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us;
+XFormers attention latency: us), so every free variable is of order one."""
 
-IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-"""``u*``: every efficiency one, no launch or CPU overhead (the roofline machine)."""
+IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+"""``u*``: every efficiency one, no launch, backend or CPU overhead (the roofline machine)."""
 
 LOWER = np.array([1.0 / BOUNDS[n][1] if n in EFFICIENCIES else BOUNDS[n][0] for n in FITTED_CONSTANTS]) / UNITS
 UPPER = np.array([1.0 / BOUNDS[n][0] if n in EFFICIENCIES else BOUNDS[n][1] for n in FITTED_CONSTANTS]) / UNITS
 
-STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6)
+STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0)
                for compute in (0.2, 0.5, 0.9) for memory, attention in ((0.6, 0.6), (0.95, 0.95)))
 """Starting constants in `FITTED_CONSTANTS` order, fixed and never read from data: the GEMM
 compute efficiency at three levels (the roofline ``max`` makes the objective multimodal in it:
 on the public traces' model transfer a start at the `SimConstants` defaults ends in a local
-minimum of twice the global cost), with memory efficiencies low and high."""
+minimum of twice the global cost), with memory efficiencies low and high. The XFormers
+attention latency starts at zero, where it stays when no training run uses that backend
+(nothing then moves it)."""
 
 
 def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
@@ -245,13 +247,12 @@ def _standard_errors(jacobian: np.ndarray, cost: float, n_points: int, identifia
 
 def _valley_references(rng: np.random.Generator, count: int) -> list[np.ndarray]:
     """Seeded references in ``u`` spread uniformly over the bounded box of `BOUNDS`
-    (efficiencies uniform in their bounds, then inverted)."""
-    references = []
-    for _ in range(count):
-        values = np.array([rng.uniform(*BOUNDS[name]) for name in FITTED_CONSTANTS])
-        values[:len(EFFICIENCIES)] = 1.0 / values[:len(EFFICIENCIES)]
-        references.append(values)
-    return references
+    (efficiencies uniform in their bounds, then inverted). Drawn one constant at a time, in
+    `FITTED_CONSTANTS` order, so a constant appended to that list leaves the others' draws as
+    they were."""
+    values = np.column_stack([rng.uniform(*BOUNDS[name], size=count) for name in FITTED_CONSTANTS])
+    values[:, :len(EFFICIENCIES)] = 1.0 / values[:, :len(EFFICIENCIES)]
+    return list(values)
 
 
 def _identifiability(problem: _Problem, best_x: np.ndarray, initial: SimConstants, split_name: str,
