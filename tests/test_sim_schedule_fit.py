@@ -59,9 +59,8 @@ def test_one_model_leaves_launch_and_step_overhead_open(catalog, h100):
     sampled, each sample fits the training runs as well, and predictions for the same model
     hardly move along it."""
     target_key = ScheduleKey("opt-1.3b", 200, 40, 16, 80)
-    # Seven runs for the seven constants: the six of `keys`, the first of them measured twice.
+    # Six runs suffice: with no run on the XFormers backend its latency is not among the constants to fit.
     train_keys = keys(("opt-1.3b",), ((128, 64), (300, 24)))
-    train_keys += train_keys[:1]
     table = simulate_schedules(train_keys + [target_key], catalog, h100, SimConstants())
     train, target = [table.get(key) for key in train_keys], [table.get(target_key)]
     measured = ScheduleCosts(train, catalog, h100, SimConstants()).predict(TRUTH).throughput_per_s

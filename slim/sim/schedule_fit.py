@@ -42,6 +42,7 @@ from slim.model.fit import (
 )
 from slim.model.metrics import mape_pct
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
+from slim.sim.cost import XFORMERS, attention_backend
 from slim.sim.linear_cost import EFFICIENCIES, LinearCost, StatsMatrix, constants_at, coordinates_of
 from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
@@ -291,12 +292,16 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
     fields of `initial` (scheduler, memory, tensor parallelism) are kept; its fitted
     fields are never used, so the result depends on the training runs alone.
 
-    Raises `FitError` (naming `split_name`) when there are fewer runs than constants, a run
+    Raises `FitError` (naming `split_name`) when there are fewer runs than constants (the
+    XFormers latency not counted where no run uses that backend), a run
     cannot start in the simulator, a throughput is not positive, or no start converges.
     """
     measured = np.asarray(measured_throughput, dtype=float)
-    if len(schedules) < len(FITTED_CONSTANTS):
-        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {len(FITTED_CONSTANTS)} "
+    # The XFormers latency needs no run of its own where no run pays it (it then stays at zero).
+    on_xformers = any(attention_backend(architectures[s.key.model]) == XFORMERS for s in schedules)
+    needed = len(FITTED_CONSTANTS) - (0 if on_xformers else 1)
+    if len(schedules) < needed:
+        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
                        "simulator constants; add training runs")
     if measured.shape != (len(schedules),) or not (np.isfinite(measured).all() and (measured > 0).all()):
         raise FitError(f"split '{split_name}': measured throughputs must be one finite positive value per run")
