@@ -133,3 +133,32 @@ def test_configurations_vllm_refuses(catalog, h100):
     oom = simulate_run(catalog["qwen2-72b"], h100, SimConstants(), 256, 128, 8, 10)
     assert oom.status == "cuda_oom" and oom.completed == 0
     assert simulate_run(catalog["qwen2-72b"], h100, SimConstants(), 256, 32, 8, 20, tensor_parallel=4).status == "ok"
+
+
+def test_the_attention_backend_is_the_one_the_public_servers_logged(catalog, shared_traces_dir):
+    """vLLM V0 serves head sizes FlashAttention-2 lacks with XFormers: every server log of the
+    public traces that got as far as loading the model says 'Using XFormers backend' exactly for
+    the models `attention_backend` puts there (two servers that never started log two lines)."""
+    from slim.sim.cost import XFORMERS, attention_backend
+
+    seen = {}
+    for log in sorted((shared_traces_dir / "output_length").glob("_*/*/_*/server_out.log")):
+        model, text = log.parent.parent.name, log.read_text(errors="replace")
+        if "Loading model weights" not in text:
+            continue
+        seen.setdefault(model, set()).add("Using XFormers backend" in text)
+    assert set(seen) == {"opt-1.3b", "opt-2.7b", "llama-2-7b"}
+    for model, xformers_logged in seen.items():
+        assert xformers_logged == {attention_backend(catalog[model]) == XFORMERS}, model
+    assert catalog["opt-2.7b"].head_dim == 80
+
+
+def test_the_xformers_latency_is_paid_per_layer_and_step_by_xformers_models_only(catalog, h100):
+    consts = SimConstants(xformers_attention_latency_s=7e-6)
+    for name, pays in (("opt-1.3b", False), ("opt-2.7b", True), ("llama-2-7b", False)):
+        arch = catalog[name]
+        with_latency = StepCostModel(arch, h100, consts).attention_latency_s(np.array([0, 1, 300]))
+        without = StepCostModel(arch, h100, replace(consts, xformers_attention_latency_s=0.0)).attention_latency_s(
+            np.array([0, 1, 300]))
+        extra = arch.n_layers * 7e-6 if pays else 0.0
+        np.testing.assert_allclose(with_latency - without, [0.0, extra, extra], rtol=1e-12, atol=0.0)

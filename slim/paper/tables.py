@@ -459,7 +459,8 @@ SIM_CONSTANT_DISPLAY = (("gemm_compute_efficiency", "eta GEMM compute", 1.0, 3),
                         ("attention_memory_efficiency", "eta attention", 1.0, 3),
                         ("kernel_latency_s", "kernel launch (us)", 1e6, 2),
                         ("step_overhead_base_s", "step base (ms)", 1e3, 3),
-                        ("step_overhead_per_seq_s", "per sequence (us)", 1e6, 2))
+                        ("step_overhead_per_seq_s", "per sequence (us)", 1e6, 2),
+                        ("xformers_attention_latency_s", "XFormers attention (us)", 1e6, 2))
 """How each fitted simulator constant is shown: column label, scale to its unit, decimals."""
 
 

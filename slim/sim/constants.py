@@ -26,9 +26,9 @@ SIM_CONSTANTS_FILE = Path(__file__).with_name("h100-64gb-sim.yaml")
 
 FITTED_CONSTANTS = SIM_FITTED_CONSTANTS
 """The constants `calibrate` fits (gemm_compute_efficiency, gemm_memory_efficiency,
-attention_memory_efficiency, kernel_latency_s, step_overhead_base_s, step_overhead_per_seq_s;
-named in `slim.columns`, whose tables carry them); everything else is fixed from logs or vLLM
-defaults."""
+attention_memory_efficiency, kernel_latency_s, step_overhead_base_s, step_overhead_per_seq_s,
+xformers_attention_latency_s; named in `slim.columns`, whose tables carry them); everything else
+is fixed from logs or vLLM defaults."""
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_compute_efficiency": (0.05, 1.0),
@@ -37,6 +37,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "kernel_latency_s": (0.0, 50e-6),
     "step_overhead_base_s": (0.0, 20e-3),
     "step_overhead_per_seq_s": (0.0, 500e-6),
+    "xformers_attention_latency_s": (0.0, 50e-6),
 }
 """Physical bounds of the fitted constants (efficiencies in (0, 1])."""
 
@@ -49,7 +50,9 @@ class SimConstants:
     ``max(FLOPs / (gemm_compute_efficiency F_max), bytes / (gemm_memory_efficiency BW_max))
     + kernel_latency_s``; decode attention streams the KV cache at
     ``attention_memory_efficiency BW_max``; the CPU side adds
-    ``step_overhead_base_s + step_overhead_per_seq_s x scheduled sequences``.
+    ``step_overhead_base_s + step_overhead_per_seq_s x scheduled sequences``. A model whose
+    head size vLLM V0's FlashAttention-2 backend lacks runs on its XFormers backend, whose
+    attention adds ``xformers_attention_latency_s`` per layer and step (`slim.sim.cost`).
     """
 
     # Fitted (see FITTED_CONSTANTS); the defaults are plausible H100 starting points.
@@ -59,6 +62,7 @@ class SimConstants:
     kernel_latency_s: float = 5e-6
     step_overhead_base_s: float = 1e-3
     step_overhead_per_seq_s: float = 40e-6
+    xformers_attention_latency_s: float = 0.0    # none unless calibrated on XFormers-backend runs
     # Fixed: per-step multiplicative jitter (std of the relative noise, clipped at 3 sigma).
     jitter_rel_sigma: float = 0.02
     # Fixed: tensor parallelism (not in the public traces, so not calibrated).

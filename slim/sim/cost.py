@@ -16,6 +16,15 @@ tensor-parallel rank (``t`` ranks, weights and KV heads sharded ``1/t``):
 LM head once per step for the sampled sequences, and a CPU-side overhead
 ``base + per_seq x sequences`` (scheduling, input preparation, sampling, detokenising).
 
+The attention backend is vLLM V0's choice for the model's head size (`attention_backend`):
+FlashAttention-2 where it supports the head size, else XFormers, whose PagedAttention decode
+kernels add ``xformers_attention_latency_s`` per layer and step. The public traces' server logs
+say so: OPT-2.7B (head size 80) logs "Cannot use FlashAttention-2 backend for head size 80 ...
+Using XFormers backend", OPT-1.3B (64) and Llama-2-7B (128) do not. A single set of constants
+shared by both backends charges that cost to the shared constants instead: calibrated on
+OPT-1.3B and OPT-2.7B it lowered the GEMM memory efficiency (0.85, against 0.99 on all three
+models) and mispredicted Llama-2-7B by 8%.
+
 This is the simulator's ground truth, deliberately richer than SLIM's closed form
 (`slim/model/equations.py`, Eqs. 5-12): nothing here evaluates or is tuned to SLIM.
 """
@@ -35,6 +44,18 @@ from slim.specs.hardware import Hardware
 
 KERNELS_PER_LAYER = 5      # QKV, attention, output projection, FFN up, FFN down
 ELEMENTWISE_KERNELS_PER_LAYER = 3
+
+FLASH_ATTENTION_HEAD_SIZES = (32, 64, 96, 128, 160, 192, 224, 256)
+"""Head sizes vLLM V0's FlashAttention-2 backend supports (its backend selector); any other
+head size is served by the XFormers backend."""
+
+FLASH_ATTENTION, XFORMERS = "flash_attn", "xformers"
+
+
+def attention_backend(arch: Architecture) -> str:
+    """vLLM V0's attention backend for `arch` on a CUDA GPU in 16 bits: `FLASH_ATTENTION` where
+    FlashAttention-2 supports its head size (`FLASH_ATTENTION_HEAD_SIZES`), else `XFORMERS`."""
+    return FLASH_ATTENTION if arch.head_dim in FLASH_ATTENTION_HEAD_SIZES else XFORMERS
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,8 @@ class StepCostModel:
         self.prefill_s_per_pair = self.prefill_flops_per_pair / self.compute_rate
         up_width = (2 if arch.ffn_kind == "swiglu" else 1) * arch.ffn_dim // tensor_parallel
         self.elementwise_bytes_per_token = layers * BYTES_PER_FP16 * (4.0 * arch.hidden_dim + 2.0 * up_width)
+        # Layers whose attention pays the XFormers backend's latency (none on FlashAttention).
+        self.xformers_layers = layers if attention_backend(arch) == XFORMERS else 0
 
     # -- components, vectorised over arrays -------------------------------------------------
     def _gemm_time(self, gemm: _Gemm, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,7 +186,11 @@ class StepCostModel:
         return 2.0 * self.arch.n_layers * (self.consts.allreduce_latency_s + ring) * (tokens > 0)
 
     def attention_latency_s(self, tokens: ArrayLike) -> np.ndarray:
-        return self.consts.kernel_latency_s * self.arch.n_layers * (np.asarray(tokens, dtype=float) > 0)
+        """Attention's launches, one per layer, and on the XFormers backend its extra latency per
+        layer (zero for an empty step)."""
+        per_step = (self.consts.kernel_latency_s * self.arch.n_layers
+                    + self.consts.xformers_attention_latency_s * self.xformers_layers)
+        return per_step * (np.asarray(tokens, dtype=float) > 0)
 
     def overhead_s(self, seqs: ArrayLike) -> np.ndarray:
         """CPU-side step overhead: ``base + per_seq x seqs`` (zero for an empty step)."""

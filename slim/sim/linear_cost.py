@@ -1,11 +1,12 @@
 """The simulator's cost of a whole schedule as a function of its fitted constants.
 
-In the coordinates ``u = (1/eta_c, 1/eta_m, 1/eta_attn, t_kernel, t_base, t_seq)`` (the
-inverse efficiencies and the three overheads of `FITTED_CONSTANTS`, SI units), every term
+In the coordinates ``u = (1/eta_c, 1/eta_m, 1/eta_attn, t_kernel, t_base, t_seq, t_xformers)``
+(the inverse efficiencies and the four overheads of `FITTED_CONSTANTS`, SI units), every term
 of a step's cost (`slim.sim.cost`) is linear or the roofline ``max`` of two linear terms:
 
     GEMM g over T rows:  max(FLOPs_g(T) / F_max u_c, bytes_g(T) / BW_max u_m)
     elementwise:         bytes(T) / BW_max u_m;   launches: n_kernels(T) t_kernel
+    XFormers backend:    L_xformers t_xformers per step (L on that backend, else 0)
     decode attention:    c max(4 D L / F_max u_c, KV bytes / BW_max u_attn)
     prefill attention:   p 4 D L / F_max u_c;     CPU side: t_base + seqs t_seq
 
@@ -31,7 +32,7 @@ from slim.specs.hardware import Hardware
 
 EFFICIENCIES = FITTED_CONSTANTS[:3]
 """The fitted constants whose inverses are coordinates of ``u``; the others are ``u`` as they are."""
-(COMPUTE, MEMORY, ATTENTION, KERNEL, BASE, PER_SEQ) = range(len(FITTED_CONSTANTS))
+(COMPUTE, MEMORY, ATTENTION, KERNEL, BASE, PER_SEQ, XFORMERS) = range(len(FITTED_CONSTANTS))
 
 
 def coordinates_of(consts: SimConstants) -> np.ndarray:
@@ -98,6 +99,7 @@ class LinearCost:
         self.elementwise_s = model.elementwise_bytes_per_token * tokens / bandwidth
         # Launches of a step with tokens: every layer kernel (the attention one included).
         self.kernels_per_step = float(layers * (KERNELS_PER_LAYER - 1 + ELEMENTWISE_KERNELS_PER_LAYER + 1))
+        self.xformers_layers = float(model.xformers_layers)
         self.attention_s = (model.attention_flops_per_token / flops, model.attention_bytes_per_token / bandwidth)
         self.prefill_pair_s = model.prefill_flops_per_pair / flops
         self.allreduce_s = model.allreduce_s(tokens)
@@ -156,8 +158,10 @@ class ScheduleForm:
                               cost.sampled_active[:width_sampled], stats.w_sampled)
         self.fixed = np.zeros((len(stats.s_context), len(FITTED_CONSTANTS)))
         self.fixed[:, MEMORY] = (stats.w_tokens * (cost.elementwise_s[:width_tokens] * tokens_active)).sum(axis=1)
-        self.fixed[:, KERNEL] = ((stats.w_tokens * tokens_active).sum(axis=1) * cost.kernels_per_step
+        active_steps = (stats.w_tokens * tokens_active).sum(axis=1)
+        self.fixed[:, KERNEL] = (active_steps * cost.kernels_per_step
                                  + (stats.w_sampled * cost.sampled_active[:width_sampled]).sum(axis=1))
+        self.fixed[:, XFORMERS] = active_steps * cost.xformers_layers
         self.fixed[:, COMPUTE] = stats.s_pairs * cost.prefill_pair_s
         self.fixed[:, BASE] = stats.w_steps
         self.fixed[:, PER_SEQ] = stats.s_seqs

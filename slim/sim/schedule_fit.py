@@ -42,27 +42,30 @@ from slim.model.fit import (
 )
 from slim.model.metrics import mape_pct
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
+from slim.sim.cost import XFORMERS, attention_backend
 from slim.sim.linear_cost import EFFICIENCIES, LinearCost, StatsMatrix, constants_at, coordinates_of
 from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
-UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6])
-"""Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us),
-so every free variable is of order one."""
+UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6, 1e-6])
+"""Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us;
+XFormers attention latency: us), so every free variable is of order one."""
 
-IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
-"""``u*``: every efficiency one, no launch or CPU overhead (the roofline machine)."""
+IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+"""``u*``: every efficiency one, no launch, backend or CPU overhead (the roofline machine)."""
 
 LOWER = np.array([1.0 / BOUNDS[n][1] if n in EFFICIENCIES else BOUNDS[n][0] for n in FITTED_CONSTANTS]) / UNITS
 UPPER = np.array([1.0 / BOUNDS[n][0] if n in EFFICIENCIES else BOUNDS[n][1] for n in FITTED_CONSTANTS]) / UNITS
 
-STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6)
+STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0)
                for compute in (0.2, 0.5, 0.9) for memory, attention in ((0.6, 0.6), (0.95, 0.95)))
 """Starting constants in `FITTED_CONSTANTS` order, fixed and never read from data: the GEMM
 compute efficiency at three levels (the roofline ``max`` makes the objective multimodal in it:
 on the public traces' model transfer a start at the `SimConstants` defaults ends in a local
-minimum of twice the global cost), with memory efficiencies low and high."""
+minimum of twice the global cost), with memory efficiencies low and high. The XFormers
+attention latency starts at zero, where it stays when no training run uses that backend
+(nothing then moves it)."""
 
 
 def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
@@ -245,13 +248,12 @@ def _standard_errors(jacobian: np.ndarray, cost: float, n_points: int, identifia
 
 def _valley_references(rng: np.random.Generator, count: int) -> list[np.ndarray]:
     """Seeded references in ``u`` spread uniformly over the bounded box of `BOUNDS`
-    (efficiencies uniform in their bounds, then inverted)."""
-    references = []
-    for _ in range(count):
-        values = np.array([rng.uniform(*BOUNDS[name]) for name in FITTED_CONSTANTS])
-        values[:len(EFFICIENCIES)] = 1.0 / values[:len(EFFICIENCIES)]
-        references.append(values)
-    return references
+    (efficiencies uniform in their bounds, then inverted). Drawn one constant at a time, in
+    `FITTED_CONSTANTS` order, so a constant appended to that list leaves the others' draws as
+    they were."""
+    values = np.column_stack([rng.uniform(*BOUNDS[name], size=count) for name in FITTED_CONSTANTS])
+    values[:, :len(EFFICIENCIES)] = 1.0 / values[:, :len(EFFICIENCIES)]
+    return list(values)
 
 
 def _identifiability(problem: _Problem, best_x: np.ndarray, initial: SimConstants, split_name: str,
@@ -290,12 +292,16 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
     fields of `initial` (scheduler, memory, tensor parallelism) are kept; its fitted
     fields are never used, so the result depends on the training runs alone.
 
-    Raises `FitError` (naming `split_name`) when there are fewer runs than constants, a run
+    Raises `FitError` (naming `split_name`) when there are fewer runs than constants (the
+    XFormers latency not counted where no run uses that backend), a run
     cannot start in the simulator, a throughput is not positive, or no start converges.
     """
     measured = np.asarray(measured_throughput, dtype=float)
-    if len(schedules) < len(FITTED_CONSTANTS):
-        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {len(FITTED_CONSTANTS)} "
+    # The XFormers latency needs no run of its own where no run pays it (it then stays at zero).
+    on_xformers = any(attention_backend(architectures[s.key.model]) == XFORMERS for s in schedules)
+    needed = len(FITTED_CONSTANTS) - (0 if on_xformers else 1)
+    if len(schedules) < needed:
+        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
                        "simulator constants; add training runs")
     if measured.shape != (len(schedules),) or not (np.isfinite(measured).all() and (measured > 0).all()):
         raise FitError(f"split '{split_name}': measured throughputs must be one finite positive value per run")
