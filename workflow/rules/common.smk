@@ -21,11 +21,11 @@ for blas_threads_variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NU
 # The model and GPU catalogs default to the package's own (slim/specs/*.yaml).
 with_catalog_defaults(config)
 TRACE_CACHE = trace_cache(config).as_posix()
+RESOLVED_DATASETS = resolve_datasets(config)
 # The public trace sets `fetch_traces` downloads: those the run's datasets name as their source.
 TRACE_SOURCES = sorted(
     {config["datasets"][name]["source"] for name in config["run_datasets"] if "source" in config["datasets"][name]}
 )
-RESOLVED_DATASETS = resolve_datasets(config)
 if config["fetch"].get("auto"):
     # Asked for in the config (fetch.auto): fetch what is missing now, then look again.
     for missing_source in sorted({absent.source for absent in RESOLVED_DATASETS.absent.values() if absent.source}):
