@@ -91,8 +91,8 @@ def test_a_skipped_default_dataset_or_nothing_left_to_build_is_an_error(config):
 
 @pytest.mark.parametrize("entry, message", [
     ({"source": "nope"}, r"datasets\.mine\.source = 'nope' is not a key of trace_sources"),
-    ({"trace_dir": "elsewhere/runs"}, r"datasets\.mine\.trace_dir = 'elsewhere/runs' must be a relative path "
-                                      r"that begins with its source's name \('mine-source/...'\)"),
+    ({"trace_dir": "elsewhere/runs"}, r"datasets\.mine\.trace_dir = 'elsewhere/runs' must begin with its "
+                                      r"source's name \('mine-source/...'\)"),
 ])
 def test_a_wrong_source_names_the_key(config, entry, message):
     config["datasets"]["mine"].update(entry)
@@ -148,3 +148,9 @@ def test_all_builds_the_simulated_part_without_real_traces(lone_clone):
     assert report.returncode == 0, report.stderr[-3000:]
     front_page = (lone_clone / "figures" / "report.html").read_text(errors="replace")
     assert "Skipped in this build" in front_page and "h100-public-sharegpt" in front_page
+
+
+def test_an_absolute_trace_dir_is_read_as_it_is_even_with_a_source(config, tmp_path):
+    placed = _place(tmp_path / "anywhere" / "runs")
+    config["datasets"]["mine"]["trace_dir"] = str(placed)
+    assert resolve_datasets(config, REPO, environ={}).available["mine"].trace_dir == placed

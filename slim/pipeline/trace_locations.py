@@ -87,15 +87,16 @@ def locate_trace_dir(name: str, entry: Mapping[str, Any], search: TraceSearch) -
 
 
 def check_source(key: str, entry: Mapping[str, Any], sources: Mapping[str, Any]) -> None:
-    """A dataset's `source` names a configured trace source, and its trace_dir lies inside it (the
-    fetched cache holds each source in a folder of that name)."""
+    """A dataset's `source` names a configured trace source, and a relative trace_dir lies inside it
+    (the fetched cache holds each source in a folder of that name; an absolute trace_dir is read as
+    it is, and the cache is not consulted for it)."""
     source = entry.get("source")
     if source is None:
         return
     if source not in sources:
         known = ", ".join(sources) or "none configured"
         raise ConfigError(f"{key}.source = '{source}' is not a key of trace_sources (known: {known})")
-    first = Path(str(entry["trace_dir"])).parts[:1]
-    if Path(str(entry["trace_dir"])).is_absolute() or first != (source,):
-        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' must be a relative path that begins with its "
-                          f"source's name ('{source}/...'), where {FETCH_COMMAND} puts the fetched files")
+    trace_dir = Path(str(entry["trace_dir"]))
+    if not trace_dir.is_absolute() and trace_dir.parts[:1] != (source,):
+        raise ConfigError(f"{key}.trace_dir = '{entry['trace_dir']}' must begin with its source's name "
+                          f"('{source}/...'), where {FETCH_COMMAND} puts the fetched files")
