@@ -109,6 +109,29 @@ def cross_accelerator_display(long: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows)
 
 
+GOAL_BEST_OF_SIM_SLIM_PCT = 5.0
+"""Issue 20's goal: on every accelerator and setting the better of SIM and SLIM within 5% throughput MAPE."""
+GOAL_SLIM_NVIDIA_PCT = 10.0
+"""Issue 20's goal: SLIM alone within 10% on the NVIDIA accelerators."""
+
+
+def goal_report(long: pd.DataFrame, nvidia: set[str]) -> pd.DataFrame:
+    """Per (accelerator, setting): SLIM's and SIM's throughput MAPE, the better of them, and whether
+    each goal is met (`GOAL_BEST_OF_SIM_SLIM_PCT`; `GOAL_SLIM_NVIDIA_PCT` only for the accelerators in
+    `nvidia`, NaN for the others). The point estimates decide; the intervals are in the table."""
+    records = []
+    for (accelerator, setting), group in long.groupby([ACCELERATOR, col.SETTING], sort=False):
+        mape = {row[col.PREDICTOR]: float(row[col.THROUGHPUT_METRIC.mape]) for _, row in group.iterrows()}
+        slim, sim = mape.get(SLIM, math.nan), mape.get(SIM, math.nan)
+        best = min((value for value in (slim, sim) if math.isfinite(value)), default=math.nan)
+        records.append({
+            ACCELERATOR: accelerator, col.SETTING: setting, "slim_mape_pct": slim, "sim_mape_pct": sim,
+            "best_mape_pct": best, "best_goal_met": bool(best <= GOAL_BEST_OF_SIM_SLIM_PCT),
+            "slim_goal_met": (bool(slim <= GOAL_SLIM_NVIDIA_PCT) if accelerator in nvidia else math.nan),
+        })
+    return pd.DataFrame.from_records(records)
+
+
 NOTE = ("Throughput MAPE (%) on each setting's validation runs, with its 95% BCa bootstrap interval (as in each "
         "accelerator's Table III, results/<dataset>/table3.csv). SIM: the step-level simulator running each static "
         "batch (all B requests at t = 0), calibrated on that accelerator's training runs only. n/a: LLMVisor-Agg "

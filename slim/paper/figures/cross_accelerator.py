@@ -38,12 +38,13 @@ def measured_vs_predicted_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> 
         if values:
             every = np.concatenate(values)
             low, high = float(every.min()) / 1.3, float(every.max()) * 1.3
-            ax.plot([low, high], [low, high], color="black", linewidth=0.8, linestyle="--", label="measured = predicted")
+            ax.plot([low, high], [low, high], color="black", linewidth=0.8, linestyle="--",
+                    label="measured = predicted")
             ax.set_xlim(low, high)
             ax.set_ylim(low, high)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(accelerator)
+        ax.set_title(accelerator, fontsize=9)
         ax.set_xlabel("Measured throughput (tokens/s)")
         ax.set_ylabel("Predicted throughput (tokens/s)")
         ax.legend(fontsize=7, loc="upper left")
