@@ -23,7 +23,11 @@ with_catalog_defaults(config)
 TRACE_CACHE = trace_cache(config).as_posix()
 # The public trace sets `fetch_traces` downloads: those the run's datasets name as their source.
 TRACE_SOURCES = sorted(
-    {config["datasets"][name]["source"] for name in config["run_datasets"] if "source" in config["datasets"][name]}
+    {
+        config["datasets"][name]["source"]
+        for name in config["run_datasets"]
+        if "source" in config["datasets"].get(name, {})
+    }
 )
 RESOLVED_DATASETS = resolve_datasets(config)
 if config["fetch"].get("auto"):
@@ -340,7 +344,9 @@ def cross_accelerator_datasets(wildcards=None):
         )
     settings_files = {str(DATASETS[name].settings_file) for name in chosen}
     if len(settings_files) > 1:
-        raise WorkflowError(f"cross_accelerator.datasets must share one settings file (they use {sorted(settings_files)})")
+        raise WorkflowError(
+            f"cross_accelerator.datasets must share one settings file (they use {sorted(settings_files)})"
+        )
     return chosen
 
 
@@ -354,7 +360,9 @@ def cross_accelerator_settings(wildcards):
 
 def cross_accelerator_names(wildcards):
     """Each dataset's accelerator, as the hardware catalog names it."""
-    return [DATASETS[name].hardware.display_name or DATASETS[name].hardware.name for name in cross_accelerator_datasets()]
+    return [
+        DATASETS[name].hardware.display_name or DATASETS[name].hardware.name for name in cross_accelerator_datasets()
+    ]
 
 
 def cross_accelerator_evaluation_files(wildcards):
