@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from slim import columns as col
-from slim.errors import ConfigError
+from slim.errors import AdvisorError, ConfigError
 from slim.paper.cross_accelerator import (
     AcceleratorResult,
     cross_accelerator_display,
@@ -288,3 +288,37 @@ def test_an_accelerator_built_from_another_settings_file_is_refused():
     with pytest.raises(ConfigError, match="b: table3.csv has no setting 'model'"):
         cross_accelerator_table([AcceleratorResult("A", "a", table),
                                  AcceleratorResult("B", "b", table[table[col.SETTING] != "model"])], SETTINGS)
+
+
+# ---------------------------------------------------------------- slim advise on a summary table
+
+def test_slim_advise_reads_a_summary_table_on_one_accelerator(tmp_path):
+    """Through --table-columns, on --hardware's rows only; the other accelerator's are left out."""
+    from slim.advisor.advise import AdviceRequest, advise
+
+    rows = []
+    for label, seconds_per_token in (("A100 card", 0.02), ("H100 card", 0.012)):
+        for length in (128, 256):
+            for batch in (1, 2, 4, 8, 16, 32):
+                rows.append({"Model": "llama-2-7b", "Hardware": label, "Batch Size": batch, "Length": length,
+                             "Latency": length * seconds_per_token * (1 + batch / 48) * (1 + length / 4096)})
+    table = tmp_path / "points.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    columns = tmp_path / "columns.yaml"
+    columns.write_text(yaml.safe_dump(TABLE))
+    advice = advise(AdviceRequest(table, "llama-2-7b", 256, 256, 60.0, hardware="a100-sxm-40gb",
+                                  table_columns=columns))
+    assert advice.n_runs == 12 and advice.hardware == "a100-sxm-40gb"
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(yaml.safe_dump({"columns": TABLE["columns"], "hardware_map": {"A100 card": "a100-41gb"}}))
+    with pytest.raises(AdvisorError, match=r"hardware_map\.A100 card = 'a100-41gb' is not in the hardware file"):
+        advise(AdviceRequest(table, "llama-2-7b", 256, 256, 60.0, hardware="a100-sxm-40gb", table_columns=unknown))
+
+
+def test_a_predictor_that_predicted_nothing_shows_n_a():
+    from slim.paper.tables import NOT_FITTED_NOTE, identifiability_notes, mape_cell
+
+    row = pd.Series({col.THROUGHPUT_METRIC.mape: math.nan, col.VALIDATION_DETERMINED: False,
+                     col.THROUGHPUT_METRIC.mape_low: math.nan, col.THROUGHPUT_METRIC.mape_high: math.nan})
+    assert mape_cell(row, col.THROUGHPUT_METRIC) == "n/a"
+    assert NOT_FITTED_NOTE in identifiability_notes(pd.DataFrame({"a": ["n/a", "3.0"]}))
