@@ -322,3 +322,39 @@ def test_a_predictor_that_predicted_nothing_shows_n_a():
                      col.THROUGHPUT_METRIC.mape_low: math.nan, col.THROUGHPUT_METRIC.mape_high: math.nan})
     assert mape_cell(row, col.THROUGHPUT_METRIC) == "n/a"
     assert NOT_FITTED_NOTE in identifiability_notes(pd.DataFrame({"a": ["n/a", "3.0"]}))
+
+
+def test_evaluate_setting_on_static_batches_runs_sim_and_says_why_llmvisor_does_not(tmp_path, catalog, hardware):
+    """A synthetic static-batch table (latencies from the simulator at known constants) through ingest,
+    cleaning and the held-out evaluation: SIM and SLIM predict, LLMVisor-Agg carries its reason."""
+    from slim.paper.heldout import LLMVISOR_WITHOUT_ITL, evaluate_setting, mape_table
+    from slim.sim.schedules import schedules_of_runs
+
+    hw = hardware["a100-sxm-40gb"]
+    rows = []
+    for model in ("llama-2-7b", "mistral-7b"):
+        for length in (64, 128):
+            for batch in (1, 4, 8, 16, 32):
+                key = ScheduleKey(model, length, length, batch, batch, 1, True)
+                schedule = simulate_schedule(key, catalog, hw, SimConstants())
+                latency = float(ScheduleCosts([schedule], catalog, hw, SimConstants()).predict(
+                    TRUE_CONSTANTS).e2e_latency_s[0])
+                rows.append({"model": model, "batch_size": batch, "input_len": length, "output_len": length,
+                             "latency_s": latency})
+    folder = tmp_path / "static"
+    folder.mkdir()
+    pd.DataFrame(rows).to_csv(folder / "points.csv", index=False)
+    dataset = check_config(_config(tmp_path, trace_dir=str(folder), table={}, rows={"hardware": ["a100-sxm-40gb"]},
+                                   models=["llama-2-7b", "mistral-7b"]), REPO)["mine"]
+    runs = ingest_traces(folder, "mine", catalog, dataset.ingest_options)
+    assert (runs[col.STATUS] == "ok").all() and set(runs[col.HARDWARE]) == {"a100-sxm-40gb"}
+    clean, _ = clean_runs(runs, CleaningPolicy(rows=dataset.rows))
+    schedules = schedules_of_runs(runs, catalog, hw, SimConstants())
+    assert all(schedule.key.static_batch for schedule in schedules)
+    setting = HeldOutSetting("same_curve", "Same curve", {"max_num_seqs": [1, 4, 8, 16]}, {"max_num_seqs": [32]})
+    evaluation = evaluate_setting(clean, setting, catalog, hw, schedules)
+    mapes = mape_table(evaluation.predictions, evaluation.identifiability).set_index(col.PREDICTOR)
+    assert mapes.loc[SIM, col.THROUGHPUT_METRIC.mape] < 1.0       # the simulator's own batches, recovered
+    assert math.isfinite(mapes.loc[SLIM, col.THROUGHPUT_METRIC.mape])
+    assert math.isnan(mapes.loc[LLMVISOR, col.THROUGHPUT_METRIC.mape])
+    assert mapes.loc[LLMVISOR, col.UNIDENTIFIED] == LLMVISOR_WITHOUT_ITL
