@@ -27,6 +27,7 @@ include: "workflow/rules/bca.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
 include: "workflow/rules/generalisation.smk"
+include: "workflow/rules/accelerators.smk"
 
 
 # The simulator's rules and the modelled characterisation's exist only where the config has their

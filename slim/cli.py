@@ -30,7 +30,7 @@ from slim.advisor import advise as advice_module
 from slim.advisor.advise import DEFAULT_HARDWARE, PREDICTORS, Advice, AdviceRequest
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult
 from slim.advisor.report import advice_fields, candidates_fields, render_text
-from slim.advisor.training_runs import check_traces
+from slim.advisor.training_runs import check_traces, trace_options
 from slim.errors import NoFeasibleCapError, SlimError
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.sim.schedules import DEFAULT_NUM_PROMPTS
@@ -195,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--exclude-runs", action="append", default=[], metavar="GLOB",
                                help="leave the runs whose directory under --traces matches GLOB out of the fit "
                                     "(repeatable)")
+    advise_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
+                               help="how a summary table (CSV or Parquet, one offline point per row) names its "
+                                    "columns and accelerators: a YAML file with a dataset's table: section "
+                                    "(keys columns, hardware_map; config/README.md); only the --hardware rows "
+                                    "are used")
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
@@ -216,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
     check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
                               help="catalog of model architectures (default: the one shipped with slim)")
+    check_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
+                              help="a summary table's column mapping (as slim advise --table-columns)")
+    check_parser.add_argument("--hardware", default=None,
+                              help="GPU key of the shipped hardware file the runs ran on (a static batch's "
+                                   "KV-cache check needs it; default: each row's own label)")
     return parser
 
 
@@ -229,12 +239,13 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
                          max_model_len=args.max_model_len, model_config=args.model_config,
                          train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
                          sim_constants_file=args.sim_constants, num_prompts=args.num_prompts,
-                         confidence=args.confidence)
+                         confidence=args.confidence, table_columns=args.table_columns)
 
 
 def _check(args: argparse.Namespace) -> int:
     """``slim check DIR``: the cleaning report, a line per run; a summary line on stderr."""
-    _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file)))
+    options = trace_options(load_hardware(HARDWARE_FILE), args.hardware, args.table_columns)
+    _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file), options))
     for line in check_lines(report):
         print(line)
     counts = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())

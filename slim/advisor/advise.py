@@ -40,7 +40,13 @@ from slim.advisor.slim_bca import (
     slim_bounded_curve_predictor,
     slim_curve_predictor,
 )
-from slim.advisor.training_runs import HeldOutCheck, held_out_check, select_training_runs, usable_runs
+from slim.advisor.training_runs import (
+    HeldOutCheck,
+    held_out_check,
+    select_training_runs,
+    trace_options,
+    usable_runs,
+)
 from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
@@ -89,6 +95,8 @@ class AdviceRequest:
     sim_constants_file: str | Path = SIM_CONSTANTS_FILE
     num_prompts: int = DEFAULT_NUM_PROMPTS
     confidence: float | None = None
+    table_columns: str | Path | None = None
+    """A YAML file with a summary table's ``columns`` (and ``hardware_map``), as a dataset's ``table:``."""
 
     def __post_init__(self) -> None:
         if self.predictor not in PREDICTORS:
@@ -167,7 +175,9 @@ def advise(request: AdviceRequest) -> Advice:
                            f"known: {', '.join(hardware_catalog)}")
     hw = hardware_catalog[r.hardware]
     arch = catalog[model]
-    runs = usable_runs(Path(r.traces), catalog)
+    # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
+    options = trace_options(hardware_catalog, r.hardware, r.table_columns)
+    runs = usable_runs(Path(r.traces), catalog, options, hardware=hw.name)
     train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(

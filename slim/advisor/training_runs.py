@@ -7,19 +7,22 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from slim import columns as col
-from slim.errors import NoUsableRunsError, TraceFormatError
+from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.model.equations import predict_frame
 from slim.model.fit import SlimFit
 from slim.model.metrics import mape_pct
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
-from slim.traces.clean import check_lines, clean_runs
+from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
 from slim.traces.ingest import ingest_traces
+from slim.traces.offline_ingest import IngestOptions
+from slim.traces.static_batch import AcceleratorLookup
+from slim.traces.summary_table import DEFAULT_LAYOUT, load_table_layout
 
 
 @dataclass(frozen=True)
@@ -32,27 +35,52 @@ class HeldOutCheck:
     e2e_mape_pct: float
 
 
-def check_traces(traces: Path, catalog: ArchitectureCatalog) -> pd.DataFrame:
+def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None,
+                  table_columns: str | Path | None) -> IngestOptions:
+    """How `check_traces` ingests a user's traces: on accelerator `hardware` (a key of
+    `hardware_catalog`; None: each row's own label), a summary table read through the layout of the
+    YAML file `table_columns` (a dataset's ``table:`` section; None: the column vocabulary).
+
+    Raises `AdvisorError` naming an unknown accelerator, or a hardware_map entry that is none."""
+    if hardware is not None and hardware not in hardware_catalog:
+        raise AdvisorError(f"unknown hardware '{hardware}'; known: {', '.join(hardware_catalog)}")
+    layout = load_table_layout(table_columns) if table_columns is not None else DEFAULT_LAYOUT
+    labels = {}
+    for label, key in layout.hardware_map.items():
+        if key not in hardware_catalog:
+            raise AdvisorError(f"{table_columns}: hardware_map.{label} = '{key}' is not in the hardware file "
+                               f"(known: {', '.join(hardware_catalog)})")
+        labels[label] = hardware_catalog[key]
+    default = hardware_catalog[hardware] if hardware is not None else None
+    return IngestOptions(AcceleratorLookup(default, labels, hardware_catalog), layout)
+
+
+def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions()) -> pd.DataFrame:
     """Every run under `traces` (a folder of runs, or one trace file: a summary table, an offline
-    result), ingested: one row and a status per run.
+    result), ingested with `options` (the accelerator, whose memory the KV-cache check of a static
+    batch uses, and a summary table's column mapping): one row and a status per run.
 
     Raises `TraceFormatError` when `traces` does not exist or holds no benchmark run.
     """
     if not traces.exists():
         raise TraceFormatError(f"trace directory '{traces}' does not exist")
-    runs = ingest_traces(traces, dataset=traces.name, catalog=catalog)
+    runs = ingest_traces(traces, dataset=traces.name, catalog=catalog, options=options)
     if runs.empty:
         raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")
     return runs
 
 
-def usable_runs(traces: Path, catalog: ArchitectureCatalog) -> pd.DataFrame:
-    """The runs under `traces` that the cleaning policy keeps and whose model is in `catalog`.
+def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions(),
+                hardware: str | None = None) -> pd.DataFrame:
+    """The runs under `traces` that the cleaning policy keeps and whose model is in `catalog`; with
+    `hardware` (a key of the hardware file), only that accelerator's (the rows of a table that holds
+    several accelerators are ``other_rows`` otherwise).
 
     Raises `NoUsableRunsError` (with `slim check`'s line per run) when none is left.
     """
-    runs = check_traces(traces, catalog)
-    usable, report = clean_runs(runs)
+    runs = check_traces(traces, catalog, options)
+    policy = CleaningPolicy(rows={col.HARDWARE: (hardware,)}) if hardware is not None else CleaningPolicy()
+    usable, report = clean_runs(runs, policy)
     usable = usable[usable[col.MODEL].map(lambda name: name in catalog)]
     if usable.empty:
         statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())

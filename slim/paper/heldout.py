@@ -130,10 +130,17 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
-    llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = llmvisor_predictions(train_x, validate_x)
-    frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
-                                   llmvisor_throughput, llmvisor_e2e_s))
-    identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
+    if records_inter_token_latency(split.train):
+        llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = llmvisor_predictions(train_x, validate_x)
+        frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
+                                       llmvisor_throughput, llmvisor_e2e_s))
+        identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
+    else:   # offline static batches record one latency per batch: LLMVisor's decode target is missing
+        nothing = np.full(len(split.validate), np.nan)
+        frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate", nothing, nothing))
+        identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1],
+                                                         np.zeros(len(split.validate), dtype=bool),
+                                                         LLMVISOR_WITHOUT_ITL))
     imai = clone(MAIN_IMAI).fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
     frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
                                    imai.predict_throughput(validate_x), imai.predict(validate_x),
@@ -225,15 +232,28 @@ def _slim_identifiability(setting: str, predictor: str, fit: SlimFit, validate: 
     return _range_record(setting, predictor, validate, alternatives, fit.identifiability.describe())
 
 
+LLMVISOR_WITHOUT_ITL = ("not fitted: the training runs record no inter-token latency (offline static batches "
+                        "measure one latency per batch), LLMVisor-Agg's decode target")
+
+
+def records_inter_token_latency(rows: pd.DataFrame) -> bool:
+    """Whether every row has a positive mean ITL, the decode target LLMVisor-Agg is fitted to."""
+    if col.MEAN_ITL_MS not in rows:
+        return False
+    itl = pd.to_numeric(rows[col.MEAN_ITL_MS], errors="coerce").to_numpy(dtype=float)
+    return bool(len(itl) and np.isfinite(itl).all() and (itl > 0).all())
+
+
 def _baseline_identifiability(setting: str, predictor: str, predictions: pd.DataFrame,
-                              determined: np.ndarray) -> dict[str, Any]:
+                              determined: np.ndarray, not_fitted: str | None = None) -> dict[str, Any]:
     """A linear baseline's verdict: its range is its MAPE where the training data determine
-    every validation prediction, and unknown (NaN) where its minimal-norm choice decides."""
+    every validation prediction, and unknown (NaN) where its minimal-norm choice decides or
+    the baseline could not be fitted at all (`not_fitted`, the reason)."""
     all_determined = bool(np.all(determined))
     undetermined = int(np.size(determined) - np.count_nonzero(determined))
     record: dict[str, Any] = {
         col.SETTING: setting, col.PREDICTOR: predictor, col.VALIDATION_DETERMINED: all_determined,
-        col.UNIDENTIFIED: ("identified" if all_determined else
+        col.UNIDENTIFIED: (not_fitted if not_fitted else "identified" if all_determined else
                            f"{undetermined} of {np.size(determined)} validation predictions not determined by "
                            "the training data (minimal-norm fit)"),
         col.N_EQUIVALENT_SOLUTIONS: 0,

@@ -56,6 +56,8 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
     (`` (no CI)`` where there is none, e.g. one validation run).
     """
     value = float(row[metric.mape])
+    if not math.isfinite(value):
+        return NOT_FITTED_MARK        # the predictor predicted nothing here (LLMVisor-Agg without ITL)
     if col.VALIDATION_DETERMINED not in row.index or bool(row[col.VALIDATION_DETERMINED]):
         shown: object = value
     else:
@@ -73,6 +75,9 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
     return f"{text} (CI {ci_low:.{precision}f}-{ci_high:.{precision}f})"
 
 
+NOT_FITTED_MARK = "n/a"
+NOT_FITTED_NOTE = (f"{NOT_FITTED_MARK}: the predictor is not fitted on this dataset (LLMVisor-Agg on offline static "
+                   "batches, which record no inter-token latency; the reason is in table3.csv, column unidentified).")
 NO_INTERVAL_MARK = "(no CI)"
 NO_INTERVAL_NOTE = (f"{NO_INTERVAL_MARK}: no bootstrap interval (a single validation run, or a degenerate "
                     "bootstrap; the reason is in table3.csv, column ci_note).")
@@ -112,6 +117,8 @@ def identifiability_notes(matrix: pd.DataFrame) -> list[str]:
         notes.append(interval_note())
     if any(NO_INTERVAL_MARK in cell for cell in cells):
         notes.append(NO_INTERVAL_NOTE)
+    if any(cell == NOT_FITTED_MARK for cell in cells):
+        notes.append(NOT_FITTED_NOTE)
     return notes
 
 

@@ -45,6 +45,7 @@ class DatasetConfig:
     hardware_map: Mapping[str, Hardware] = field(default_factory=dict)
     table_layout: TableLayout = DEFAULT_LAYOUT
     hardware_catalog: Mapping[str, Hardware] | None = None   # the hardware file (labels that are its keys)
+    rows: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)   # datasets.<name>.rows: rows kept
 
     @property
     def ingest_options(self) -> IngestOptions:
@@ -265,6 +266,7 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
     if entry.get("settings") and "hardware" not in entry:
         raise ConfigError(f"{key}.settings needs {key}.hardware: the held-out evaluation fits one accelerator "
                           "(a dataset whose rows map to several has ingest, cleaning and characterisation only)")
+    rows = _check_rows(key, entry, hardware, set(hardware_map.values()))
     for position, model in enumerate(entry["models"]):
         if catalog.unsupported(model) is not None and model not in catalog:
             raise ConfigError(f"{key}.models[{position}] = '{model}': {catalog.unsupported(model).error()}; "
@@ -292,8 +294,33 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         name=name, kind=entry["kind"], trace_dir=trace_dir,
         hardware=hardware[entry["hardware"]] if "hardware" in entry else None,
         models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
-        hardware_map=hardware_map, table_layout=layout, hardware_catalog=hardware,
+        hardware_map=hardware_map, table_layout=layout, hardware_catalog=hardware, rows=rows,
     )
+
+
+def _check_rows(key: str, entry: dict[str, Any], hardware: Mapping[str, Hardware],
+                mapped: set[Hardware]) -> dict[str, tuple[Any, ...]]:
+    """The dataset's `rows` selector: run columns, hardware-file keys for `hardware`, and, where the
+    dataset is evaluated on one accelerator (`hardware` with `settings`), only that accelerator's rows
+    when its table maps rows to several."""
+    rows = {column: tuple(values) for column, values in entry.get("rows", {}).items()}
+    for column in rows:
+        if column not in col.RUN_COLUMNS:
+            raise ConfigError(f"{key}.rows.{column}: '{column}' is not a column of the runs table "
+                              f"(columns: {', '.join(col.RUN_COLUMNS)})")
+    for position, value in enumerate(rows.get(col.HARDWARE, ())):
+        if value not in hardware:
+            raise ConfigError(f"{key}.rows.hardware[{position}] = '{value}' is not in the hardware file "
+                              f"(known: {', '.join(hardware)})")
+    evaluated = entry.get("hardware") if entry.get("settings") else None
+    if evaluated is not None and col.HARDWARE in rows and rows[col.HARDWARE] != (evaluated,):
+        raise ConfigError(f"{key}.rows.hardware = {list(rows[col.HARDWARE])} must be [{evaluated}], the dataset's "
+                          "hardware: the held-out evaluation fits one accelerator's rows")
+    if evaluated is not None and len(mapped) > 1 and col.HARDWARE not in rows:
+        raise ConfigError(f"{key}.table.hardware_map maps rows to {len(mapped)} accelerators, but the held-out "
+                          f"evaluation fits one ({key}.hardware = {evaluated}): add `rows: {{hardware: "
+                          f"[{evaluated}]}}` to keep that accelerator's rows")
+    return rows
 
 
 def ingest_options(hardware_name: str | None, table: Mapping[str, Any] | None,

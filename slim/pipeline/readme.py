@@ -16,6 +16,10 @@ from slim.errors import SlimError
 
 GENERATED_SECTION = "results"
 GENERATED_FILE = Path("results/readme_results.md")
+ACCELERATORS_SECTION = "accelerators"
+ACCELERATORS_FILE = Path("results/accelerators/cross_accelerator.md")
+"""The cross-accelerator table (target `accelerators`, with config/accelerators.yaml): copied into
+its own README section when it exists, so an `all` without those datasets leaves it as it was."""
 
 
 def results_section(summaries: Sequence[str], skipped_lines: Sequence[str]) -> str:
@@ -47,12 +51,15 @@ def section(text: str, name: str) -> str:
     return text.split(start, 1)[1].split(end, 1)[0].strip()
 
 
-def update_readme(readme: Path, generated: Path) -> bool:
-    """Copy `generated` into the README's results section; True if the README changed."""
+def update_readme(readme: Path, generated: Path, accelerators: Path | None = None) -> bool:
+    """Copy `generated` into the README's results section and, where the file `accelerators` exists,
+    it into the ``accelerators`` section; True if the README changed."""
     if not generated.is_file():
         raise SlimError(f"{generated} does not exist; build it first: snakemake --cores 2 {generated}")
     old = readme.read_text()
     new = replace_section(old, GENERATED_SECTION, generated.read_text())
+    if accelerators is not None and accelerators.is_file():
+        new = replace_section(new, ACCELERATORS_SECTION, accelerators.read_text())
     if new != old:
         readme.write_text(new)
     return new != old
@@ -64,9 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Copy the pipeline's generated results section into README.md (run `snakemake all` first).")
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--generated", type=Path, default=GENERATED_FILE)
+    parser.add_argument("--accelerators", type=Path, default=ACCELERATORS_FILE,
+                        help="the cross-accelerator table, copied where it exists (target `accelerators`)")
     args = parser.parse_args(argv)
     try:
-        changed = update_readme(args.readme, args.generated)
+        changed = update_readme(args.readme, args.generated, args.accelerators)
     except SlimError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

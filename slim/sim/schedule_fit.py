@@ -44,6 +44,7 @@ from slim.model.metrics import mape_pct
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
 from slim.sim.cost import XFORMERS, attention_backend
 from slim.sim.linear_cost import EFFICIENCIES, LinearCost, StatsMatrix, constants_at, coordinates_of
+from slim.sim.metrics import ScheduleStats
 from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
@@ -78,6 +79,15 @@ def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return points
 
 
+def _window(stats: ScheduleStats | None) -> ScheduleStats:
+    """A window's statistics; a missing one (a static batch has no test prompt) takes no time."""
+    if stats is not None:
+        return stats
+    empty = ScheduleStats(np.zeros(1), np.zeros(1))
+    empty.running_weighted = ScheduleStats(np.zeros(1), np.zeros(1))
+    return empty
+
+
 class ScheduleCosts:
     """Durations, throughputs and mean batches of many cached schedules at any constants."""
 
@@ -91,14 +101,16 @@ class ScheduleCosts:
         self.completed = np.array([s.completed for s in schedules], dtype=float)
         self.tokens_per_request = np.array([s.tokens_per_request for s in schedules], dtype=float)
         self.num_preemptions = np.array([s.num_preemptions for s in schedules])
+        self.static_batch = np.array([s.key.static_batch for s in schedules], dtype=bool)
         self._groups = []
         by_arch: dict[tuple[str, int], list[int]] = {}
         for index, schedule in enumerate(schedules):
             by_arch.setdefault((schedule.key.model, schedule.key.tensor_parallel), []).append(index)
         for (model, tensor_parallel), rows in by_arch.items():
             members = [schedules[i] for i in rows]
+            tests = [_window(s.test) for s in members]
             stats = {"main": [s.main for s in members], "main_running": [s.main.running_weighted for s in members],
-                     "test": [s.test for s in members], "test_running": [s.test.running_weighted for s in members]}
+                     "test": tests, "test_running": [test.running_weighted for test in tests]}
             width = max(len(one.w_sampled) for parts in stats.values() for one in parts) - 1
             cost = LinearCost(architectures[model], hw, consts, tensor_parallel, max_sampled=max(width, 1))
             self._groups.append((np.array(rows), cost, stats, {}))
@@ -120,13 +132,15 @@ class ScheduleCosts:
 
     def predict(self, consts: SimConstants) -> "SimPrediction":
         """Throughput, mean batch and Little's-law E2E of every run at `consts`, measured as
-        the pipeline measures real runs (E2E = mean batch / request throughput)."""
+        the pipeline measures real runs (E2E = mean batch / request throughput; for a static
+        batch, whose requests all finish with it, the batch's latency, as ingest reads it)."""
         u = coordinates_of(consts)
         main, main_running, test, test_running = (self._part(name, u)[0]
                                                   for name in ("main", "main_running", "test", "test_running"))
         batch = (main_running + test_running) / (main + test)
         return SimPrediction(self.completed * self.tokens_per_request / main, batch,
-                             batch * main / self.completed, self.num_preemptions.copy())
+                             np.where(self.static_batch, main, batch * main / self.completed),
+                             self.num_preemptions.copy())
 
 
 @dataclass(frozen=True)

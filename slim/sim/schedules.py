@@ -14,6 +14,14 @@ memory constants and the seed. One simulation per run configuration therefore gi
   and of the benchmark window;
 * the preemptions (a property of the schedule alone).
 
+An offline static batch (``benchmark_mode`` ``offline_static_batch``: vLLM's ``bench latency``,
+B requests handed to the engine at once, no client test prompt) is simulated as such
+(`ScheduleKey.static_batch`): ``num_prompts = max_num_seqs = B`` all submitted at t = 0, as
+the modelled characterisation's offline runs are (`slim.paper.modelled_characterisation`), with
+``max_model_len = IL + OL``; it has no test window (``RunSchedule.test`` is None, which counts
+as zero time), so its duration is the batch's latency and its mean batch the time-averaged
+running batch of that one window.
+
 `simulate_schedules` builds a `ScheduleTable` from a runs table; it round-trips through a
 parquet file (`ScheduleTable.to_frame` / `from_frame`), one row per run configuration.
 """
@@ -55,16 +63,26 @@ class ScheduleKey(NamedTuple):
     max_num_seqs: int
     num_prompts: int
     tensor_parallel: int = 1
+    static_batch: bool = False
+    """An offline static batch (module docstring): every request at t = 0, no test prompt."""
+
+
+def is_static_batch(row: pd.Series) -> bool:
+    """Whether a runs-table row is an offline static batch (`columns.BenchmarkMode`)."""
+    return row.get(col.BENCHMARK_MODE) == col.BenchmarkMode.OFFLINE_STATIC_BATCH
 
 
 def key_of_row(row: pd.Series) -> ScheduleKey:
-    """The configuration of one row of a runs table (`slim.columns` names)."""
+    """The configuration of one row of a runs table (`slim.columns` names); a static batch of B
+    requests is B prompts at ``max_num_seqs`` B."""
     prompts = row.get(col.NUM_PROMPTS)
     tensor_parallel = row.get(col.TENSOR_PARALLEL)
+    static = is_static_batch(row)
+    batch = int(row[col.MAX_NUM_SEQS])
     return ScheduleKey(str(row[col.MODEL]), int(round(float(row[col.INPUT_LEN_MEAN]))),
-                       int(round(float(row[col.OUTPUT_LEN_MEAN]))), int(row[col.MAX_NUM_SEQS]),
-                       int(prompts) if pd.notna(prompts) and prompts else DEFAULT_NUM_PROMPTS,
-                       int(tensor_parallel) if pd.notna(tensor_parallel) and tensor_parallel else 1)
+                       int(round(float(row[col.OUTPUT_LEN_MEAN]))), batch,
+                       batch if static else int(prompts) if pd.notna(prompts) and prompts else DEFAULT_NUM_PROMPTS,
+                       int(tensor_parallel) if pd.notna(tensor_parallel) and tensor_parallel else 1, static)
 
 
 def keys_of_frame(frame: pd.DataFrame) -> list[ScheduleKey]:
@@ -102,6 +120,8 @@ def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: 
     """Simulate one configuration and keep its statistics (the fitted fields of `consts`
     change only the discarded times, never the statistics)."""
     arch = architectures[key.model]
+    if key.static_batch:
+        return _simulate_static_batch(key, arch, hw, consts, seed)
     main = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
                         key.tensor_parallel, record_stats=True)
     if main.status != "ok" or main.stats is None:
@@ -111,6 +131,17 @@ def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: 
                         key.tensor_parallel, include_test_prompt=False, record_stats=True)
     return RunSchedule(key, "ok", main.completed, main.num_preemptions, float(main.plan.kv_capacity_tokens),
                        main.stats, test.stats)
+
+
+def _simulate_static_batch(key: ScheduleKey, arch, hw: Hardware, consts: SimConstants, seed: int) -> RunSchedule:
+    """One static batch: `key.num_prompts` requests submitted at once, no test prompt (no test window)."""
+    run = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
+                       key.tensor_parallel, include_test_prompt=False, max_model_len=key.input_len + key.output_len,
+                       record_stats=True)
+    if run.status != "ok" or run.stats is None:
+        return RunSchedule(key, run.status, 0, 0, float(run.plan.kv_capacity_tokens), None, None)
+    return RunSchedule(key, "ok", run.completed, run.num_preemptions, float(run.plan.kv_capacity_tokens),
+                       run.stats, None)
 
 
 def _simulate_job(args: tuple) -> RunSchedule:
@@ -169,11 +200,12 @@ class ScheduleTable:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, constants: SimConstants) -> "ScheduleTable":
         """Inverse of `to_frame`; `constants` are those the schedules were simulated with."""
-        col.require_columns(frame, (*ScheduleKey._fields, "status", "completed", col.NUM_PREEMPTIONS),
+        col.require_columns(frame, (*ScheduleKey._fields[:-1], "status", "completed", col.NUM_PREEMPTIONS),
                             "schedules table", ConfigError, fix="write it with ScheduleTable.to_frame")
         schedules = []
         for _, row in frame.iterrows():
-            key = ScheduleKey(str(row["model"]), *(int(row[name]) for name in ScheduleKey._fields[1:]))
+            key = ScheduleKey(str(row["model"]), *(int(row[name]) for name in ScheduleKey._fields[1:-1]),
+                              bool(row.get("static_batch", False)))
             stats = {part: _stats_of(row, part) for part in _STATS_PARTS}
             for part in ("main", "test"):
                 if stats[part] is not None:

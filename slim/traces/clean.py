@@ -8,15 +8,22 @@ Repeated measurements of one offline point (same accelerator, model, TP, B, IL, 
 summary table's repeated rows) are averaged, not dropped (`aggregate_repeats`): the point's first
 run (by run_id) keeps the mean latency, the throughputs of its counts over that mean, the number
 of measurements and their spread; the others are ``aggregated`` into it, each naming it.
+
+A dataset may keep only some rows of its traces (`CleaningPolicy.rows`, config
+``datasets.<name>.rows``: a selector over run columns, e.g. one accelerator of a summary table
+that holds three): every other row becomes ``other_rows``, naming the value that left it out,
+before any other rule, so a row is accounted for once, by the dataset it belongs to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import pandas as pd
 
 from slim import columns as col
+from slim.errors import ConfigError
 from slim.traces.verdict import REASON_CODES
 
 DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
@@ -35,6 +42,29 @@ class CleaningPolicy:
     """What cleaning keeps. Preempted runs are excluded by default, as the trace authors did."""
 
     keep_preempted: bool = False
+    rows: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Run column -> the values a kept row has (every column must match); empty: every row."""
+
+
+def select_dataset_rows(runs: pd.DataFrame, rows: Mapping[str, tuple[Any, ...]],
+                        where: str = "the dataset's rows selector") -> pd.DataFrame:
+    """Mark every run outside `rows` (column -> allowed values) as ``other_rows``, whatever its
+    status, naming the first column whose value is not allowed (`where` names the selector)."""
+    runs = runs.copy()
+    for column, allowed in rows.items():
+        if column not in runs.columns:
+            raise ConfigError(f"{where}: '{column}' is not a column of the runs table")
+        values = runs[column]
+        outside = ~values.isin(list(allowed)) & (runs[col.STATUS] != "other_rows")
+        for index in runs.index[outside]:
+            value = values[index]
+            shown = "no value" if pd.isna(value) else f"{column} = {value}"
+            runs.loc[index, col.REASON_DETAIL] = (
+                f"{shown}: left out by {where} ({column}: {', '.join(str(v) for v in allowed)}); "
+                f"status before: {runs.loc[index, col.STATUS]}")
+            runs.loc[index, col.STATUS] = "other_rows"
+            runs.loc[index, col.FAULT_FILE] = ""
+    return runs
 
 
 def _online(runs: pd.DataFrame) -> pd.Series:
@@ -108,7 +138,8 @@ def aggregate_repeats(runs: pd.DataFrame) -> pd.DataFrame:
 def clean_runs(runs: pd.DataFrame, policy: CleaningPolicy = CleaningPolicy()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Return (usable runs, cleaning report). The report has one row per ingested run."""
     kept_statuses = ("ok", "preempted") if policy.keep_preempted else ("ok",)
-    report = aggregate_repeats(mark_duplicates(runs, kept_statuses))
+    selected = select_dataset_rows(runs, policy.rows) if policy.rows else runs
+    report = aggregate_repeats(mark_duplicates(selected, kept_statuses))
     usable = report[report[col.STATUS].isin(kept_statuses)].reset_index(drop=True)
     report = report.reindex(columns=list(REPORT_COLUMNS))
     report["kept"] = report[col.STATUS].isin(kept_statuses)

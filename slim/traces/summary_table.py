@@ -27,6 +27,7 @@ from slim import columns as col
 from slim.errors import ConfigError, TraceFormatError, UnreadableTraceError
 from slim.traces.static_batch import OfflinePoint
 from slim.traces.tree import read_text
+from slim.yaml_files import read_yaml_mapping
 
 FORMAT_SUMMARY_TABLE = "summary_table"
 TABLE_SUFFIXES = (".csv", ".parquet")
@@ -87,6 +88,29 @@ class TableLayout:
 
 DEFAULT_LAYOUT = TableLayout()
 """A table in the vocabulary itself."""
+
+
+def load_table_layout(path: str | Path) -> TableLayout:
+    """The layout in a YAML file (``slim advise --table-columns``): a dataset's ``table:`` section
+    (keys ``columns`` and ``hardware_map``), or a mapping that holds one under ``table``.
+
+    Raises `ConfigError` naming the file for a missing file, YAML that is not such a mapping, or a
+    name outside the vocabulary."""
+    path = Path(path)
+    raw = read_yaml_mapping(path, f"table columns file not found: {path}")
+    section = raw.get("table", raw)
+    if not isinstance(section, dict) or not set(section) <= {"columns", "hardware_map"}:
+        found = ", ".join(map(str, section)) if isinstance(section, dict) else type(section).__name__
+        raise ConfigError(f"{path}: expected the keys columns and hardware_map (a dataset's table: section), "
+                          f"got {found}")
+    for key in ("columns", "hardware_map"):
+        value = section.get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) and v for v in value.values()):
+            raise ConfigError(f"{path}: {key} must map names to non-empty strings")
+    try:
+        return TableLayout.from_config(section)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from error
 
 
 def csv_header(text: str) -> list[str]:

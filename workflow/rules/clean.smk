@@ -12,6 +12,7 @@ rule clean:
     params:
         dataset="{dataset}",
         keep_preempted=config["clean"]["keep_preempted"],
+        rows=lambda wildcards: config["datasets"][wildcards.dataset].get("rows", {}),
     log:
         "logs/{dataset}/clean.log",
     conda:

@@ -24,7 +24,11 @@ TRACE_CACHE = trace_cache(config).as_posix()
 RESOLVED_DATASETS = resolve_datasets(config)
 # The public trace sets `fetch_traces` downloads: those the run's datasets name as their source.
 TRACE_SOURCES = sorted(
-    {config["datasets"][name]["source"] for name in config["run_datasets"] if "source" in config["datasets"][name]}
+    {
+        config["datasets"][name]["source"]
+        for name in config["run_datasets"]
+        if "source" in config["datasets"].get(name, {})
+    }
 )
 if config["fetch"].get("auto"):
     # Asked for in the config (fetch.auto): fetch what is missing now, then look again.
@@ -258,7 +262,11 @@ def readme_summaries(wildcards):
         if name in SIM_DATASETS:
             summaries.append(f"results/{name}/sim_constants.md")
     # "Why the headline differs": the baselines' readings on every evaluated dataset.
-    summaries += [f"results/{name}/baseline_sensitivity.md" for name in ordered if name in SETTINGS]
+    summaries += [
+        f"results/{name}/baseline_sensitivity.md"
+        for name in ordered
+        if name in SETTINGS and "table" not in config["datasets"][name]
+    ]
     for name in ordered:
         if name in BCA_DATASETS and not DATASETS[name].is_simulated:
             summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
@@ -286,7 +294,10 @@ def dataset_targets(dataset):
     if dataset in SETTINGS:
         targets += [f"figures/{dataset}/{artefact}" for artefact in dataset_artefacts(dataset)]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
-        targets += [f"results/{dataset}/baseline_sensitivity.csv", f"results/{dataset}/baseline_sensitivity.html"]
+        if "table" not in config["datasets"][dataset]:
+            # Summary tables hold offline static batches (one latency per batch, no ITL), on which
+            # LLMVisor-Agg is not fitted, so its readings have nothing to show there.
+            targets += [f"results/{dataset}/baseline_sensitivity.csv", f"results/{dataset}/baseline_sensitivity.html"]
     if dataset in BCA_DATASETS:
         targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]
     return targets
@@ -313,3 +324,62 @@ def all_targets():
         targets += [f"figures/{artefact}" for artefact in dataset_artefacts(DEFAULT_DATASET)]
         targets += ["results/readme_results.md"]
     return targets
+
+
+# The cross-accelerator table (config cross_accelerator.datasets, rules in accelerators.smk).
+CROSS_ACCELERATOR_CONFIGURED = config.get("cross_accelerator", {}).get("datasets", [])
+
+
+def cross_accelerator_datasets(wildcards=None):
+    """The configured per-accelerator datasets this run builds, in config order; a clear error where
+    none is (run_datasets lacks them, or their traces are absent)."""
+    chosen = [name for name in CROSS_ACCELERATOR_CONFIGURED if name in SETTINGS]
+    if not chosen:
+        absent = [ABSENT_DATASETS[name].message for name in CROSS_ACCELERATOR_CONFIGURED if name in ABSENT_DATASETS]
+        raise WorkflowError(
+            "the cross-accelerator table needs the datasets of cross_accelerator.datasets "
+            f"({', '.join(CROSS_ACCELERATOR_CONFIGURED) or 'none configured'}) in run_datasets, with settings: "
+            "snakemake --cores 2 accelerators --configfile config/config.yaml config/accelerators.yaml"
+            + ("".join(f"\n{line}" for line in absent))
+        )
+    settings_files = {str(DATASETS[name].settings_file) for name in chosen}
+    if len(settings_files) > 1:
+        raise WorkflowError(
+            f"cross_accelerator.datasets must share one settings file (they use {sorted(settings_files)})"
+        )
+    return chosen
+
+
+def cross_accelerator_files(pattern):
+    return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_datasets()]
+
+
+def cross_accelerator_settings(wildcards):
+    return str(DATASETS[cross_accelerator_datasets()[0]].settings_file)
+
+
+def cross_accelerator_names(wildcards):
+    """Each dataset's accelerator, as the hardware catalog names it."""
+    return [
+        DATASETS[name].hardware.display_name or DATASETS[name].hardware.name for name in cross_accelerator_datasets()
+    ]
+
+
+def cross_accelerator_evaluation_files(wildcards):
+    """Every applicable setting's predictions of every per-accelerator dataset, dataset by dataset."""
+    return [
+        f"results/{name}/evaluation/{setting}.parquet"
+        for name in cross_accelerator_datasets()
+        for setting in applicable_settings(name)
+    ]
+
+
+def cross_accelerator_targets(wildcards):
+    targets = [target for name in cross_accelerator_datasets() for target in dataset_targets(name)]
+    return targets + [
+        "results/accelerators/cross_accelerator.csv",
+        "results/accelerators/cross_accelerator.md",
+        "figures/accelerators/cross_accelerator.html",
+        "figures/accelerators/measured_vs_predicted.pdf",
+        "figures/accelerators/measured_vs_predicted.png",
+    ]

@@ -6,9 +6,14 @@ from slim.sim.constants import load_sim_constants
 from slim.sim.schedules import schedules_of_runs
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
+from slim.traces.clean import select_dataset_rows
 
 log = open_log(snakemake.log[0])
-schedules = schedules_of_runs(pd.read_parquet(snakemake.input.runs), load_architectures(snakemake.input.models),
+# Only the dataset's own rows (datasets.<name>.rows: one accelerator of a shared table).
+rows = {column: tuple(values) for column, values in dict(snakemake.params.rows).items()}
+runs = pd.read_parquet(snakemake.input.runs)
+runs = select_dataset_rows(runs, rows) if rows else runs
+schedules = schedules_of_runs(runs, load_architectures(snakemake.input.models),
                               load_hardware(snakemake.input.hardware)[snakemake.params.hardware],
                               load_sim_constants(snakemake.input.constants), workers=worker_count(snakemake.threads))
 write_parquet(schedules.to_frame(), snakemake.output.schedules)

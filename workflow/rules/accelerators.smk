@@ -1,0 +1,61 @@
+# The cross-accelerator table and figure (issue 20, item 4): the datasets of config
+# `cross_accelerator.datasets` that this run builds (config/accelerators.yaml adds them to
+# run_datasets), each evaluated on the same settings file.
+
+
+localrules:
+    accelerators,
+    cross_accelerator_table,
+
+
+rule cross_accelerator_table:
+    input:
+        tables=cross_accelerator_files("results/{name}/table3.csv"),
+        settings=cross_accelerator_settings,
+    output:
+        table="results/accelerators/cross_accelerator.csv",
+        summary="results/accelerators/cross_accelerator.md",
+        html=report(
+            "figures/accelerators/cross_accelerator.html",
+            caption="../report/cross_accelerator.rst",
+            category="Held-out accuracy per accelerator",
+        ),
+    params:
+        datasets=cross_accelerator_datasets,
+        accelerators=cross_accelerator_names,
+    log:
+        "logs/accelerators/cross_accelerator_table.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/cross_accelerator_table.py"
+
+
+rule cross_accelerator_figure:
+    input:
+        predictions=cross_accelerator_evaluation_files,
+    output:
+        pdf="figures/accelerators/measured_vs_predicted.pdf",
+        png=report(
+            "figures/accelerators/measured_vs_predicted.png",
+            caption="../report/cross_accelerator_figure.rst",
+            category="Held-out accuracy per accelerator",
+        ),
+    params:
+        accelerators=cross_accelerator_names,
+        files_per_accelerator=lambda wildcards: [
+            len(applicable_settings(name)) for name in cross_accelerator_datasets()
+        ],
+    log:
+        "logs/accelerators/cross_accelerator_figure.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/cross_accelerator_figure.py"
+
+
+# Every per-accelerator artefact: each dataset's own (Table III with intervals, ...) and the
+# cross-accelerator table and figure.
+rule accelerators:
+    input:
+        cross_accelerator_targets,

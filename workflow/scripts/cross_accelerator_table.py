@@ -1,0 +1,23 @@
+"""Snakemake adapter: the cross-accelerator table from each accelerator's Table III."""
+import pandas as pd
+
+from slim.paper.cross_accelerator import (
+    AcceleratorResult,
+    cross_accelerator_display,
+    cross_accelerator_html,
+    cross_accelerator_markdown,
+    cross_accelerator_table,
+)
+from slim.paper.splits import load_settings
+from slim.pipeline.io import open_log, write_csv, write_text
+
+log = open_log(snakemake.log[0])
+results = [AcceleratorResult(accelerator, dataset, pd.read_csv(path))
+           for accelerator, dataset, path in zip(snakemake.params.accelerators, snakemake.params.datasets,
+                                                 snakemake.input.tables)]
+long = cross_accelerator_table(results, load_settings(snakemake.input.settings))
+display = cross_accelerator_display(long)
+write_csv(long, snakemake.output.table)
+write_text(cross_accelerator_markdown(display), snakemake.output.summary)
+write_text(cross_accelerator_html(display), snakemake.output.html)
+log.info("cross-accelerator table: %d accelerators x settings rows", len(display))
