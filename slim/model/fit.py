@@ -329,6 +329,24 @@ def _params_from_vector(free_values: np.ndarray, free_names: tuple[str, ...]) ->
     return SlimParams(**values)
 
 
+class _LastPoint:
+    """The value of a function of the optimiser's vector at the last vector it was asked for.
+
+    `least_squares` evaluates the residuals at a trial point and, when it accepts the step, the
+    Jacobian at that same point; both start from the same prediction. Keeping the last one
+    (keyed by the vector's exact bytes) computes it once instead of twice, with the same result.
+    """
+
+    def __init__(self, compute: Callable[[np.ndarray], Any]):
+        self.compute, self.key, self.value = compute, None, None
+
+    def __call__(self, free_values: np.ndarray) -> Any:
+        key = np.asarray(free_values, dtype=float).tobytes()
+        if key != self.key:
+            self.value, self.key = self.compute(free_values), key
+        return self.value
+
+
 class _Objective:
     """Relative throughput residuals and their analytic Jacobian in optimiser units."""
 
@@ -339,8 +357,9 @@ class _Objective:
         self.kv_bytes = kv_bytes_read_per_request(data.arch, data.il, data.ol)
         self.width_factor_ol = (data.arch.n_layers * (data.arch.hidden_dim / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
                                 * data.ol)
+        self._predict = _LastPoint(self._predict_at)
 
-    def _predict(self, free_values: np.ndarray):
+    def _predict_at(self, free_values: np.ndarray):
         params = _params_from_vector(free_values, self.free_names)
         data = self.data
         components = e2e_components_s(data.arch, self.hw, params, data.il, data.ol, data.batch, self.ablation)
@@ -409,8 +428,9 @@ class _RooflinePrior:
         self.ideal_prefill_s = prefill_flops(data.arch, data.il, data.batch) / hw.peak_flops_per_s
         self.kv_per_request_s = objective.kv_bytes / hw.hbm_bandwidth_bytes_per_s
         self.ideal_kv_scan_s = data.batch * self.kv_per_request_s
+        self._terms = _LastPoint(self._terms_at)
 
-    def _terms(self, free_values: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    def _terms_at(self, free_values: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
         """(excess seconds per row, {parameter: d excess / d parameter in SI}) per free term."""
         names = self.objective.free_names
         params = _params_from_vector(free_values, names)

@@ -44,7 +44,6 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from slim.errors import FitError
 from slim.model.equations import (
@@ -82,6 +81,8 @@ def band_quantile(fit: SlimFit, confidence: float, one_sided: bool = False) -> f
                        f"{len(fit.free_parameters)} free parameters leave no residual degree of freedom, "
                        "so no prediction band; add training configurations")
     probability = confidence if one_sided else 0.5 * (1.0 + confidence)
+    from scipy import stats  # here, not at the top: only a band needs it, and it costs ~0.5 CPU-s to import
+
     return float(stats.t.ppf(probability, fit.residual_dof))
 
 

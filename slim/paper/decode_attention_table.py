@@ -22,7 +22,7 @@ from slim.gpu.roofline import (
     decode_context_len,
     ridge_point_flop_per_byte,
 )
-from slim.paper.tables import to_booktabs, to_html_page
+from slim.paper.table_format import to_booktabs, to_html_page
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 from slim.yaml_files import require_keys

@@ -29,7 +29,7 @@ from slim.model.metrics import mape_pct
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.heldout import SLIM, prediction_rows
 from slim.paper.splits import HeldOutSetting, split_setting
-from slim.paper.tables import to_booktabs, to_html_page, to_markdown
+from slim.paper.table_format import to_booktabs, to_html_page, to_markdown
 from slim.specs.hardware import Hardware
 
 SETTING_NAME = "generalisation"

@@ -13,21 +13,22 @@ quantities: total-token throughput and the Little's-law E2E latency of each vali
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
-from slim.model.fit import SlimFit, fit_slim
 from slim.model.metrics import mape_pct
-from slim.model.uncertainty import prediction_band_frame
 from slim.paper.splits import HeldOutSetting, Split, split_setting
-from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows, prediction_costs
-from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
+
+if TYPE_CHECKING:
+    from slim.model.fit import SlimFit
+    from slim.sim.schedule_fit import SimCalibration
+    from slim.sim.schedules import ScheduleTable
 
 SLIM = "SLIM"
 LLMVISOR = "LLMVisor-Agg"
@@ -107,13 +108,16 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     Returns predictions for the validation rows (role ``validate``) and, for SLIM,
     for the training rows too (role ``train``, used by the figures).
     """
-    # The baselines (scikit-learn estimators) are imported here, not at the top: importing
-    # scikit-learn costs about 1 s, which every table and figure job importing this module for
-    # `mape_table` or the predictor names would pay without fitting anything.
+    # The fitting code is imported here, not at the top: scikit-learn (the baselines), SciPy's
+    # optimiser (the fits) and scipy.stats (the bands) cost about 2 CPU-s to import, which every
+    # table and figure job importing this module for `mape_table` or the predictor names would
+    # pay without fitting anything.
     from sklearn.base import clone
 
     from baselines.features import add_architecture_columns
     from baselines.variants import MAIN_IMAI
+    from slim.model.fit import fit_slim
+    from slim.model.uncertainty import prediction_band_frame
 
     frames, fits, identifiability = [], {}, []
     split = split_setting(clean, setting)
@@ -164,6 +168,8 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
     """SIM calibrated on the training runs, predicting the validation runs from their
     configurations, and SLIM at SIM's predicted mean batch; with the MAPE ranges over both
     predictors' training-equivalent solutions."""
+    from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+
     calibration = calibrate_on_rows(split.train, schedules, catalog, hw, split_name=setting)
     validate = split.validate
     costs = prediction_costs(validate, schedules, catalog, hw)

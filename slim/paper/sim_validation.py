@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from slim import columns as col
-from slim.paper.tables import to_booktabs, to_html_page
+from slim.paper.table_format import to_booktabs, to_html_page
 
 THROUGHPUT_BAR_MEDIAN_PCT = 8.0
 THROUGHPUT_BAR_WORST_PCT = 15.0
