@@ -45,12 +45,7 @@ def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None
     if hardware is not None and hardware not in hardware_catalog:
         raise AdvisorError(f"unknown hardware '{hardware}'; known: {', '.join(hardware_catalog)}")
     layout = load_table_layout(table_columns) if table_columns is not None else DEFAULT_LAYOUT
-    labels = {}
-    for label, key in layout.hardware_map.items():
-        if key not in hardware_catalog:
-            raise AdvisorError(f"{table_columns}: hardware_map.{label} = '{key}' is not in the hardware file "
-                               f"(known: {', '.join(hardware_catalog)})")
-        labels[label] = hardware_catalog[key]
+    labels = layout.mapped_accelerators(hardware_catalog, f"{table_columns}: ", AdvisorError)
     default = hardware_catalog[hardware] if hardware is not None else None
     return IngestOptions(AcceleratorLookup(default, labels, hardware_catalog), layout)
 

@@ -257,12 +257,7 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
     if "hardware" in entry and entry["hardware"] not in hardware:
         raise ConfigError(f"{key}.hardware = '{entry['hardware']}' is not in the hardware file "
                           f"(known: {', '.join(hardware)})")
-    hardware_map = {}
-    for label, accelerator in layout.hardware_map.items():
-        if accelerator not in hardware:
-            raise ConfigError(f"{key}.table.hardware_map.{label} = '{accelerator}' is not in the hardware file "
-                              f"(known: {', '.join(hardware)})")
-        hardware_map[label] = hardware[accelerator]
+    hardware_map = layout.mapped_accelerators(hardware, f"{key}.table.")
     if entry.get("settings") and "hardware" not in entry:
         raise ConfigError(f"{key}.settings needs {key}.hardware: the held-out evaluation fits one accelerator "
                           "(a dataset whose rows map to several has ingest, cleaning and characterisation only)")

@@ -74,6 +74,18 @@ class TableLayout:
     def header(self, name: str) -> str:
         return self.columns.get(name, name)
 
+    def mapped_accelerators(self, hardware_catalog: Mapping[str, Any], where: str,
+                            error: type[Exception] = ConfigError) -> dict[str, Any]:
+        """`hardware_map`'s labels -> their entries of `hardware_catalog`; `error` names the entry
+        (``<where>hardware_map.<label>``) whose key the catalog lacks."""
+        accelerators = {}
+        for label, key in self.hardware_map.items():
+            if key not in hardware_catalog:
+                raise error(f"{where}hardware_map.{label} = '{key}' is not in the hardware file "
+                            f"(known: {', '.join(hardware_catalog)})")
+            accelerators[label] = hardware_catalog[key]
+        return accelerators
+
     def missing_headers(self, headers: list[str]) -> list[str]:
         """The headers a table needs and `headers` lacks: the required ones and one measurement."""
         present = set(headers)
