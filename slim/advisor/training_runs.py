@@ -21,7 +21,6 @@ from slim.specs.hardware import Hardware
 from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
-from slim.traces.static_batch import AcceleratorLookup
 from slim.traces.summary_table import DEFAULT_LAYOUT, load_table_layout
 
 
@@ -45,9 +44,7 @@ def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None
     if hardware is not None and hardware not in hardware_catalog:
         raise AdvisorError(f"unknown hardware '{hardware}'; known: {', '.join(hardware_catalog)}")
     layout = load_table_layout(table_columns) if table_columns is not None else DEFAULT_LAYOUT
-    labels = layout.mapped_accelerators(hardware_catalog, f"{table_columns}: ", AdvisorError)
-    default = hardware_catalog[hardware] if hardware is not None else None
-    return IngestOptions(AcceleratorLookup(default, labels, hardware_catalog), layout)
+    return IngestOptions.on(hardware_catalog, hardware, layout, f"{table_columns}: ", AdvisorError)
 
 
 def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions()) -> pd.DataFrame:

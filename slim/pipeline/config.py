@@ -318,16 +318,6 @@ def _check_rows(key: str, entry: dict[str, Any], hardware: Mapping[str, Hardware
     return rows
 
 
-def ingest_options(hardware_name: str | None, table: Mapping[str, Any] | None,
-                   hardware: Mapping[str, Hardware]) -> IngestOptions:
-    """The `IngestOptions` of a dataset entry's ``hardware`` and ``table`` (as the ingest rule passes
-    them), with `hardware` the loaded hardware file; names were checked by `check_config`."""
-    layout = TableLayout.from_config(table)
-    lookup = AcceleratorLookup(hardware[hardware_name] if hardware_name else None,
-                               {label: hardware[key] for label, key in layout.hardware_map.items()}, hardware)
-    return IngestOptions(lookup, layout)
-
-
 def generalisation_config(config: Mapping[str, Any], datasets: Mapping[str, DatasetConfig]) -> GeneralisationConfig:
     """Check the `generalisation` section against the resolved `datasets` (those of run_datasets).
 

@@ -3,12 +3,14 @@ the tables' column mapping) and the rows of a directory's tables and offline res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from slim import columns as col
-from slim.errors import TraceFormatError
+from slim.errors import ConfigError, TraceFormatError
 from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
 from slim.traces.offline_json import offline_point
 from slim.traces.results import ResultRecord
 from slim.traces.run_files import RunFiles
@@ -24,6 +26,16 @@ class IngestOptions:
 
     accelerators: AcceleratorLookup = AcceleratorLookup()
     table_layout: TableLayout = DEFAULT_LAYOUT
+
+    @classmethod
+    def on(cls, hardware_catalog: Mapping[str, Hardware], hardware: str | None, layout: TableLayout = DEFAULT_LAYOUT,
+           where: str = "table.", error: type[Exception] = ConfigError) -> "IngestOptions":
+        """Runs on accelerator `hardware` (a key of `hardware_catalog`; None: each row's own label),
+        summary tables read through `layout`, whose hardware_map must name keys of the catalog (else
+        `error`, naming ``<where>hardware_map.<label>``)."""
+        labels = layout.mapped_accelerators(hardware_catalog, where, error)
+        default = hardware_catalog[hardware] if hardware is not None else None
+        return cls(AcceleratorLookup(default, labels, hardware_catalog), layout)
 
 
 def table_rows(run_files: RunFiles, run_id: str, dataset: str, catalog: ArchitectureCatalog,

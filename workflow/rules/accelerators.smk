@@ -43,9 +43,7 @@ rule cross_accelerator_figure:
         ),
     params:
         accelerators=cross_accelerator_names,
-        files_per_accelerator=lambda wildcards: [
-            len(applicable_settings(name)) for name in cross_accelerator_datasets()
-        ],
+        files_per_accelerator=cross_accelerator_files_per_dataset,
     log:
         "logs/accelerators/cross_accelerator_figure.log",
     conda:

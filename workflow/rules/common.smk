@@ -24,11 +24,7 @@ TRACE_CACHE = trace_cache(config).as_posix()
 RESOLVED_DATASETS = resolve_datasets(config)
 # The public trace sets `fetch_traces` downloads: those the run's datasets name as their source.
 TRACE_SOURCES = sorted(
-    {
-        config["datasets"][name]["source"]
-        for name in config["run_datasets"]
-        if "source" in config["datasets"].get(name, {})
-    }
+    {config["datasets"][name]["source"] for name in config["run_datasets"] if "source" in config["datasets"][name]}
 )
 if config["fetch"].get("auto"):
     # Asked for in the config (fetch.auto): fetch what is missing now, then look again.
@@ -112,6 +108,16 @@ def trace_source_checksums(wildcards):
 def trace_source_entry(wildcards):
     """The source's config entry (its URL and folders are params: a changed URL refetches)."""
     return config["trace_sources"][wildcards.source]
+
+
+def dataset_hardware_key(wildcards):
+    """The dataset's `hardware` key, or None where its table maps each row to its accelerator."""
+    return config["datasets"][wildcards.dataset].get("hardware")
+
+
+def dataset_table_section(wildcards):
+    """The dataset's `table` section (its summary tables' column mapping), or None."""
+    return config["datasets"][wildcards.dataset].get("table")
 
 
 def trace_dir(wildcards):
@@ -251,6 +257,12 @@ def batch_scaling_output_lens(wildcards):
 GENERALISATION = GeneralisationInputs(config, DATASETS)
 
 
+# Datasets with the baselines' readings (results/<dataset>/baseline_sensitivity.csv): the evaluated ones, less those
+# read from summary tables, which hold offline static batches (one latency per batch, no ITL) on
+# which LLMVisor-Agg is not fitted, so its readings have nothing to show there.
+SENSITIVITY_DATASETS = [name for name in SETTINGS if "table" not in config["datasets"][name]]
+
+
 def readme_summaries(wildcards):
     """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
     then Table VI and the advisor comparison of every real one."""
@@ -262,11 +274,7 @@ def readme_summaries(wildcards):
         if name in SIM_DATASETS:
             summaries.append(f"results/{name}/sim_constants.md")
     # "Why the headline differs": the baselines' readings on every evaluated dataset.
-    summaries += [
-        f"results/{name}/baseline_sensitivity.md"
-        for name in ordered
-        if name in SETTINGS and "table" not in config["datasets"][name]
-    ]
+    summaries += [f"results/{name}/baseline_sensitivity.md" for name in ordered if name in SENSITIVITY_DATASETS]
     for name in ordered:
         if name in BCA_DATASETS and not DATASETS[name].is_simulated:
             summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
@@ -294,9 +302,7 @@ def dataset_targets(dataset):
     if dataset in SETTINGS:
         targets += [f"figures/{dataset}/{artefact}" for artefact in dataset_artefacts(dataset)]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
-        if "table" not in config["datasets"][dataset]:
-            # Summary tables hold offline static batches (one latency per batch, no ITL), on which
-            # LLMVisor-Agg is not fitted, so its readings have nothing to show there.
+        if dataset in SENSITIVITY_DATASETS:
             targets += [f"results/{dataset}/baseline_sensitivity.csv", f"results/{dataset}/baseline_sensitivity.html"]
     if dataset in BCA_DATASETS:
         targets += [f"results/{dataset}/table6.md", f"results/{dataset}/table_advisors.md"]
@@ -352,6 +358,11 @@ def cross_accelerator_datasets(wildcards=None):
 
 def cross_accelerator_files(pattern):
     return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_datasets()]
+
+
+def cross_accelerator_files_per_dataset(wildcards):
+    """How many of the figure's evaluation files belong to each per-accelerator dataset, in order."""
+    return [len(applicable_settings(name)) for name in cross_accelerator_datasets()]
 
 
 def cross_accelerator_settings(wildcards):

@@ -8,8 +8,8 @@ rule ingest:
     params:
         dataset="{dataset}",
         trace_dir=trace_dir,
-        hardware=lambda wildcards: config["datasets"][wildcards.dataset].get("hardware"),
-        table=lambda wildcards: config["datasets"][wildcards.dataset].get("table"),
+        hardware=dataset_hardware_key,
+        table=dataset_table_section,
     log:
         "logs/{dataset}/ingest.log",
     benchmark:
