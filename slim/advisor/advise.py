@@ -44,6 +44,7 @@ from slim.advisor.training_runs import (
     HeldOutCheck,
     held_out_check,
     select_training_runs,
+    single_tensor_parallel_degree,
     trace_options,
     usable_runs,
 )
@@ -177,7 +178,8 @@ def advise(request: AdviceRequest) -> Advice:
     arch = catalog[model]
     # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
     options = trace_options(hardware_catalog, r.hardware, r.table_columns)
-    runs = usable_runs(Path(r.traces), catalog, options, hardware=hw.name)
+    every_degree = usable_runs(Path(r.traces), catalog, options, hardware=hw.name)
+    runs, other_degrees = single_tensor_parallel_degree(every_degree)
     train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
@@ -212,8 +214,22 @@ def advise(request: AdviceRequest) -> Advice:
                   train_models=tuple(sorted(train[col.MODEL].unique())), n_left_out=len(runs) - len(train),
                   held_out=None if predict is None else held_out_check(runs, train, arch, catalog, hw, fit),
                   warnings=advice_warnings(arch, runs, train, decision, capacity, capacity_source, predict, memory,
-                                           r.input_len + r.output_len),
+                                           r.input_len + r.output_len)
+                  + tensor_parallel_warnings(runs, every_degree, other_degrees),
                   predictor=r.predictor, refused_caps=refused, confidence=r.confidence)
+
+
+def tensor_parallel_warnings(runs: pd.DataFrame, every_degree: pd.DataFrame,
+                             other_degrees: tuple[int, ...]) -> tuple[AdviceWarning, ...]:
+    """A warning where `single_tensor_parallel_degree` left runs of other degrees out."""
+    if not other_degrees:
+        return ()
+    kept = int(runs[col.TENSOR_PARALLEL].fillna(1).iloc[0])
+    return (AdviceWarning(
+        "other_tensor_parallel_left_out",
+        f"{len(every_degree) - len(runs)} usable run(s) at tensor_parallel {', '.join(map(str, other_degrees))} "
+        f"are left out: the advice is fitted on the {len(runs)} run(s) at tensor_parallel {kept} and holds for "
+        "that degree (SLIM has no tensor-parallel term); pass traces of one degree to advise on another"),)
 
 
 def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: BcaResult,

@@ -56,6 +56,14 @@ def curve_from_rows(rows: pd.DataFrame) -> MeasuredCurve:
     col.require_columns(rows, CURVE_COLUMNS, "runs table", AdvisorError, fix="BCA curves need them")
     rows = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
     first = rows.iloc[0]
+    repeated = rows[col.MAX_NUM_SEQS][rows[col.MAX_NUM_SEQS].duplicated()].unique()
+    if len(repeated):
+        hint = (f" (tensor_parallel {sorted(rows[col.TENSOR_PARALLEL].dropna().unique().tolist())}: select one, "
+                "e.g. the BCA config's `rows: {tensor_parallel: [1]}`)"
+                if col.TENSOR_PARALLEL in rows and rows[col.TENSOR_PARALLEL].nunique() > 1 else "")
+        raise AdvisorError(f"curve {first[col.MODEL]} IL {first[col.INPUT_LEN_NOMINAL]:g} OL "
+                           f"{first[col.OUTPUT_LEN_NOMINAL]:g} has several runs at max_num_seqs "
+                           f"{sorted(float(b) for b in repeated)}{hint}; a measured curve has one run per cap")
     return MeasuredCurve(
         model=str(first[col.MODEL]),
         input_len_nominal=float(first[col.INPUT_LEN_NOMINAL]),

@@ -81,6 +81,20 @@ def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptio
     return usable.reset_index(drop=True)
 
 
+def single_tensor_parallel_degree(usable: pd.DataFrame) -> tuple[pd.DataFrame, tuple[int, ...]]:
+    """The usable runs at their smallest tensor-parallel degree, and the other degrees left out.
+
+    SLIM (Eqs. 5-12) has no tensor-parallel term and the KV memory plan is one GPU's, so one fit
+    must not mix degrees: runs at TP 2 or 4 would read as faster runs of the same configuration.
+    Runs that record no degree count as TP 1 (`columns.TENSOR_PARALLEL`)."""
+    if col.TENSOR_PARALLEL not in usable:
+        return usable, ()
+    degrees = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
+    chosen = int(degrees.min())
+    others = tuple(sorted(int(d) for d in degrees.unique() if d != chosen))
+    return usable[degrees == chosen].reset_index(drop=True), others
+
+
 def select_training_runs(usable: pd.DataFrame, catalog: ArchitectureCatalog, train_models: Sequence[str] | None,
                          exclude_runs: Sequence[str] = ()) -> pd.DataFrame:
     """The usable runs SLIM is fitted on: those of `train_models` (names or aliases; None: every
