@@ -358,3 +358,79 @@ def test_evaluate_setting_on_static_batches_runs_sim_and_says_why_llmvisor_does_
     assert math.isfinite(mapes.loc[SLIM, col.THROUGHPUT_METRIC.mape])
     assert math.isnan(mapes.loc[LLMVISOR, col.THROUGHPUT_METRIC.mape])
     assert mapes.loc[LLMVISOR, col.UNIDENTIFIED] == LLMVISOR_WITHOUT_ITL
+
+
+# ---------------------------------------------------------------- the advisor per accelerator
+
+def _tp_table(tmp_path: Path) -> tuple[Path, Path]:
+    """One accelerator, one model, IL = OL 128 and 256, B 1-32 at TP 1 and (faster) at TP 2."""
+    rows = []
+    for tp, speedup in ((1, 1.0), (2, 1.3)):
+        for length in (128, 256):
+            for batch in (1, 2, 4, 8, 16, 32):
+                latency = length * 0.02 * (1 + batch / 48) * (1 + length / 4096) / speedup
+                rows.append({"Model": "llama-2-7b", "Hardware": "A100 card", "TP": tp, "Batch Size": batch,
+                             "Length": length, "Latency": latency})
+    table = tmp_path / "points.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    columns = tmp_path / "columns.yaml"
+    columns.write_text(yaml.safe_dump({"columns": {**TABLE["columns"], "tensor_parallel": "TP"},
+                                       "hardware_map": {"A100 card": "a100-sxm-40gb"}}))
+    return table, columns
+
+
+def test_slim_advise_fits_one_tensor_parallel_degree_and_says_which(tmp_path):
+    from slim.advisor.advise import AdviceRequest, advise
+
+    table, columns = _tp_table(tmp_path)
+    advice = advise(AdviceRequest(table, "llama-2-7b", 256, 256, 60.0, hardware="a100-sxm-40gb",
+                                  table_columns=columns))
+    assert advice.n_runs == 12            # the TP 1 runs; TP 2's would read as faster runs of the same caps
+    [warning] = [w for w in advice.warnings if w.code == "other_tensor_parallel_left_out"]
+    assert "12 usable run(s) at tensor_parallel 2 are left out" in warning.message
+    assert "tensor_parallel 1" in warning.message
+
+
+def test_a_measured_curve_with_two_runs_at_one_cap_names_the_tensor_parallel_degrees():
+    from slim.advisor.measured import measured_curves
+
+    rows = pd.DataFrame({col.MODEL: "llama-2-7b", col.INPUT_LEN_NOMINAL: 128.0, col.OUTPUT_LEN_NOMINAL: 128.0,
+                         col.INPUT_LEN_MEAN: 128.0, col.OUTPUT_LEN_MEAN: 128.0,
+                         col.MAX_NUM_SEQS: [1.0, 16.0, 1.0, 16.0], col.TENSOR_PARALLEL: [1, 1, 2, 2],
+                         col.TOTAL_TOKEN_THROUGHPUT: [100.0, 1000.0, 150.0, 1400.0],
+                         col.E2E_LATENCY_S: [2.6, 4.1, 1.7, 2.9], col.MEAN_BATCH_SIZE: [1.0, 16.0, 1.0, 16.0],
+                         col.DURATION_S: [2.6, 4.1, 1.7, 2.9], col.KV_CAPACITY_TOKENS: np.nan,
+                         col.NUM_GPU_BLOCKS: np.nan, col.BLOCK_SIZE: np.nan})
+    with pytest.raises(AdvisorError, match=r"several runs at max_num_seqs \[1.0, 16.0\] \(tensor_parallel \[1, 2\]"):
+        measured_curves(rows)
+    assert len(measured_curves(rows[rows[col.TENSOR_PARALLEL] == 1])[0].max_num_seqs) == 2
+
+
+def test_the_advisor_config_selects_its_rows(tmp_path):
+    from slim.paper.advisor_study_config import load_bca_config
+
+    study = load_bca_config(REPO / "config" / "bca" / "llm-inference-bench.yaml")
+    frame = pd.DataFrame({col.TENSOR_PARALLEL: [1, 2, 4, 1], col.MODEL: ["a", "a", "a", "b"]})
+    assert study.rows == {col.TENSOR_PARALLEL: [1]}
+    assert study.study_rows(frame)[col.MODEL].tolist() == ["a", "b"]
+    with pytest.raises(ConfigError, match=r"`rows` \{'tensor_parallel': \[1\]\} selects none"):
+        study.study_rows(frame[frame[col.TENSOR_PARALLEL] > 1])
+    wrong = tmp_path / "bca.yaml"
+    wrong.write_text(yaml.safe_dump({"rows": {"tensor_parallel": 1}}))
+    with pytest.raises(ConfigError, match=r"bca.yaml: rows/tensor_parallel: 1 is not of type 'array'"):
+        load_bca_config(wrong)
+    assert load_bca_config(REPO / "config" / "bca" / "h100-public.yaml").study_rows(frame) is frame
+
+
+def test_the_advisor_summary_counts_agreements_per_accelerator():
+    from slim.paper.cross_accelerator import AcceleratorAdvice, advisor_summary, advisor_summary_markdown
+
+    advisors = pd.DataFrame({"full_cap": [16, 32, 64], "full_retained_pct": [70.0, 80.0, 100.0],
+                             "slim_cap": [16, 16, 64], "slim_retained_pct": [70.0, 50.0, 100.0],
+                             "sim_cap": [16, 32, 32], "sim_retained_pct": [70.0, 80.0, np.nan]})
+    cost = pd.DataFrame({"setting": ["a", "Mean"], "Time save (%)": [40.0, 40.0]})
+    summary = advisor_summary([AcceleratorAdvice("GPU X", advisors, cost)])
+    row = summary.iloc[0]
+    assert (row["curves"], row["slim_agrees"], row["sim_agrees"]) == (3, 2, 2)
+    assert row["slim_retained_pct"] == pytest.approx(220.0 / 3) and row["sim_retained_pct"] == pytest.approx(75.0)
+    assert "| GPU X | 3 | 83.3% | 2 of 3 | 73.3% | 2 of 3 | 75.0% | 40.0% |" in advisor_summary_markdown(summary)

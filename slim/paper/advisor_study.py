@@ -38,7 +38,7 @@ from slim.advisor.bca import (
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
 from slim.advisor.sim_bca import sim_bca, sim_curve_of_rows
 from slim.advisor.slim_bca import slim_bca
-from slim.errors import SplitError
+from slim.errors import FitError, SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
@@ -83,8 +83,15 @@ def _sim_cap(train: pd.DataFrame, target_rows: pd.DataFrame, schedules: Schedule
     """SIM-BCA's cap for a target curve, SIM calibrated on `train` (only its chosen fit is
     used, so the valley is not sampled; `start`: one starting point instead of the grid)."""
     starts = None if start is None else [[getattr(start, name) for name in col.SIM_FITTED_CONSTANTS]]
-    calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name, starts=starts,
-                                    sample_valley=False)
+    try:
+        calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name, starts=starts,
+                                        sample_valley=False)
+    except FitError:
+        if starts is None:
+            raise
+        # The one refinement ran out of evaluations along a shallow valley: the full start grid.
+        calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name,
+                                        sample_valley=False)
     curve = sim_curve_of_rows(target_rows, schedules, architectures, hw, calibration.constants)
     return sim_bca(curve, slo_s, epsilon).batch_cap
 

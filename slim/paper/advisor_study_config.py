@@ -1,8 +1,8 @@
 """Configuration of the advisor's artefacts, the file config `datasets.<name>.bca` names
 (`config/bca/<dataset>.yaml`, schema `workflow/schemas/bca.schema.yaml`): epsilon, the SLO
 multipliers and reference point, the confidence of Table V's confident SLIM-BCA, the Fig. 12
-grid, the Table V experiments and the Fig. 13 curves. Selectors are mappings column -> allowed
-values (see `slim.paper.splits`).
+grid, the Table V experiments, the Fig. 13 curves, and the runs the whole study reads (`rows`).
+Selectors are mappings column -> allowed values (see `slim.paper.splits`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pandas as pd
 import yaml
 
 from slim.advisor.bca import DEFAULT_EPSILON
 from slim.errors import ConfigError
-from slim.paper.splits import Selector
+from slim.paper.splits import Selector, select_rows
 from slim.yaml_files import read_yaml_mapping
 
 
@@ -50,6 +51,17 @@ class BcaStudyConfig:
     fig12_transfers: tuple[str, ...]          # held-out setting names of the settings file
     fig13_curves: tuple[CurveSelection, ...]
     confidence: float | None = None            # Table V's confident SLIM-BCA; None: not shown
+    rows: Selector | None = None               # the runs the study reads; None: every run
+
+    def study_rows(self, clean: pd.DataFrame) -> pd.DataFrame:
+        """The cleaned table's runs this study reads (`rows`): a measured curve is one model, IL
+        and OL over the batch cap, so a table mixing tensor-parallel degrees keeps one of them."""
+        if not self.rows:
+            return clean
+        chosen = select_rows(clean, self.rows)
+        if chosen.empty:
+            raise ConfigError(f"BCA config `rows` {self.rows} selects none of the cleaned table's {len(clean)} runs")
+        return chosen
 
 
 BCA_SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "bca.schema.yaml"
@@ -109,4 +121,5 @@ def load_bca_config(path: str | Path) -> BcaStudyConfig:
         fig13_curves=tuple(_selection(e, f"{path}: fig13_curves[{i}]")
                            for i, e in enumerate(raw.get("fig13_curves", []))),
         confidence=None if raw.get("confidence") is None else float(raw["confidence"]),
+        rows={str(column): list(values) for column, values in raw.get("rows", {}).items()} or None,
     )

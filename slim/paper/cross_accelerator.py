@@ -154,3 +154,65 @@ def cross_accelerator_html(display: pd.DataFrame, title: str = "Held-out accurac
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
             f"<body><h1>{html.escape(title)}</h1><table border=\"1\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table><p>{html.escape(NOTE)}</p></body></html>\n")
+
+
+# --- the advisor per accelerator ---------------------------------------------------------
+
+ADVISOR_FLAVOURS = (("slim", "SLIM-BCA"), ("sim", "SIM-BCA"))
+"""The predicted BCA flavours of each accelerator's advisor comparison (`table_advisors.csv`)."""
+
+
+@dataclass(frozen=True)
+class AcceleratorAdvice:
+    """One accelerator's advisor comparison (`slim.paper.advisor_study.advisor_comparison`, leave one
+    curve out) and Table VI (`slim.paper.advisor_study.table6`: profiling cost), as their CSVs hold them."""
+
+    accelerator: str
+    advisors: pd.DataFrame
+    profiling_cost: pd.DataFrame
+
+
+def advisor_summary(results: Sequence[AcceleratorAdvice]) -> pd.DataFrame:
+    """Per accelerator: the measured curves, how often each predicted BCA picks full-profile BCA's
+    cap (Eq. 13 on the measured points), the measured throughput retained at each advisor's cap
+    (mean % of the curve's peak, over the curves whose cap was measured) and Table VI's mean
+    profiling time saved. Nothing is recomputed: the numbers are the per-accelerator tables'."""
+    records = []
+    for result in results:
+        advisors = result.advisors
+        record = {ACCELERATOR: result.accelerator, "curves": len(advisors),
+                  "full_retained_pct": float(advisors["full_retained_pct"].mean())}
+        for key, _ in ADVISOR_FLAVOURS:
+            if f"{key}_cap" not in advisors:
+                continue
+            record[f"{key}_agrees"] = int((advisors[f"{key}_cap"] == advisors["full_cap"]).sum())
+            record[f"{key}_retained_pct"] = float(advisors[f"{key}_retained_pct"].mean())
+        record["time_saved_pct"] = float(result.profiling_cost["Time save (%)"].iloc[-1])
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+ADVISOR_NOTE = ("Each accelerator's advisor comparison (results/<dataset>/table_advisors.csv) over its measured "
+                "TP 1 curves (one model and IL = OL over the static batch size B): how often SLIM-BCA and SIM-BCA, "
+                "each fitted on every other curve, pick the B that full-profile BCA (Eq. 13 on the measured points; "
+                "epsilon and SLO from config/bca/llm-inference-bench.yaml) picks, the measured throughput at each "
+                "advisor's B as a share of the curve's peak (mean over curves), and Table VI's mean profiling time "
+                "saved over the held-out settings.")
+
+
+def advisor_summary_markdown(summary: pd.DataFrame, title: str = "The advisor per accelerator") -> str:
+    """`advisor_summary` as Markdown, with its heading and note."""
+    header = ["accelerator", "curves", "full-profile BCA: throughput kept"]
+    for key, label in ADVISOR_FLAVOURS:
+        if f"{key}_agrees" in summary:
+            header += [f"{label} = full-profile B", f"{label}: throughput kept"]
+    header.append("profiling time saved (Table VI)")
+    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, row in summary.iterrows():
+        cells = [str(row[ACCELERATOR]), f"{int(row['curves'])}", f"{row['full_retained_pct']:.1f}%"]
+        for key, _ in ADVISOR_FLAVOURS:
+            if f"{key}_agrees" in summary:
+                cells += [f"{int(row[f'{key}_agrees'])} of {int(row['curves'])}", f"{row[f'{key}_retained_pct']:.1f}%"]
+        cells.append(f"{row['time_saved_pct']:.1f}%")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines + ["", ADVISOR_NOTE, ""])

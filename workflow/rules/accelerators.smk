@@ -12,8 +12,11 @@ rule cross_accelerator_table:
     input:
         tables=cross_accelerator_files("results/{name}/table3.csv"),
         settings=cross_accelerator_settings,
+        advisors=cross_accelerator_advised_files("results/{name}/table_advisors.csv"),
+        profiling_cost=cross_accelerator_advised_files("results/{name}/table6.csv"),
     output:
         table="results/accelerators/cross_accelerator.csv",
+        advisors="results/accelerators/advisors.csv",
         summary="results/accelerators/cross_accelerator.md",
         html=report(
             "figures/accelerators/cross_accelerator.html",
@@ -23,6 +26,7 @@ rule cross_accelerator_table:
     params:
         datasets=cross_accelerator_datasets,
         accelerators=cross_accelerator_names,
+        advised_accelerators=cross_accelerator_advised_names,
     log:
         "logs/accelerators/cross_accelerator_table.log",
     conda:

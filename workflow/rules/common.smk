@@ -6,6 +6,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import fig10_setting_name, load_settings, table4_setting_names
 from slim.pipeline.config import resolve_datasets, with_catalog_defaults
 from slim.pipeline.trace_locations import trace_cache
@@ -80,6 +81,9 @@ DEFAULT_ARTEFACT_PATTERN = "|".join(re.escape(name) for name in DEFAULT_ARTEFACT
 # The advisor study runs for the datasets whose config names its file (datasets.<name>.bca).
 BCA_DATASETS = [name for name in SETTINGS if DATASETS[name].bca_file is not None]
 BCA_ARTEFACTS = ["table5.tex", "table6.tex", "fig12.pdf", "fig12.png", "fig13.pdf", "fig13.png", "table_advisors.tex"]
+# Fig. 12 where the advisor config names a single-curve transfer (its fig12_transfers).
+FIG12_ARTEFACTS = ["fig12.pdf", "fig12.png"]
+FIG12_DATASETS = [name for name in BCA_DATASETS if load_bca_config(DATASETS[name].bca_file).fig12_transfers]
 # Fig. 10's setting per dataset, from the settings file (None: the dataset has no Fig. 10).
 FIG10_SETTINGS = {name: fig10_setting_name(settings) for name, settings in SETTINGS.items()}
 FIG10_ARTEFACTS = ["fig10.pdf", "fig10.png"]
@@ -291,6 +295,7 @@ def dataset_artefacts(dataset):
         for artefact in DEFAULT_ARTEFACTS
         if (artefact not in FIG10_ARTEFACTS or FIG10_SETTINGS[dataset] is not None)
         and (artefact not in BCA_ARTEFACTS or dataset in BCA_DATASETS)
+        and (artefact not in FIG12_ARTEFACTS or dataset in FIG12_DATASETS)
     ]
 
 
@@ -360,6 +365,20 @@ def cross_accelerator_files(pattern):
     return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_datasets()]
 
 
+def cross_accelerator_advised(wildcards=None):
+    """The per-accelerator datasets this run builds that configure the advisor (datasets.<name>.bca)."""
+    return [name for name in cross_accelerator_datasets() if name in BCA_DATASETS]
+
+
+def cross_accelerator_advised_files(pattern):
+    return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_advised()]
+
+
+def cross_accelerator_advised_names(wildcards):
+    """`cross_accelerator_names` of the datasets that configure the advisor."""
+    return [accelerator_name(name) for name in cross_accelerator_advised()]
+
+
 def cross_accelerator_files_per_dataset(wildcards):
     """How many of the figure's evaluation files belong to each per-accelerator dataset, in order."""
     return [len(applicable_settings(name)) for name in cross_accelerator_datasets()]
@@ -371,9 +390,12 @@ def cross_accelerator_settings(wildcards):
 
 def cross_accelerator_names(wildcards):
     """Each dataset's accelerator, as the hardware catalog names it."""
-    return [
-        DATASETS[name].hardware.display_name or DATASETS[name].hardware.name for name in cross_accelerator_datasets()
-    ]
+    return [accelerator_name(name) for name in cross_accelerator_datasets()]
+
+
+def accelerator_name(dataset):
+    """A dataset's accelerator as the hardware catalog shows it."""
+    return DATASETS[dataset].hardware.display_name or DATASETS[dataset].hardware.name
 
 
 def cross_accelerator_evaluation_files(wildcards):
@@ -389,6 +411,7 @@ def cross_accelerator_targets(wildcards):
     targets = [target for name in cross_accelerator_datasets() for target in dataset_targets(name)]
     return targets + [
         "results/accelerators/cross_accelerator.csv",
+        "results/accelerators/advisors.csv",
         "results/accelerators/cross_accelerator.md",
         "figures/accelerators/cross_accelerator.html",
         "figures/accelerators/measured_vs_predicted.pdf",

@@ -17,8 +17,8 @@ from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 label = snakemake.params.dataset_label
-clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
+clean = study.study_rows(pd.read_parquet(snakemake.input.clean))
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
 comparison = advisor_comparison(clean, load_architectures(snakemake.input.models), hardware,

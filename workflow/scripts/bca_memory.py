@@ -10,8 +10,8 @@ from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
-clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
+clean = study.study_rows(pd.read_parquet(snakemake.input.clean))
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 memory = memory_breakdown(clean, study.fig13_curves, load_architectures(snakemake.input.models), hardware,
                           study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs)

@@ -1,6 +1,7 @@
 """Snakemake adapter: Fig. 12, SLIM-BCA's (and on real data SIM-BCA's) sensitivity to epsilon and the SLO."""
 import pandas as pd
 
+from slim.errors import ConfigError
 from slim.paper.advisor_study import sensitivity_agreement, sensitivity_study
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.figures.advisor import plot_sensitivity
@@ -11,8 +12,11 @@ from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
-clean = pd.read_parquet(snakemake.input.clean)
 study = load_bca_config(snakemake.input.bca_config)
+if not study.fig12_transfers:
+    raise ConfigError(f"{snakemake.input.bca_config}: fig12_transfers is empty, so there is no Fig. 12 to draw; "
+                      "name a held-out setting whose validation target is one curve")
+clean = study.study_rows(pd.read_parquet(snakemake.input.clean))
 settings = {setting.name: setting for setting in load_settings(snakemake.input.settings)}
 catalog = load_architectures(snakemake.input.models)
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]

@@ -2,7 +2,10 @@
 import pandas as pd
 
 from slim.paper.cross_accelerator import (
+    AcceleratorAdvice,
     AcceleratorResult,
+    advisor_summary,
+    advisor_summary_markdown,
     cross_accelerator_display,
     cross_accelerator_html,
     cross_accelerator_markdown,
@@ -18,6 +21,16 @@ results = [AcceleratorResult(accelerator, dataset, pd.read_csv(path))
 long = cross_accelerator_table(results, load_settings(snakemake.input.settings))
 display = cross_accelerator_display(long)
 write_csv(long, snakemake.output.table)
-write_text(cross_accelerator_markdown(display), snakemake.output.summary)
+advice = [AcceleratorAdvice(accelerator, pd.read_csv(advisors), pd.read_csv(cost))
+          for accelerator, advisors, cost in zip(snakemake.params.advised_accelerators, snakemake.input.advisors,
+                                                 snakemake.input.profiling_cost)]
+summary = advisor_summary(advice) if advice else None
+if summary is not None:
+    write_csv(summary, snakemake.output.advisors)
+    log.info("advisor per accelerator:\n%s", summary.to_string())
+else:
+    write_text("", snakemake.output.advisors)   # no accelerator configures the advisor (datasets.<name>.bca)
+write_text(cross_accelerator_markdown(display)
+           + ("" if summary is None else "\n" + advisor_summary_markdown(summary)), snakemake.output.summary)
 write_text(cross_accelerator_html(display), snakemake.output.html)
 log.info("cross-accelerator table: %d accelerators x settings rows", len(display))
