@@ -214,9 +214,10 @@ KERNEL_LATENCY_S = "kernel_latency_s"
 STEP_OVERHEAD_BASE_S = "step_overhead_base_s"
 STEP_OVERHEAD_PER_SEQ_S = "step_overhead_per_seq_s"
 XFORMERS_ATTENTION_LATENCY_S = "xformers_attention_latency_s"
+TENSOR_PARALLEL_STEP_OVERHEAD_S = "tensor_parallel_step_overhead_s"
 SIM_FITTED_CONSTANTS = (GEMM_COMPUTE_EFFICIENCY, GEMM_MEMORY_EFFICIENCY, ATTENTION_MEMORY_EFFICIENCY,
                         KERNEL_LATENCY_S, STEP_OVERHEAD_BASE_S, STEP_OVERHEAD_PER_SEQ_S,
-                        XFORMERS_ATTENTION_LATENCY_S)
+                        XFORMERS_ATTENTION_LATENCY_S, TENSOR_PARALLEL_STEP_OVERHEAD_S)
 """The simulator's fitted constants (`slim.sim.constants.FITTED_CONSTANTS`), SI units."""
 SIM_CONSTANTS_COLUMNS = (SETTING, N_RUNS, *SIM_FITTED_CONSTANTS, TRAIN_MAPE_THROUGHPUT_PCT, UNIDENTIFIED)
 """Columns of `sim_constants.csv`, in order."""

@@ -154,7 +154,8 @@ def _grid() -> pd.DataFrame:
 
 def test_the_llm_inference_bench_settings_hold_out_what_the_issue_asks():
     settings = {setting.name: setting for setting in load_settings(SETTINGS_FILE)}
-    assert list(settings) == ["same_curve", "length", "model", "model_length", "tensor_parallel"]
+    assert list(settings) == ["same_curve", "length", "model", "model_length", "tensor_parallel",
+                              "tensor_parallel_4"]
     grid = _grid()
     splits = {name: split_setting(grid, setting) for name, setting in settings.items()}
     same = splits["same_curve"]
@@ -171,6 +172,8 @@ def test_the_llm_inference_bench_settings_hold_out_what_the_issue_asks():
     tp = splits["tensor_parallel"]
     assert set(tp.train[col.TENSOR_PARALLEL]) == {1} and set(tp.validate[col.TENSOR_PARALLEL]) == {2, 4}
     assert set(tp.validate[col.MODEL]) <= set(tp.train[col.MODEL])
+    tp4 = splits["tensor_parallel_4"]   # TP rows in training: SIM fits its TP step overhead
+    assert set(tp4.train[col.TENSOR_PARALLEL]) == {1, 2} and set(tp4.validate[col.TENSOR_PARALLEL]) == {4}
     for name in ("same_curve", "length", "model", "model_length"):   # single-GPU settings
         assert set(splits[name].train[col.TENSOR_PARALLEL]) == set(splits[name].validate[col.TENSOR_PARALLEL]) == {1}
     assert settings["model"].predicts_an_unseen_model

@@ -198,3 +198,20 @@ def test_slim_advise_refuses_mixtral_naming_the_reason(capsys):
                      "--hardware", "a100-80gb"])
     assert code == cli.EXIT_BAD_INPUT
     assert "is not supported: mixture of experts" in capsys.readouterr().err
+
+
+def test_the_catalog_says_how_each_accelerator_all_reduces(tmp_path):
+    """NVLink-connected HGX boards run vLLM's one-shot custom all-reduce (one collective step at any
+    degree); the others a ring (t - 1), the default; a wrong value names the key."""
+    hardware = load_hardware()
+    assert [hardware["a100-sxm-40gb"].tensor_parallel_collective_steps(t) for t in (1, 2, 4)] == [0, 1, 1]
+    assert [hardware["mi250-gcd"].tensor_parallel_collective_steps(t) for t in (1, 2, 4)] == [0, 1, 3]
+    assert {name for name, hw in hardware.items() if hw.tensor_parallel_allreduce == "one_shot"} == {
+        "h100-sxm-80gb", "h200", "a100-80gb", "a100-sxm-40gb"}
+    wrong = tmp_path / "hardware.yaml"
+    wrong.write_text(yaml.safe_dump({"gpu": {"peak_flops_per_s": 1e14, "hbm_bandwidth_bytes_per_s": 1e12,
+                                             "memory_bytes": 2**34, "gpu_memory_utilization": 0.9,
+                                             "tensor_parallel_allreduce": "tree"}}))
+    with pytest.raises(ConfigError, match=r"hardware 'gpu': tensor_parallel_allreduce must be one of one_shot, "
+                                          r"ring, got 'tree'"):
+        load_hardware(wrong)

@@ -68,9 +68,12 @@ def test_one_model_leaves_launch_and_step_overhead_open(catalog, h100):
     identifiability = calibration.identifiability
     assert identifiability.unidentified_dimensions >= 1
     assert {"kernel_latency_s", "step_overhead_base_s"} <= set(identifiability.unidentified_parameters)
-    # OPT-1.3B runs on FlashAttention: nothing in the training runs pays the XFormers latency,
-    # which stays at its start, the bound zero.
-    assert "xformers_attention_latency_s" in identifiability.at_bounds
+    # OPT-1.3B runs on FlashAttention at TP 1: nothing in the training runs pays the XFormers latency
+    # or the TP step overhead, which stay at their start, zero, and are reported as neither on a
+    # bound nor open.
+    assert not {"xformers_attention_latency_s", "tensor_parallel_step_overhead_s"} & (
+        set(identifiability.at_bounds) | set(identifiability.unidentified_parameters))
+    assert calibration.constants.tensor_parallel_step_overhead_s < 1e-12
     assert calibration.constants.xformers_attention_latency_s < 1e-12
     assert identifiability.equivalent_constants
     training, costs = ScheduleCosts(train, catalog, h100, SimConstants()), ScheduleCosts(target, catalog, h100,
@@ -89,3 +92,29 @@ def test_too_few_runs_or_bad_throughputs_are_refused(two_models, catalog, h100):
         calibrate_schedules(schedules[:3], measured[:3], catalog, h100, split_name="tiny")
     with pytest.raises(FitError, match="finite positive"):
         calibrate_schedules(schedules, np.where(np.arange(len(measured)) == 0, 0.0, measured), catalog, h100)
+
+
+def test_runs_at_two_tensor_parallel_degrees_determine_the_tp_step_overhead(catalog, h100):
+    """OPT-1.3B and Llama-2-7B (two depths, so launches and the step base separate) at TP 1 and 2,
+    static batches and online runs: the TP step overhead, which only the TP 2 runs pay, is recovered
+    with the other constants and predicts TP 4 from its configuration."""
+    truth = TRUTH.with_fitted({"xformers_attention_latency_s": 0.0, "tensor_parallel_step_overhead_s": 0.6e-3})
+    train_keys = [ScheduleKey(model, il, ol, batch, batch if static else 60, tp, static)
+                  for model in ("opt-1.3b", "llama-2-7b") for tp in (1, 2)
+                  for il, ol in ((128, 128), (512, 64)) for batch in (1, 16, 64)
+                  for static in (True, False)]
+    table = simulate_schedules(train_keys, catalog, h100, SimConstants())
+    measured = ScheduleCosts(list(table), catalog, h100, SimConstants()).predict(truth).throughput_per_s
+    calibration = calibrate_schedules(list(table), measured, catalog, h100, split_name="TP 1 and 2")
+    assert calibration.constants.tensor_parallel_step_overhead_s == pytest.approx(0.6e-3, rel=2e-2)
+    assert "tensor_parallel_step_overhead_s" not in calibration.identifiability.at_bounds
+    tp4 = [ScheduleKey("llama-2-7b", 256, 256, batch, batch, 4, True) for batch in (1, 32)]
+    costs = ScheduleCosts(list(simulate_schedules(tp4, catalog, h100, SimConstants())), catalog, h100,
+                          SimConstants())
+    expected, fitted = costs.predict(truth).throughput_per_s, costs.predict(calibration.constants).throughput_per_s
+    assert np.abs(fitted / expected - 1.0).max() < 1e-2
+    # Without the TP 2 runs nothing pays it: it stays at zero.
+    tp1 = [s for s in table if s.key.tensor_parallel == 1]
+    alone = calibrate_schedules(tp1, measured[[s.key.tensor_parallel == 1 for s in table]], catalog, h100,
+                                split_name="TP 1")
+    assert alone.constants.tensor_parallel_step_overhead_s < 1e-12

@@ -13,7 +13,8 @@ from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedule, si
 
 OTHER = SimConstants().with_fitted({"gemm_compute_efficiency": 0.25, "gemm_memory_efficiency": 0.95,
                                     "attention_memory_efficiency": 0.7, "kernel_latency_s": 9e-6,
-                                    "step_overhead_base_s": 0.3e-3, "step_overhead_per_seq_s": 20e-6})
+                                    "step_overhead_base_s": 0.3e-3, "step_overhead_per_seq_s": 20e-6,
+                                    "tensor_parallel_step_overhead_s": 0.7e-3})
 
 
 KEYS = (ScheduleKey("opt-125m", 300, 40, 16, 150), ScheduleKey("opt-1.3b", 900, 64, 64, 120),

@@ -359,7 +359,8 @@ SIM_CONSTANT_DISPLAY = (("gemm_compute_efficiency", "eta GEMM compute", 1.0, 3),
                         ("kernel_latency_s", "kernel launch (us)", 1e6, 2),
                         ("step_overhead_base_s", "step base (ms)", 1e3, 3),
                         ("step_overhead_per_seq_s", "per sequence (us)", 1e6, 2),
-                        ("xformers_attention_latency_s", "XFormers attention (us)", 1e6, 2))
+                        ("xformers_attention_latency_s", "XFormers attention (us)", 1e6, 2),
+                        ("tensor_parallel_step_overhead_s", "TP collective step (ms)", 1e3, 3))
 """How each fitted simulator constant is shown: column label, scale to its unit, decimals."""
 
 
@@ -392,8 +393,9 @@ def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], 
     shown["train MAPE %"] = [f"{value:.1f}" for value in table[col.TRAIN_MAPE_THROUGHPUT_PCT]]
     shown["what the data leave open"] = table[col.UNIDENTIFIED].to_list()
     return (f"SIM's constants, calibrated on each setting's training runs only, **{dataset_label}** data "
-            f"(`results/<dataset>/sim_constants.csv`; tensor-parallel constants are fixed assumptions, "
-            f"no TP runs exist to fit them):\n\n{to_markdown(shown)}")
+            f"(`results/<dataset>/sim_constants.csv`; the TP step overhead is fitted only where a setting trains on "
+            f"runs at tensor_parallel > 1, and stays at zero elsewhere; NVLink bandwidth and all-reduce latency are "
+            f"fixed assumptions):\n\n{to_markdown(shown)}")
 
 
 def full_profile_agreement(comparison: pd.DataFrame) -> str:

@@ -27,8 +27,10 @@ SIM_CONSTANTS_FILE = Path(__file__).with_name("h100-64gb-sim.yaml")
 FITTED_CONSTANTS = SIM_FITTED_CONSTANTS
 """The constants `calibrate` fits (gemm_compute_efficiency, gemm_memory_efficiency,
 attention_memory_efficiency, kernel_latency_s, step_overhead_base_s, step_overhead_per_seq_s,
-xformers_attention_latency_s; named in `slim.columns`, whose tables carry them); everything else
-is fixed from logs or vLLM defaults."""
+xformers_attention_latency_s, tensor_parallel_step_overhead_s; named in `slim.columns`, whose tables
+carry them); everything else is fixed from logs or vLLM defaults. The last two are paid only by runs
+on vLLM V0's XFormers backend and by runs at tensor_parallel > 1: where no training run pays one,
+nothing moves it from zero."""
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_compute_efficiency": (0.05, 1.0),
@@ -38,6 +40,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_base_s": (0.0, 20e-3),
     "step_overhead_per_seq_s": (0.0, 500e-6),
     "xformers_attention_latency_s": (0.0, 50e-6),
+    "tensor_parallel_step_overhead_s": (0.0, 10e-3),
 }
 """Physical bounds of the fitted constants (efficiencies in (0, 1])."""
 
@@ -50,7 +53,11 @@ class SimConstants:
     ``max(FLOPs / (gemm_compute_efficiency F_max), bytes / (gemm_memory_efficiency BW_max))
     + kernel_latency_s``; decode attention streams the KV cache at
     ``attention_memory_efficiency BW_max``; the CPU side adds
-    ``step_overhead_base_s + step_overhead_per_seq_s x scheduled sequences``. A model whose
+    ``step_overhead_base_s + step_overhead_per_seq_s x scheduled sequences``, and at tensor
+    parallelism ``t > 1`` also ``k_t x tensor_parallel_step_overhead_s``: the step's collectives
+    (the driver sending each step's inputs to its workers, the all-reduces), with ``k_t`` the
+    accelerator's collective steps (one for NVLink's one-shot all-reduce, ``t - 1`` for a ring;
+    `slim.specs.hardware.ALLREDUCE_KINDS`). A model whose
     head size vLLM V0's FlashAttention-2 backend lacks runs on its XFormers backend, whose
     attention adds ``xformers_attention_latency_s`` per layer and step (`slim.sim.cost`).
     """
@@ -63,9 +70,10 @@ class SimConstants:
     step_overhead_base_s: float = 1e-3
     step_overhead_per_seq_s: float = 40e-6
     xformers_attention_latency_s: float = 0.0    # none unless calibrated on XFormers-backend runs
+    tensor_parallel_step_overhead_s: float = 0.0  # none unless calibrated on runs at tensor_parallel > 1
     # Fixed: per-step multiplicative jitter (std of the relative noise, clipped at 3 sigma).
     jitter_rel_sigma: float = 0.02
-    # Fixed: tensor parallelism (not in the public traces, so not calibrated).
+    # Fixed: the all-reduces of tensor parallelism (bandwidth and latency per all-reduce).
     nvlink_bandwidth_bytes_per_s: float = 450e9
     allreduce_latency_s: float = 8e-6
     # Fixed: vLLM V0 scheduler defaults with --enable-chunked-prefill.

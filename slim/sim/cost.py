@@ -14,7 +14,11 @@ tensor-parallel rank (``t`` ranks, weights and KV heads sharded ``1/t``):
     elementwise (2 norms, activation, residuals): memory-bound, 2 T (4 D + D_ff') bytes
     all-reduce (t > 1): 2 per layer, ring: latency + 2 (t-1)/t x 2 T D / NVLink BW
 LM head once per step for the sampled sequences, and a CPU-side overhead
-``base + per_seq x sequences`` (scheduling, input preparation, sampling, detokenising).
+``base + per_seq x sequences`` (scheduling, input preparation, sampling, detokenising), plus at
+``t > 1`` ranks ``k_t x tensor_parallel_step_overhead_s`` per step: the latency of the step's
+collectives (vLLM V0's driver broadcasting each step's inputs to its workers, the all-reduces)
+beyond the fixed ``allreduce_latency_s``, with ``k_t`` the accelerator's collective steps
+(`slim.specs.hardware.ALLREDUCE_KINDS`: 1 for NVLink's one-shot all-reduce, ``t - 1`` for a ring).
 
 The attention backend is vLLM V0's choice for the model's head size (`attention_backend`):
 FlashAttention-2 where it supports the head size, else XFormers, whose PagedAttention decode
@@ -192,10 +196,18 @@ class StepCostModel:
                     + self.consts.xformers_attention_latency_s * self.xformers_layers)
         return per_step * (np.asarray(tokens, dtype=float) > 0)
 
+    @property
+    def tensor_parallel_overhead_s(self) -> float:
+        """The TP step overhead times the accelerator's collective steps per engine step
+        (`Hardware.tensor_parallel_collective_steps`: zero at ``t = 1``, one for a one-shot
+        all-reduce, ``t - 1`` for a ring)."""
+        return self.hw.tensor_parallel_collective_steps(self.tp) * self.consts.tensor_parallel_step_overhead_s
+
     def overhead_s(self, seqs: ArrayLike) -> np.ndarray:
-        """CPU-side step overhead: ``base + per_seq x seqs`` (zero for an empty step)."""
+        """CPU-side step overhead: ``base + per_seq x seqs + k_t x tp_step`` (zero for an empty step)."""
         seqs = np.asarray(seqs, dtype=float)
-        return (self.consts.step_overhead_base_s + self.consts.step_overhead_per_seq_s * seqs) * (seqs > 0)
+        return (self.consts.step_overhead_base_s + self.tensor_parallel_overhead_s
+                + self.consts.step_overhead_per_seq_s * seqs) * (seqs > 0)
 
     # -- what the engine calls -----------------------------------------------------------------
     def gpu_fixed_table(self, max_tokens: int, max_sampled: int) -> tuple[list[float], list[float]]:

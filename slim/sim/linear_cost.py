@@ -1,14 +1,15 @@
 """The simulator's cost of a whole schedule as a function of its fitted constants.
 
-In the coordinates ``u = (1/eta_c, 1/eta_m, 1/eta_attn, t_kernel, t_base, t_seq, t_xformers)``
-(the inverse efficiencies and the four overheads of `FITTED_CONSTANTS`, SI units), every term
+In the coordinates ``u = (1/eta_c, 1/eta_m, 1/eta_attn, t_kernel, t_base, t_seq, t_xformers, t_tp)``
+(the inverse efficiencies and the five overheads of `FITTED_CONSTANTS`, SI units), every term
 of a step's cost (`slim.sim.cost`) is linear or the roofline ``max`` of two linear terms:
 
     GEMM g over T rows:  max(FLOPs_g(T) / F_max u_c, bytes_g(T) / BW_max u_m)
     elementwise:         bytes(T) / BW_max u_m;   launches: n_kernels(T) t_kernel
     XFormers backend:    L_xformers t_xformers per step (L on that backend, else 0)
     decode attention:    c max(4 D L / F_max u_c, KV bytes / BW_max u_attn)
-    prefill attention:   p 4 D L / F_max u_c;     CPU side: t_base + seqs t_seq
+    prefill attention:   p 4 D L / F_max u_c;     CPU side: t_base + k_t t_tp + seqs t_seq
+    (k_t: the accelerator's collective steps at t ranks, `Hardware.tensor_parallel_collective_steps`)
 
 so a schedule's jitter-weighted duration (`ScheduleStats`) is positively homogeneous and
 piecewise linear: ``D(u) = G(u) . u + C`` with a coefficient vector ``G`` that is constant
@@ -32,7 +33,7 @@ from slim.specs.hardware import Hardware
 
 EFFICIENCIES = FITTED_CONSTANTS[:3]
 """The fitted constants whose inverses are coordinates of ``u``; the others are ``u`` as they are."""
-(COMPUTE, MEMORY, ATTENTION, KERNEL, BASE, PER_SEQ, XFORMERS) = range(len(FITTED_CONSTANTS))
+(COMPUTE, MEMORY, ATTENTION, KERNEL, BASE, PER_SEQ, XFORMERS, TP_STEP) = range(len(FITTED_CONSTANTS))
 
 
 def coordinates_of(consts: SimConstants) -> np.ndarray:
@@ -100,6 +101,7 @@ class LinearCost:
         # Launches of a step with tokens: every layer kernel (the attention one included).
         self.kernels_per_step = float(layers * (KERNELS_PER_LAYER - 1 + ELEMENTWISE_KERNELS_PER_LAYER + 1))
         self.xformers_layers = float(model.xformers_layers)
+        self.collective_steps = float(hw.tensor_parallel_collective_steps(tensor_parallel))
         self.attention_s = (model.attention_flops_per_token / flops, model.attention_bytes_per_token / bandwidth)
         self.prefill_pair_s = model.prefill_flops_per_pair / flops
         self.allreduce_s = model.allreduce_s(tokens)
@@ -164,6 +166,7 @@ class ScheduleForm:
         self.fixed[:, XFORMERS] = active_steps * cost.xformers_layers
         self.fixed[:, COMPUTE] = stats.s_pairs * cost.prefill_pair_s
         self.fixed[:, BASE] = stats.w_steps
+        self.fixed[:, TP_STEP] = stats.w_steps * cost.collective_steps
         self.fixed[:, PER_SEQ] = stats.s_seqs
         self.attention_s = cost.attention_s
         self.s_context = stats.s_context

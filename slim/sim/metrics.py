@@ -30,7 +30,7 @@ class ScheduleStats:
 
     ``duration = sum_T W_tokens[T] gpu_fixed(T) + sum_n W_sampled[n] lm_head(n)
     + S_context x attention_s_per_token + S_pairs x prefill_s_per_pair
-    + W_steps x overhead_base + S_seqs x overhead_per_seq`` (all jitter-weighted).
+    + W_steps x (overhead_base + k_t x tp_step) + S_seqs x overhead_per_seq`` (all jitter-weighted).
 
     ``running_weighted`` holds the same sums with each step's weight multiplied by the
     requests running before it was scheduled (what a metrics scrape inside the step reads),
@@ -53,7 +53,8 @@ class ScheduleStats:
         return float(np.dot(self.w_tokens, tokens_table) + np.dot(self.w_sampled, sampled_table)
                      + self.s_context * model.attention_s_per_context_token
                      + self.s_pairs * model.prefill_s_per_pair
-                     + self.w_steps * consts.step_overhead_base_s + self.s_seqs * consts.step_overhead_per_seq_s)
+                     + self.w_steps * (consts.step_overhead_base_s + model.tensor_parallel_overhead_s)
+                     + self.s_seqs * consts.step_overhead_per_seq_s)
 
 
 class ServerMetrics:

@@ -49,24 +49,30 @@ from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
-UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6, 1e-6])
+UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6, 1e-6, 1e-3])
 """Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us;
-XFormers attention latency: us), so every free variable is of order one."""
+XFormers attention latency: us; tensor-parallel step overhead: ms), so every free variable is of
+order one."""
 
-IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 """``u*``: every efficiency one, no launch, backend or CPU overhead (the roofline machine)."""
+
+PAID_BY_SOME_RUNS = (FITTED_CONSTANTS.index("xformers_attention_latency_s"),
+                     FITTED_CONSTANTS.index("tensor_parallel_step_overhead_s"))
+"""Constants only some runs pay: the XFormers latency (models on vLLM V0's XFormers backend) and the
+TP step overhead (runs at tensor_parallel > 1). Nothing else is ever free of every run."""
 
 LOWER = np.array([1.0 / BOUNDS[n][1] if n in EFFICIENCIES else BOUNDS[n][0] for n in FITTED_CONSTANTS]) / UNITS
 UPPER = np.array([1.0 / BOUNDS[n][0] if n in EFFICIENCIES else BOUNDS[n][1] for n in FITTED_CONSTANTS]) / UNITS
 
-STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0)
+STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0, 0.0)
                for compute in (0.2, 0.5, 0.9) for memory, attention in ((0.6, 0.6), (0.95, 0.95)))
 """Starting constants in `FITTED_CONSTANTS` order, fixed and never read from data: the GEMM
 compute efficiency at three levels (the roofline ``max`` makes the objective multimodal in it:
 on the public traces' model transfer a start at the `SimConstants` defaults ends in a local
 minimum of twice the global cost), with memory efficiencies low and high. The XFormers
-attention latency starts at zero, where it stays when no training run uses that backend
-(nothing then moves it)."""
+attention latency and the tensor-parallel step overhead start at zero, where they stay when no
+training run uses that backend or runs at tensor_parallel > 1 (nothing then moves them)."""
 
 
 def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
@@ -207,6 +213,18 @@ class _Problem:
     def __init__(self, costs: ScheduleCosts, measured_throughput: np.ndarray):
         self.costs = costs
         self.measured_duration_s = costs.completed * costs.tokens_per_request / measured_throughput
+        # The constants only some runs pay (`PAID_BY_SOME_RUNS`) are held at zero where no training
+        # run pays them: free with a zero gradient, the bounded solver would let them drift.
+        gradients = costs.duration_s(IDEAL_MACHINE * UNITS)[1]
+        self.free = np.ones(len(FITTED_CONSTANTS), dtype=bool)
+        for index in PAID_BY_SOME_RUNS:
+            self.free[index] = bool(gradients[:, index].any())
+
+    def full(self, x_free: np.ndarray) -> np.ndarray:
+        """The optimiser point with the unpaid constants (zero) put back."""
+        x = np.zeros(len(FITTED_CONSTANTS))
+        x[self.free] = x_free
+        return x
 
     def data(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(residuals, their Jacobian, G) at optimiser point ``x``."""
@@ -241,12 +259,15 @@ class _Problem:
                 cache[key] = stacked(x)
             return cache[key]
 
+        free = self.free
         try:
-            return least_squares(lambda x: evaluate(x)[0], np.clip(start, LOWER, UPPER),
-                                 jac=lambda x: evaluate(x)[1], bounds=(LOWER, UPPER), method="trf",
-                                 xtol=tolerance, ftol=tolerance, gtol=tolerance, max_nfev=2000)
+            result = least_squares(lambda x: evaluate(self.full(x))[0], np.clip(start[free], LOWER[free], UPPER[free]),
+                                   jac=lambda x: evaluate(self.full(x))[1][:, free], bounds=(LOWER[free], UPPER[free]),
+                                   method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance, max_nfev=2000)
         except ValueError as error:
             raise FitError(f"split '{split_name}': simulator calibration failed from {start}: {error}") from error
+        result.x = self.full(result.x)
+        return result
 
 
 def _standard_errors(jacobian: np.ndarray, cost: float, n_points: int, identifiable: np.ndarray) -> np.ndarray:
@@ -273,14 +294,18 @@ def _valley_references(rng: np.random.Generator, count: int) -> list[np.ndarray]
 def _identifiability(problem: _Problem, best_x: np.ndarray, initial: SimConstants, split_name: str,
                      sample_valley: bool) -> tuple[SimIdentifiability, np.ndarray]:
     scale = np.maximum(1.0, np.abs(best_x))
-    at_bound = (np.abs(best_x - LOWER) <= 1e-9 * scale) | (np.abs(best_x - UPPER) <= 1e-9 * scale)
     jacobian = problem.data(best_x)[1]
-    shares = null_space_shares(jacobian[:, ~at_bound])
-    interior = [name for name, bound in zip(FITTED_CONSTANTS, at_bound) if not bound]
+    # A constant no training run pays (the XFormers latency without an XFormers model, the TP step
+    # overhead without a run at tensor_parallel > 1) is not a finding about the data: it is held at
+    # zero (`_Problem.free`) and reported neither as on a bound nor as open.
+    unpaid = ~problem.free
+    at_bound = ((np.abs(best_x - LOWER) <= 1e-9 * scale) | (np.abs(best_x - UPPER) <= 1e-9 * scale)) & ~unpaid
+    free = ~at_bound & ~unpaid
+    shares = null_space_shares(jacobian[:, free])
+    interior = [name for name, keep in zip(FITTED_CONSTANTS, free) if keep]
     unidentified = tuple(name for name, share in zip(interior, shares) if share >= 1e-3)
     dimensions = int(round(float(shares.sum())))
-    identifiable = np.array([not bound and name not in unidentified
-                             for name, bound in zip(FITTED_CONSTANTS, at_bound)])
+    identifiable = np.array([keep and name not in unidentified for name, keep in zip(FITTED_CONSTANTS, free)])
     equivalent = []
     if dimensions and sample_valley:
         threshold = problem.cost(best_x) * (1.0 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * len(best_x)
@@ -307,13 +332,15 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
     fields are never used, so the result depends on the training runs alone.
 
     Raises `FitError` (naming `split_name`) when there are fewer runs than constants (the
-    XFormers latency not counted where no run uses that backend), a run
+    XFormers latency and the TP step overhead not counted where no run pays them), a run
     cannot start in the simulator, a throughput is not positive, or no start converges.
     """
     measured = np.asarray(measured_throughput, dtype=float)
-    # The XFormers latency needs no run of its own where no run pays it (it then stays at zero).
+    # The XFormers latency and the TP step overhead need no run of their own where no run pays them
+    # (they then stay at zero).
     on_xformers = any(attention_backend(architectures[s.key.model]) == XFORMERS for s in schedules)
-    needed = len(FITTED_CONSTANTS) - (0 if on_xformers else 1)
+    tensor_parallel = any(s.key.tensor_parallel > 1 for s in schedules)
+    needed = len(FITTED_CONSTANTS) - (0 if on_xformers else 1) - (0 if tensor_parallel else 1)
     if len(schedules) < needed:
         raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
                        "simulator constants; add training runs")

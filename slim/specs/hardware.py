@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping, require_keys
 
 HARDWARE_FILE = Path(__file__).with_name("hardware.yaml")
@@ -15,6 +16,14 @@ GIB = 2**30
 """Bytes in a GiB (vLLM and the server logs print memory in GiB)."""
 
 _REQUIRED_KEYS = ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "memory_bytes", "gpu_memory_utilization")
+
+ONE_SHOT, RING = "one_shot", "ring"
+ALLREDUCE_KINDS = (ONE_SHOT, RING)
+"""How vLLM all-reduces across tensor-parallel ranks on an accelerator (`Hardware.tensor_parallel_allreduce`):
+``one_shot``: vLLM's custom all-reduce (``vllm/distributed/device_communicators/custom_all_reduce.py``,
+CUDA only, used where every pair of GPUs is linked by NVLink), each rank reading its peers' buffers
+in one step, so its latency does not grow with the ranks; ``ring``: NCCL or RCCL's ring, ``2 (t - 1)``
+hops whose latency grows with the ranks (every other accelerator, AMD's included in vLLM of 2024)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,15 @@ class Hardware:
     memory_bytes: int
     gpu_memory_utilization: float = 0.9
     display_name: str = ""
+    tensor_parallel_allreduce: str = RING   # ALLREDUCE_KINDS
+
+    def tensor_parallel_collective_steps(self, tensor_parallel: int) -> int:
+        """The collective steps per engine step that grow with the ranks (`ALLREDUCE_KINDS`): none at
+        ``t = 1``, one for a one-shot all-reduce, ``t - 1`` for a ring (the simulator's TP step overhead
+        is paid once per such step)."""
+        if tensor_parallel <= 1:
+            return 0
+        return 1 if self.tensor_parallel_allreduce == ONE_SHOT else tensor_parallel - 1
 
     @property
     def vllm_budget_bytes(self) -> float:
@@ -37,6 +55,10 @@ class Hardware:
 def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Hardware:
     """Build a `Hardware` from one config entry, naming the missing key on error."""
     require_keys(entry, _REQUIRED_KEYS, f"{source}: hardware '{name}'")
+    allreduce = str(entry.get("tensor_parallel_allreduce", RING))
+    if allreduce not in ALLREDUCE_KINDS:
+        raise ConfigError(f"{source}: hardware '{name}': tensor_parallel_allreduce must be one of "
+                          f"{', '.join(ALLREDUCE_KINDS)}, got '{allreduce}'")
     return Hardware(
         name=name,
         peak_flops_per_s=float(entry["peak_flops_per_s"]),
@@ -44,6 +66,7 @@ def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Har
         memory_bytes=int(entry["memory_bytes"]),
         gpu_memory_utilization=float(entry["gpu_memory_utilization"]),
         display_name=str(entry.get("display_name", name)),
+        tensor_parallel_allreduce=allreduce,
     )
 
 
