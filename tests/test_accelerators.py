@@ -437,3 +437,10 @@ def test_the_advisor_summary_counts_agreements_per_accelerator():
     assert (row["curves"], row["slim_agrees"], row["sim_agrees"]) == (3, 2, 2)
     assert row["slim_retained_pct"] == pytest.approx(220.0 / 3) and row["sim_retained_pct"] == pytest.approx(75.0)
     assert "| GPU X | 3 | 83.3% | 2 of 3 | 73.3% | 2 of 3 | 75.0% | 40.0% |" in advisor_summary_markdown(summary)
+
+
+def test_no_advised_accelerator_gives_an_empty_summary():
+    from slim.paper.cross_accelerator import ACCELERATOR, advisor_summary
+
+    summary = advisor_summary([])
+    assert summary.empty and list(summary.columns) == [ACCELERATOR, "curves"]

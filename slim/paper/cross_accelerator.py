@@ -189,7 +189,7 @@ def advisor_summary(results: Sequence[AcceleratorAdvice]) -> pd.DataFrame:
             record[f"{key}_retained_pct"] = float(advisors[f"{key}_retained_pct"].mean())
         record["time_saved_pct"] = float(result.profiling_cost["Time save (%)"].iloc[-1])
         records.append(record)
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records(records, columns=None if records else [ACCELERATOR, "curves"])
 
 
 ADVISOR_NOTE = ("Each accelerator's advisor comparison (results/<dataset>/table_advisors.csv) over its measured "

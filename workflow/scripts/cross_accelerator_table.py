@@ -24,13 +24,10 @@ write_csv(long, snakemake.output.table)
 advice = [AcceleratorAdvice(accelerator, pd.read_csv(advisors), pd.read_csv(cost))
           for accelerator, advisors, cost in zip(snakemake.params.advised_accelerators, snakemake.input.advisors,
                                                  snakemake.input.profiling_cost)]
-summary = advisor_summary(advice) if advice else None
-if summary is not None:
-    write_csv(summary, snakemake.output.advisors)
-    log.info("advisor per accelerator:\n%s", summary.to_string())
-else:
-    write_text("", snakemake.output.advisors)   # no accelerator configures the advisor (datasets.<name>.bca)
+summary = advisor_summary(advice)   # no rows where no accelerator configures the advisor (datasets.<name>.bca)
+write_csv(summary, snakemake.output.advisors)
+log.info("advisor per accelerator:\n%s", summary.to_string())
 write_text(cross_accelerator_markdown(display)
-           + ("" if summary is None else "\n" + advisor_summary_markdown(summary)), snakemake.output.summary)
+           + ("\n" + advisor_summary_markdown(summary) if advice else ""), snakemake.output.summary)
 write_text(cross_accelerator_html(display), snakemake.output.html)
 log.info("cross-accelerator table: %d accelerators x settings rows", len(display))
