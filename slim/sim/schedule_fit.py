@@ -42,7 +42,6 @@ from slim.model.fit import (
 )
 from slim.model.metrics import mape_pct
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
-from slim.sim.cost import XFORMERS, attention_backend
 from slim.sim.linear_cost import EFFICIENCIES, LinearCost, StatsMatrix, constants_at, coordinates_of
 from slim.sim.metrics import ScheduleStats
 from slim.sim.schedules import RunSchedule, ScheduleTable
@@ -71,8 +70,8 @@ STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0, 0.0)
 compute efficiency at three levels (the roofline ``max`` makes the objective multimodal in it:
 on the public traces' model transfer a start at the `SimConstants` defaults ends in a local
 minimum of twice the global cost), with memory efficiencies low and high. The XFormers
-attention latency and the tensor-parallel step overhead start at zero, where they stay when no
-training run uses that backend or runs at tensor_parallel > 1 (nothing then moves them)."""
+attention latency and the tensor-parallel step overhead start at zero, where they are held when no
+training run uses that backend or runs at tensor_parallel > 1 (`PAID_BY_SOME_RUNS`)."""
 
 
 def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
@@ -336,17 +335,14 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
     cannot start in the simulator, a throughput is not positive, or no start converges.
     """
     measured = np.asarray(measured_throughput, dtype=float)
-    # The XFormers latency and the TP step overhead need no run of their own where no run pays them
-    # (they then stay at zero).
-    on_xformers = any(attention_backend(architectures[s.key.model]) == XFORMERS for s in schedules)
-    tensor_parallel = any(s.key.tensor_parallel > 1 for s in schedules)
-    needed = len(FITTED_CONSTANTS) - (0 if on_xformers else 1) - (0 if tensor_parallel else 1)
-    if len(schedules) < needed:
-        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
-                       "simulator constants; add training runs")
     if measured.shape != (len(schedules),) or not (np.isfinite(measured).all() and (measured > 0).all()):
         raise FitError(f"split '{split_name}': measured throughputs must be one finite positive value per run")
     problem = _Problem(ScheduleCosts(schedules, architectures, hw, initial), measured)
+    # The XFormers latency and the TP step overhead need no run of their own where no run pays them.
+    needed = int(problem.free.sum())
+    if len(schedules) < needed:
+        raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
+                       "simulator constants; add training runs")
     points = start_points(STARTS if starts is None else starts)
     results = [problem.solve(start, IDEAL_MACHINE, 1e-10, split_name) for start in points]
     converged = [result for result in results if result.status > 0]
