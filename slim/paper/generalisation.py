@@ -140,9 +140,10 @@ def table_fig11_display(mapes: pd.DataFrame) -> pd.DataFrame:
 
 SIM_TENSOR_PARALLEL_NOTE = (
     "SIM (the calibrated simulator as a predictor) has no row here: these targets are the simulator's own output, "
-    "so its score would be circular, and its tensor-parallel constants (NVLink bandwidth, all-reduce latency) are "
-    "assumptions with no multi-GPU run in any trace to fit them; any SIM prediction of a tensor-parallel "
-    "configuration inherits them untested.")
+    "so its score would be circular, and on the home GPU its tensor-parallel constants (NVLink bandwidth, "
+    "all-reduce latency, the TP step overhead, zero) are assumptions: the public H100 traces have no multi-GPU run "
+    "to fit them, and any SIM prediction of a tensor-parallel configuration there inherits them untested (on "
+    "LLM-Inference-Bench's accelerators, the TP step overhead is fitted where training has TP rows).")
 """Fig. 11's statement about SIM (issue: honesty about tensor parallelism)."""
 
 
