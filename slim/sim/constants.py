@@ -30,7 +30,7 @@ attention_memory_efficiency, kernel_latency_s, step_overhead_base_s, step_overhe
 xformers_attention_latency_s, tensor_parallel_step_overhead_s; named in `slim.columns`, whose tables
 carry them); everything else is fixed from logs or vLLM defaults. The last two are paid only by runs
 on vLLM V0's XFormers backend and by runs at tensor_parallel > 1: where no training run pays one,
-nothing moves it from zero."""
+the calibration holds it at zero (`slim.sim.schedule_fit.PAID_BY_SOME_RUNS`)."""
 
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_compute_efficiency": (0.05, 1.0),

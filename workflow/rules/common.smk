@@ -361,17 +361,14 @@ def cross_accelerator_datasets(wildcards=None):
     return chosen
 
 
-def cross_accelerator_files(pattern):
-    return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_datasets()]
+def cross_accelerator_files(pattern, datasets=cross_accelerator_datasets):
+    """`pattern` for each of `datasets()` (default: every per-accelerator dataset this run builds)."""
+    return lambda wildcards: [pattern.format(name=name) for name in datasets()]
 
 
 def cross_accelerator_advised(wildcards=None):
     """The per-accelerator datasets this run builds that configure the advisor (datasets.<name>.bca)."""
     return [name for name in cross_accelerator_datasets() if name in BCA_DATASETS]
-
-
-def cross_accelerator_advised_files(pattern):
-    return lambda wildcards: [pattern.format(name=name) for name in cross_accelerator_advised()]
 
 
 def cross_accelerator_advised_names(wildcards):
