@@ -205,11 +205,6 @@ IDENTIFIABILITY_COLUMNS = (
 joined with it on (setting, predictor)."""
 
 
-# --- Table VI (results/<dataset>/table6.csv): the profiling cost of each held-out setting.
-TABLE6_TIME_SAVED = "Time save (%)"
-"""Profiling time saved by predicting the validation runs (its last row: the mean over the settings)."""
-
-
 # --- SIM's calibrated constants, one row per held-out setting (results/<dataset>/sim_constants.csv).
 TRAIN_MAPE_THROUGHPUT_PCT = "train_mape_throughput_pct"
 GEMM_COMPUTE_EFFICIENCY = "gemm_compute_efficiency"

@@ -187,7 +187,7 @@ def advisor_summary(results: Sequence[AcceleratorAdvice]) -> pd.DataFrame:
                 continue
             record[f"{key}_agrees"] = int((advisors[f"{key}_cap"] == advisors["full_cap"]).sum())
             record[f"{key}_retained_pct"] = float(advisors[f"{key}_retained_pct"].mean())
-        record["time_saved_pct"] = float(result.profiling_cost[col.TABLE6_TIME_SAVED].iloc[-1])
+        record["time_saved_pct"] = float(result.profiling_cost["Time save (%)"].iloc[-1])
         records.append(record)
     return pd.DataFrame.from_records(records, columns=None if records else [ACCELERATOR, "curves"])
 
