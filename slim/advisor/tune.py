@@ -1,0 +1,271 @@
+"""`slim tune` as a library call: measure only what the batch-cap decision needs.
+
+For a list of workloads (model, IL, OL, each with its SLO) over candidate caps, `TuneSession`
+keeps what is measured, believes the rest (`slim.advisor.tune_model`: a prior predictor corrected
+by the measured runs' residuals, with conformal intervals), certifies each workload's decision
+(`slim.advisor.certificate`) and, while some decision is open, proposes the next measurement:
+
+**The next measurement.** Among the open workloads' challengers, the candidate of largest
+``P(it is feasible and beats the incumbent by more than the tolerance) / predicted GPU-seconds``
+(without an incumbent: ``P(feasible) x predicted T / the workload's best predicted T``, per
+GPU-second). ``P`` comes from the belief's lognormal marginals; the GPU-seconds from the corrected
+throughput (`slim.advisor.tune_model.predicted_gpu_seconds`). Where only ``T(1)`` keeps a
+measured cap from being chosen, the smallest cap is proposed. A measurement of one workload's cap updates the
+belief of every workload.
+
+`run_loop` repeats propose, measure (a callback: an oracle replaying recorded runs, or a real
+benchmark through `slim.advisor.bench_runner`) and update until every decision is settled, no
+proposal is left, or a budget of runs or GPU-seconds is spent. A failed measurement is recorded
+and never proposed again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from slim import columns as col
+from slim.advisor.bca import DEFAULT_EPSILON
+from slim.advisor.certificate import DEFAULT_TOLERANCE, CandidateView, Certificate, certify
+from slim.advisor.tune_model import (
+    Belief,
+    PriorPrediction,
+    ResidualKernel,
+    belief,
+    predicted_gpu_seconds,
+)
+from slim.errors import AdvisorError
+
+DEFAULT_CONFIDENCE = 0.9
+DEFAULT_SCATTER = 0.02
+"""Run-to-run scatter (relative, one standard deviation) of a run measured once."""
+
+WORKLOAD = "workload"   # column of the candidates table: which workload a candidate belongs to
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One decision: a model at nominal lengths, its E2E SLO (s) and efficiency floor."""
+
+    model: str
+    input_len: float
+    output_len: float
+    slo_s: float
+    epsilon: float = DEFAULT_EPSILON
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} IL {self.input_len:g} OL {self.output_len:g}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One usable run: total-token throughput, E2E latency, the GPU-seconds it took, its scatter."""
+
+    throughput_per_s: float
+    e2e_latency_s: float
+    gpu_seconds: float
+    scatter: float = DEFAULT_SCATTER
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The next benchmark: a candidate (row of the candidates table), why, its predicted cost."""
+
+    candidate: int
+    workload: str
+    max_num_seqs: float
+    score: float
+    predicted_gpu_seconds: float
+    predicted_throughput_per_s: float
+    predicted_e2e_latency_s: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "max_num_seqs": self.max_num_seqs, "score": self.score,
+                "predicted_gpu_seconds": self.predicted_gpu_seconds,
+                "predicted_throughput_per_s": self.predicted_throughput_per_s,
+                "predicted_e2e_latency_s": self.predicted_e2e_latency_s, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    confidence: float = DEFAULT_CONFIDENCE
+    tolerance: float = DEFAULT_TOLERANCE
+    kernel: ResidualKernel = ResidualKernel()
+
+
+def curve_label(frame: pd.DataFrame) -> pd.Series:
+    """`Workload.label` of every row of a runs or candidates table."""
+    return (frame[col.MODEL].astype(str) + " IL " + frame[col.INPUT_LEN_NOMINAL].map("{:g}".format) + " OL "
+            + frame[col.OUTPUT_LEN_NOMINAL].map("{:g}".format))
+
+
+@dataclass
+class TuneSession:
+    """What is measured and believed about every candidate of some workloads.
+
+    `candidates` holds one row per (workload, cap) with `slim.advisor.tune_model.CONFIG_COLUMNS`
+    and `WORKLOAD`; a workload's smallest candidate (best: cap 1) gives ``T(1)``. `prior` is the prior predictor's
+    prediction of those rows (computed once: the prior is not refitted)."""
+
+    workloads: Sequence[Workload]
+    candidates: pd.DataFrame
+    prior: PriorPrediction
+    settings: TuneSettings = TuneSettings()
+    measurements: dict[int, Measurement] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+    _belief: Belief | None = None
+
+    def __post_init__(self) -> None:
+        self.candidates = self.candidates.reset_index(drop=True)
+        labels = {w.label for w in self.workloads}
+        unknown = set(self.candidates[WORKLOAD]) - labels
+        if unknown:
+            raise AdvisorError(f"candidates name workloads that were not given: {sorted(unknown)}")
+        for workload in self.workloads:
+            if not (self.candidates[WORKLOAD] == workload.label).any():
+                raise AdvisorError(f"workload {workload.label} has no candidate cap")
+
+    # --- what is measured ---------------------------------------------------------------
+    def record(self, candidate: int, measurement: Measurement | None) -> None:
+        """A candidate's run: usable (a measurement) or failed (None, never proposed again)."""
+        if measurement is None or not (np.isfinite(measurement.throughput_per_s) and measurement.throughput_per_s > 0
+                                       and np.isfinite(measurement.e2e_latency_s) and measurement.e2e_latency_s > 0):
+            self.failed.add(candidate)
+        else:
+            self.measurements[candidate] = measurement
+        self._belief = None
+
+    @property
+    def belief(self) -> Belief:
+        if self._belief is None:
+            index = sorted(self.measurements)
+            runs = [self.measurements[i] for i in index]
+            self._belief = belief(self.candidates, self.prior, index,
+                                  np.array([m.throughput_per_s for m in runs]),
+                                  np.array([m.e2e_latency_s for m in runs]),
+                                  np.array([m.scatter for m in runs]), self.settings.confidence, self.settings.kernel)
+        return self._belief
+
+    # --- decisions ------------------------------------------------------------------------
+    def _rows(self, workload: Workload) -> np.ndarray:
+        rows = np.flatnonzero((self.candidates[WORKLOAD] == workload.label).to_numpy())
+        caps = self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows]
+        return rows[np.argsort(caps, kind="stable")]
+
+    def view(self, workload: Workload) -> CandidateView:
+        rows, b = self._rows(workload), self.belief
+        measured = np.array([i in self.measurements for i in rows])
+        nan = float("nan")
+        return CandidateView(
+            caps=self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows], measured=measured,
+            failed=np.array([i in self.failed for i in rows]),
+            throughput_measured=np.array([self.measurements[i].throughput_per_s if i in self.measurements else nan
+                                          for i in rows]),
+            e2e_measured=np.array([self.measurements[i].e2e_latency_s if i in self.measurements else nan
+                                   for i in rows]),
+            throughput_mean=b.throughput_per_s[rows], throughput_low=b.throughput_low[rows],
+            throughput_high=b.throughput_high[rows], e2e_mean=b.e2e_latency_s[rows], e2e_low=b.e2e_low[rows],
+            e2e_high=b.e2e_high[rows])
+
+    def certificate(self, workload: Workload) -> Certificate:
+        return certify(self.view(workload), workload.slo_s, workload.epsilon, self.settings.tolerance)
+
+    def certificates(self) -> dict[str, Certificate]:
+        return {w.label: self.certificate(w) for w in self.workloads}
+
+    # --- the next measurement -------------------------------------------------------------
+    def proposals(self) -> list[Proposal]:
+        """Every useful next measurement, best first (module docstring); empty when settled."""
+        b, out = self.belief, []
+        gpu_seconds = predicted_gpu_seconds(self.candidates, b.throughput_per_s)
+        for workload in self.workloads:
+            cert = self.certificate(workload)
+            if cert.settled:
+                continue
+            rows = self._rows(workload)
+            caps = self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows]
+            open_rows = [i for i in rows if i not in self.measurements and i not in self.failed]
+            if cert.needs_throughput_at_one:
+                one = int(rows[0])
+                if one in open_rows:
+                    out.append(self._proposal(one, workload, 1.0 / gpu_seconds[one], gpu_seconds[one],
+                                              "T(1) decides the efficiency floor"))
+            best_predicted = max(b.throughput_per_s[rows].max(), 1e-300)
+            for i in open_rows:
+                cap = float(self.candidates.at[i, col.MAX_NUM_SEQS])
+                if cap not in cert.challengers:
+                    continue
+                p_slo = norm.cdf((np.log(workload.slo_s) - np.log(b.e2e_latency_s[i])) / max(b.e2e_log_sd[i], 1e-12))
+                if cert.feasible:
+                    target = np.log(cert.throughput_per_s * (1.0 + self.settings.tolerance))
+                    p_gain = norm.sf((target - np.log(b.throughput_per_s[i])) / max(b.throughput_log_sd[i], 1e-12))
+                    value, reason = p_slo * p_gain, "could beat the incumbent"
+                else:
+                    value, reason = p_slo * b.throughput_per_s[i] / best_predicted, "could be the first feasible cap"
+                out.append(self._proposal(i, workload, float(value) / gpu_seconds[i], gpu_seconds[i], reason))
+        return sorted(out, key=lambda p: (-p.score, p.workload, p.max_num_seqs))
+
+    def _proposal(self, i: int, workload: Workload, score: float, seconds: float, reason: str) -> Proposal:
+        b = self.belief
+        return Proposal(int(i), workload.label, float(self.candidates.at[i, col.MAX_NUM_SEQS]), float(score),
+                        float(seconds), float(b.throughput_per_s[i]), float(b.e2e_latency_s[i]), reason)
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """One measurement of the loop, with the interval the belief held for it just before."""
+
+    candidate: int
+    workload: str
+    max_num_seqs: float
+    usable: bool
+    gpu_seconds: float
+    throughput_inside_interval: bool | None
+    e2e_inside_interval: bool | None
+
+
+@dataclass(frozen=True)
+class LoopOutcome:
+    steps: tuple[LoopStep, ...]
+    certificates: dict[str, Certificate]
+    stopped: str        # "settled", "no proposal", "run budget", "GPU budget"
+
+
+def run_loop(session: TuneSession, measure: Callable[[Proposal], Measurement | None],
+             budget_runs: int | None = None, budget_gpu_seconds: float | None = None) -> LoopOutcome:
+    """Propose, measure and update until settled or a budget is spent (module docstring)."""
+    steps: list[LoopStep] = []
+    spent = 0.0
+    while True:
+        proposals = session.proposals()
+        if not proposals:
+            certificates = session.certificates()
+            stopped = "settled" if all(c.settled for c in certificates.values()) else "no proposal"
+            return LoopOutcome(tuple(steps), certificates, stopped)
+        if budget_runs is not None and len(steps) >= budget_runs:
+            return LoopOutcome(tuple(steps), session.certificates(), "run budget")
+        if budget_gpu_seconds is not None and spent >= budget_gpu_seconds:
+            return LoopOutcome(tuple(steps), session.certificates(), "GPU budget")
+        proposal = proposals[0]
+        b = session.belief
+        i = proposal.candidate
+        measurement = measure(proposal)
+        session.record(i, measurement)
+        usable = i in session.measurements
+        seconds = measurement.gpu_seconds if measurement is not None else 0.0
+        spent += seconds
+        steps.append(LoopStep(
+            i, proposal.workload, proposal.max_num_seqs, usable, seconds,
+            bool(b.throughput_low[i] <= measurement.throughput_per_s <= b.throughput_high[i]) if usable else None,
+            bool(b.e2e_low[i] <= measurement.e2e_latency_s <= b.e2e_high[i]) if usable else None))
+
+
+def final_choice(certificate: Certificate) -> float:
+    """The cap to deploy: the incumbent (measured, within the SLO) whether settled or not; NaN if none."""
+    return certificate.batch_cap

@@ -1,0 +1,288 @@
+"""What `slim tune` believes about a configuration it has not measured: a prior predictor (SLIM or
+SIM, from the accelerator's catalog entry alone) corrected by the residuals of the runs measured so
+far, with calibrated intervals.
+
+**The prior.** SLIM at the ideal roofline machine (``eta_c = eta_m = 1``, no offset, no overheads;
+Eqs. 5-12 at `slim.model.fit.IDEAL_ROOFLINE`), evaluated at the running batch
+``min(cap, KV capacity in sequences, prompts)``; or SIM, the simulator with its shipped constants
+(`slim.sim.constants`), on the accelerator's catalog entry. Neither is fitted to the runs: every
+measured run is out of sample for the prior, so its residual is an honest error.
+
+**The correction** (measurements are facts). The log residual ``r = log(measured / prior)`` of
+throughput, and separately of E2E latency, is a Gaussian process over the configuration
+``x = (log2 cap, log2 IL, log2 OL, model)`` with a fixed kernel (`ResidualKernel`): an offset, a
+linear trend in each log coordinate (how the prior's error grows with the batch or the length),
+both also per model, a smooth term of length scale `ResidualKernel.length_scale_log2` shared
+across models at `ResidualKernel.cross_model_correlation`, and the run-to-run scatter. A point
+measured for one model or length therefore informs the others, most of all its neighbours.
+
+**The calibration** (split conformal over leave-one-curve-out). For each measured curve (one
+model, IL and OL), the process is conditioned on every other curve and predicts the left-out
+curve's runs (closed form, `ResidualProcess.leave_one_curve_out_scores`); the standardised errors
+``|r - mean| / sd`` are the conformity scores, and the interval multiplier at confidence ``c`` is
+their ``ceil((n + 1) c)``-th smallest (`conformal_multiplier`). Until there are enough scores for
+that rank the multiplier is the larger of the normal quantile and the largest score.
+
+Nothing here depends on the accelerator beyond its catalog entry: the kernel is the same for
+every dataset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.linalg import cho_factor, cho_solve
+from scipy.stats import norm
+
+from slim import columns as col
+from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
+from slim.errors import AdvisorError
+from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
+
+CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
+                  col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.NUM_PROMPTS, col.BENCHMARK_MODE,
+                  col.TENSOR_PARALLEL, col.KV_CAPACITY_TOKENS)
+"""What a candidate configuration is: the columns of the runs table it is described by."""
+
+IDEAL_SLIM_PARAMS = SlimParams(eta_compute=1.0, eta_memory=1.0, batch_offset=0.0, alpha_s_per_token=0.0,
+                               gamma_s_per_token=0.0, t_fixed_s=0.0)
+"""SLIM's ideal roofline machine: the prior before any run of the accelerator is measured."""
+
+
+@dataclass(frozen=True)
+class PriorPrediction:
+    """A prior's throughput (total tokens/s) and E2E latency (s) per candidate configuration."""
+
+    throughput_per_s: np.ndarray
+    e2e_latency_s: np.ndarray
+
+
+class PriorPredictor(Protocol):
+    """Predicts candidate configurations (`CONFIG_COLUMNS`) from the catalog alone."""
+
+    name: str
+
+    def predict(self, configs: pd.DataFrame) -> PriorPrediction: ...
+
+
+def is_static_batch(configs: pd.DataFrame) -> np.ndarray:
+    """Per configuration: an offline static batch (every request at once, B = the cap)."""
+    return (configs[col.BENCHMARK_MODE] == col.BenchmarkMode.OFFLINE_STATIC_BATCH).to_numpy()
+
+
+def requests_per_run(configs: pd.DataFrame) -> np.ndarray:
+    """Requests one benchmark of each configuration serves: the cap for a static batch, else its
+    prompts (vLLM's default 1000 where none are recorded)."""
+    prompts = configs[col.NUM_PROMPTS].to_numpy(dtype=float)
+    prompts = np.where(np.isfinite(prompts) & (prompts > 0), prompts, 1000.0)
+    return np.where(is_static_batch(configs), configs[col.MAX_NUM_SEQS].to_numpy(dtype=float), prompts)
+
+
+def predicted_gpu_seconds(configs: pd.DataFrame, throughput_per_s: np.ndarray) -> np.ndarray:
+    """GPU-seconds one benchmark of each configuration takes at a throughput: its tokens over the
+    throughput (a static batch's latency), times the GPUs it runs on."""
+    tokens = requests_per_run(configs) * (configs[col.INPUT_LEN_MEAN].to_numpy(dtype=float)
+                                          + configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float))
+    gpus = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
+    return gpus * tokens / np.asarray(throughput_per_s, dtype=float)
+
+
+@dataclass(frozen=True)
+class SlimPrior:
+    """SLIM at `IDEAL_SLIM_PARAMS` on `hardware`, at ``B = min(cap, KV capacity, prompts)``."""
+
+    architectures: ArchitectureCatalog
+    hardware: Hardware
+    name: str = "SLIM"
+
+    def predict(self, configs: pd.DataFrame) -> PriorPrediction:
+        throughput, e2e = [], []
+        for _, row in configs.iterrows():
+            arch = self.architectures[str(row[col.MODEL])]
+            il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
+            recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row[col.KV_CAPACITY_TOKENS]) else math.nan
+            capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, self.hardware)
+            batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol))
+            if row[col.BENCHMARK_MODE] != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row[col.NUM_PROMPTS]):
+                batch = min(batch, float(row[col.NUM_PROMPTS]))
+            batch = max(batch, 1.0)
+            seconds = float(predict_e2e_s(arch, self.hardware, IDEAL_SLIM_PARAMS, il, ol, batch))
+            e2e.append(seconds)
+            throughput.append(float(throughput_from_e2e(il, ol, batch, seconds)))
+        return PriorPrediction(np.array(throughput), np.array(e2e))
+
+
+@dataclass(frozen=True)
+class SimPrior:
+    """SIM at its shipped constants: each configuration's schedule simulated once
+    (`slim.sim.schedules`), taken from `schedules` where it is there."""
+
+    architectures: ArchitectureCatalog
+    hardware: Hardware
+    schedules: object          # slim.sim.schedules.ScheduleTable (imported lazily: the simulator is heavy)
+    name: str = "SIM"
+
+    def predict(self, configs: pd.DataFrame) -> PriorPrediction:
+        from slim.sim.schedule_fit import prediction_costs
+        from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
+
+        table = self.schedules
+        missing = [key for key in keys_of_frame(configs) if key not in table]
+        if missing:
+            extra = simulate_schedules(sorted(set(missing)), self.architectures, self.hardware, table.constants)
+            table = ScheduleTable([*table, *extra], table.constants)
+        costs = prediction_costs(configs, table, self.architectures, self.hardware)
+        prediction = costs.predict(table.constants)
+        throughput = np.asarray(prediction.throughput_per_s, dtype=float)
+        e2e = np.asarray(prediction.e2e_latency_s, dtype=float)
+        if not (np.isfinite(throughput).all() and np.isfinite(e2e).all()):
+            bad = configs[~(np.isfinite(throughput) & np.isfinite(e2e))]
+            raise AdvisorError(f"SIM cannot start {len(bad)} candidate configuration(s) (first: "
+                               f"{bad.iloc[0][col.MODEL]} cap {bad.iloc[0][col.MAX_NUM_SEQS]:g}): the KV cache "
+                               "cannot hold one request; drop those candidates")
+        return PriorPrediction(throughput, e2e)
+
+
+# --- the residual process ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResidualKernel:
+    """The covariance of the log residual between two configurations (module docstring). Standard
+    deviations are in natural-log units (0.3: about 30 %), slopes per doubling of the coordinate."""
+
+    offset_sd: float = 0.5
+    slope_sd_per_doubling: float = 0.1
+    model_offset_sd: float = 0.3
+    model_slope_sd_per_doubling: float = 0.05
+    smooth_sd: float = 0.15
+    length_scale_log2: float = 1.5
+    cross_model_correlation: float = 0.5
+    noise_sd: float = 0.02
+    centre_log2: tuple[float, float, float] = (4.0, 9.0, 9.0)
+    """Where the linear trends pivot: cap 16, IL 512, OL 512."""
+
+    def coordinates(self, configs: pd.DataFrame) -> np.ndarray:
+        """``(log2 cap, log2 IL, log2 OL)`` less `centre_log2`, one row per configuration."""
+        values = np.column_stack([configs[col.MAX_NUM_SEQS].to_numpy(dtype=float),
+                                  configs[col.INPUT_LEN_MEAN].to_numpy(dtype=float),
+                                  configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float)])
+        return np.log2(values) - np.asarray(self.centre_log2)
+
+    def variance(self, coordinates: np.ndarray) -> np.ndarray:
+        """The diagonal of `covariance` of a set of configurations with itself."""
+        linear = (coordinates ** 2).sum(axis=1)
+        return (self.offset_sd ** 2 + self.model_offset_sd ** 2 + self.smooth_sd ** 2
+                + (self.slope_sd_per_doubling ** 2 + self.model_slope_sd_per_doubling ** 2) * linear)
+
+    def covariance(self, left: np.ndarray, left_models: np.ndarray, right: np.ndarray,
+                   right_models: np.ndarray) -> np.ndarray:
+        same_model = (left_models[:, None] == right_models[None, :]).astype(float)
+        linear = left @ right.T
+        squared = ((left[:, None, :] - right[None, :, :]) ** 2).sum(axis=2)
+        smooth = np.exp(-0.5 * squared / self.length_scale_log2 ** 2)
+        rho = self.cross_model_correlation
+        return (self.offset_sd ** 2 + self.slope_sd_per_doubling ** 2 * linear
+                + same_model * (self.model_offset_sd ** 2 + self.model_slope_sd_per_doubling ** 2 * linear)
+                + self.smooth_sd ** 2 * smooth * (rho + (1.0 - rho) * same_model))
+
+
+def conformal_multiplier(scores: np.ndarray, confidence: float) -> float:
+    """Split-conformal multiplier of the standardised interval at `confidence`: the
+    ``ceil((n + 1) c)``-th smallest score; with too few scores for that rank, the larger of the
+    normal quantile and the largest score."""
+    normal = float(norm.ppf(0.5 + confidence / 2.0))
+    scores = np.sort(np.asarray(scores, dtype=float))
+    rank = math.ceil((len(scores) + 1) * confidence)
+    if rank > len(scores):
+        return max(normal, float(scores[-1])) if len(scores) else normal
+    return float(scores[rank - 1])
+
+
+class ResidualProcess:
+    """The Gaussian process of one log residual, conditioned on the measured configurations."""
+
+    def __init__(self, kernel: ResidualKernel, coordinates: np.ndarray, models: np.ndarray,
+                 residuals: np.ndarray, curves: np.ndarray, noise_sd: np.ndarray):
+        self.kernel, self.coordinates, self.models = kernel, coordinates, models
+        self.residuals, self.curves = residuals, curves
+        covariance = kernel.covariance(coordinates, models, coordinates, models)
+        self.covariance = covariance + np.diag(noise_sd ** 2)
+        if len(residuals):
+            self._factor = cho_factor(self.covariance, lower=True)
+            self._weights = cho_solve(self._factor, residuals)
+
+    def predict(self, coordinates: np.ndarray, models: np.ndarray, noise_sd: float) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation of a new run's log residual (scatter included)."""
+        prior_var = self.kernel.variance(coordinates) + noise_sd ** 2
+        if not len(self.residuals):
+            return np.zeros(len(coordinates)), np.sqrt(prior_var)
+        cross = self.kernel.covariance(self.coordinates, self.models, coordinates, models)
+        mean = cross.T @ self._weights
+        explained = (cross * cho_solve(self._factor, cross)).sum(axis=0)
+        return mean, np.sqrt(np.maximum(prior_var - explained, noise_sd ** 2))
+
+    def leave_one_curve_out_scores(self) -> np.ndarray:
+        """``|r_i - mean_i| / sd_i`` of every measured run, predicted from the other curves only
+        (the block form of leave-one-out: ``e_C = (K^-1)_CC^-1 (K^-1 r)_C``)."""
+        if not len(self.residuals):
+            return np.zeros(0)
+        inverse = cho_solve(self._factor, np.eye(len(self.residuals)))
+        scores = np.empty(len(self.residuals))
+        for curve in np.unique(self.curves):
+            block = np.flatnonzero(self.curves == curve)
+            block_inverse = inverse[np.ix_(block, block)]
+            errors = np.linalg.solve(block_inverse, self._weights[block])
+            variances = np.linalg.inv(block_inverse).diagonal()
+            scores[block] = np.abs(errors) / np.sqrt(variances)
+        return scores
+
+
+@dataclass(frozen=True)
+class Belief:
+    """Per candidate: the prior, the corrected prediction and its interval at a confidence, for
+    throughput (tokens/s) and E2E (s); measured candidates carry their measurement."""
+
+    throughput_per_s: np.ndarray
+    throughput_low: np.ndarray
+    throughput_high: np.ndarray
+    e2e_latency_s: np.ndarray
+    e2e_low: np.ndarray
+    e2e_high: np.ndarray
+    throughput_log_sd: np.ndarray    # standard deviation of log T the interval implies (half-width / z)
+    e2e_log_sd: np.ndarray
+    multipliers: tuple[float, float]  # the conformal multipliers of throughput and E2E
+
+
+def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Sequence[int],
+           measured_throughput: np.ndarray, measured_e2e_s: np.ndarray, measured_scatter: np.ndarray,
+           confidence: float, kernel: ResidualKernel = ResidualKernel()) -> Belief:
+    """The corrected prediction of every candidate given the measured ones (module docstring).
+
+    `measured_index` are row positions in `candidates`; `measured_scatter` each run's relative
+    run-to-run scatter (one standard deviation, at least the kernel's noise)."""
+    index = np.asarray(measured_index, dtype=int)
+    coordinates = kernel.coordinates(candidates)
+    models = candidates[col.MODEL].astype(str).to_numpy()
+    curves = (candidates[col.MODEL].astype(str) + "|" + candidates[col.INPUT_LEN_NOMINAL].astype(str) + "|"
+              + candidates[col.OUTPUT_LEN_NOMINAL].astype(str)).to_numpy()
+    noise = np.maximum(np.asarray(measured_scatter, dtype=float), kernel.noise_sd)
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    values = {}
+    for name, prior_values, measured in (("throughput", prior.throughput_per_s, measured_throughput),
+                                         ("e2e", prior.e2e_latency_s, measured_e2e_s)):
+        log_prior = np.log(prior_values)
+        residuals = np.log(np.asarray(measured, dtype=float)) - log_prior[index]
+        process = ResidualProcess(kernel, coordinates[index], models[index], residuals, curves[index], noise)
+        multiplier = conformal_multiplier(process.leave_one_curve_out_scores(), confidence)
+        mean, sd = process.predict(coordinates, models, kernel.noise_sd)
+        centre, half = log_prior + mean, multiplier * sd
+        centre[index], half[index] = np.log(np.asarray(measured, dtype=float)), z * noise
+        values[name] = (np.exp(centre), np.exp(centre - half), np.exp(centre + half), half / z, multiplier)
+    t, e = values["throughput"], values["e2e"]
+    return Belief(t[0], t[1], t[2], e[0], e[1], e[2], t[3], e[3], (t[4], e[4]))
