@@ -28,6 +28,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
 include: "workflow/rules/generalisation.smk"
 include: "workflow/rules/accelerators.smk"
+include: "workflow/rules/tuning.smk"
 
 
 # The simulator's rules and the modelled characterisation's exist only where the config has their

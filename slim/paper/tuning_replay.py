@@ -277,3 +277,37 @@ def summarise(replays: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "settled": int(part["settled"].sum()),
             })
     return pd.DataFrame(rows)
+
+
+SUMMARY_HEADERS = {"dataset": "dataset", "policy": "policy", "curves": "curves", "runs": "runs",
+                   "gpu_time_pct_of_full": "GPU time (% of full)", "within_1pct": "regret <= 1%",
+                   "within_5pct": "regret <= 5%", "max_regret_pct": "worst regret (%)",
+                   "slo_violations": "SLO violated", "settled": "settled"}
+
+
+def summary_markdown(summary: pd.DataFrame, calibration: pd.DataFrame, notes: dict[str, list[str]]) -> str:
+    """The README's tuning section: the summary per dataset and policy, the coverage of the
+    intervals the loop held for each run it measured, and what could not be replayed."""
+    from slim.paper.table_format import to_markdown
+
+    shown = summary[list(SUMMARY_HEADERS)].rename(columns=SUMMARY_HEADERS)
+    for name in ("curves", "runs", "regret <= 1%", "regret <= 5%", "SLO violated", "settled"):
+        shown[name] = shown[name].astype(int).astype(str)
+    text = ["Replay of the tuning loop on every dataset's measured curves (target `tuning`): GPU time as a share "
+            "of full profiling's, and the regret of the chosen `--max-num-seqs` against full profiling's "
+            "(measured throughput given up, % of it), per curve.\n",
+            to_markdown(shown.set_index("dataset"), index_label="dataset")]
+    if not calibration.empty:
+        cal = calibration.copy()
+        cal["coverage"] = [f"{c:.0f}% of {n}" if n else "none measured"
+                           for c, n in zip(cal["coverage_pct"], cal["n_predicted"])]
+        cal = cal.pivot_table(index=["dataset", "policy"], columns="quantity", values="coverage", aggfunc="first")
+        cal = cal.reset_index().rename(columns={"throughput": "throughput interval covers",
+                                                "e2e": "E2E interval covers"})
+        level = f"{calibration['confidence_pct'].iloc[0]:.0f}%"
+        text += [f"\nCoverage of the {level} intervals the loop held for each run just before measuring it:\n",
+                 to_markdown(cal.set_index("dataset"), index_label="dataset")]
+    lines = [f"- {dataset}: {line}" for dataset, entries in notes.items() for line in entries]
+    if lines:
+        text += ["\nNot replayed:\n", "\n".join(lines)]
+    return "\n".join(text) + "\n"

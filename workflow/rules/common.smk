@@ -414,3 +414,28 @@ def cross_accelerator_targets(wildcards):
         "figures/accelerators/measured_vs_predicted.pdf",
         "figures/accelerators/measured_vs_predicted.png",
     ]
+
+
+# The tuning replay (rules in tuning.smk): every dataset this run builds with an advisor config.
+def tuning_files(pattern):
+    """`pattern` for each dataset the tuning replay covers."""
+    return lambda wildcards: [pattern.format(name=name) for name in BCA_DATASETS]
+
+
+def tuning_dataset_labels(wildcards):
+    return [DATASETS[name].label for name in BCA_DATASETS]
+
+
+def tuning_settings_file(wildcards):
+    """The dataset's held-out settings (the paper plan's training sets), or nothing."""
+    dataset = DATASETS[wildcards.dataset]
+    return [str(dataset.settings_file)] if dataset.settings_file is not None else []
+
+
+def tuning_sim_inputs(name):
+    """SIM's schedules or constants for the replay's SIM prior, where the config has the simulator."""
+    return lambda wildcards: (
+        [f"results/{wildcards.dataset}/sim_schedules.parquet" if name == "schedules" else config["simulator"]["constants"]]
+        if "simulator" in config
+        else []
+    )

@@ -1,0 +1,73 @@
+# The tuning loop replayed on every dataset's measured curves (slim.paper.tuning_replay): each
+# dataset with an advisor config (datasets.<name>.bca) that this run builds. Not part of `all`;
+# `snakemake --cores 2 tuning --configfile config/config.yaml config/accelerators.yaml` adds the
+# LLM-Inference-Bench accelerators.
+
+
+localrules:
+    tuning,
+    tuning_summary,
+
+
+rule tuning_replay:
+    input:
+        clean="results/{dataset}/clean.parquet",
+        bca_config=bca_config_file,
+        settings=tuning_settings_file,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+        sim_schedules=tuning_sim_inputs("schedules"),
+        sim_constants=tuning_sim_inputs("constants"),
+    output:
+        replay="results/{dataset}/tuning_replay.csv",
+        calibration="results/{dataset}/tuning_calibration.csv",
+        notes="results/{dataset}/tuning_notes.txt",
+    params:
+        hardware=hardware_name,
+        dataset_label=dataset_label,
+        confidence=config["tuning"]["confidence"],
+        tolerance=config["tuning"]["tolerance"],
+    log:
+        "logs/{dataset}/tuning_replay.log",
+    benchmark:
+        "benchmarks/{dataset}/tuning_replay.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/tuning_replay.py"
+
+
+rule tuning_summary:
+    input:
+        replays=tuning_files("results/{name}/tuning_replay.csv"),
+        calibrations=tuning_files("results/{name}/tuning_calibration.csv"),
+        notes=tuning_files("results/{name}/tuning_notes.txt"),
+    output:
+        csv="results/tuning/summary.csv",
+        md="results/tuning/summary.md",
+        pdf="figures/tuning/gpu_time_vs_regret.pdf",
+        png=report(
+            "figures/tuning/gpu_time_vs_regret.png",
+            caption="../report/tuning.rst",
+            category="Tuning",
+        ),
+    params:
+        dataset_labels=tuning_dataset_labels,
+    log:
+        "logs/tuning/tuning_summary.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/tuning_summary.py"
+
+
+rule tuning:
+    input:
+        "results/tuning/summary.csv",
+        "results/tuning/summary.md",
+        "figures/tuning/gpu_time_vs_regret.pdf",
+        "figures/tuning/gpu_time_vs_regret.png",

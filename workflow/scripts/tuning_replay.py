@@ -1,0 +1,30 @@
+"""Snakemake adapter: replay every tuning policy on one dataset's measured curves."""
+import pandas as pd
+
+from slim.advisor.tune import TuneSettings
+from slim.advisor.tune_model import SimPrior, SlimPrior
+from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.splits import load_settings
+from slim.paper.tuning_replay import replay_dataset
+from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_text
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
+
+log = open_log(snakemake.log[0])
+study = load_bca_config(snakemake.input.bca_config)
+frame = study.study_rows(pd.read_parquet(snakemake.input.clean))
+architectures = load_architectures(snakemake.input.models)
+hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+priors = {"tune_slim": SlimPrior(architectures, hardware)}
+schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
+if schedules is not None:
+    priors["tune_sim"] = SimPrior(architectures, hardware, schedules)
+settings = load_settings(snakemake.input.settings[0]) if snakemake.input.settings else None
+tuning = TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance)
+replay, calibration, notes = replay_dataset(frame, architectures, hardware, study.epsilon,
+                                            study.strict_slo_multiplier, study.slo_reference_max_num_seqs,
+                                            settings, priors, tuning)
+write_csv(replay, snakemake.output.replay)
+write_csv(calibration.assign(dataset=snakemake.params.dataset_label), snakemake.output.calibration)
+write_text("".join(f"{line}\n" for line in notes), snakemake.output.notes)
+log.info("replay:\n%s\ncalibration:\n%s\nnotes:\n%s", replay.to_string(), calibration.to_string(), "\n".join(notes))
