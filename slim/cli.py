@@ -37,6 +37,7 @@ from slim.sim.schedules import DEFAULT_NUM_PROMPTS
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.traces.clean import check_lines, clean_runs
+from slim.tune_cli import EXIT_OPEN, add_tune_parser, run_tune
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -46,6 +47,7 @@ EXIT_CODES = {
     1: "unexpected failure (a bug: please report it with the traceback)",
     EXIT_BAD_INPUT: "bad input: arguments, trace folder, model, hardware, catalog or config.json",
     EXIT_NO_FEASIBLE_CAP: "no candidate --max-num-seqs meets the SLO and the efficiency floor",
+    EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, or no benchmark left)",
 }
 
 
@@ -148,7 +150,7 @@ def _catalog_names(load, path: Path) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `slim` command line: ``advise`` and ``check``."""
+    """The `slim` command line: ``advise``, ``tune`` and ``check``."""
     parser = _OneLineErrorParser(prog="slim", description="SLIM: performance model and batching advisor for vLLM.",
                                  epilog=_EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"slim {__version__}")
@@ -213,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help="the simulator's constants file, --predictor sim only (its fixed scheduler and "
                                     "memory fields are used; default: the H100 constants shipped with slim, "
                                     f"slim/sim/{SIM_CONSTANTS_FILE.name})")
+    add_tune_parser(commands, _OneLineErrorParser, _positive_int, _positive_float, _fraction, _candidates)
     check_parser = commands.add_parser(
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
         description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
@@ -260,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return _check(args)
+        if args.command == "tune":
+            return run_tune(args)
         advice = advice_module.advise(advice_request(args))
     except SlimError as error:
         code = EXIT_NO_FEASIBLE_CAP if isinstance(error, NoFeasibleCapError) else EXIT_BAD_INPUT

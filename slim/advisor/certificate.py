@@ -125,22 +125,22 @@ def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float 
             continue
         if measured[i]:
             if not meets_slo[i]:
-                exclusions.append(Exclusion(float(cap), f"measured E2E {view.e2e_measured[i]:.4g} s > SLO {slo_s:.4g} s"))
+                exclusions.append(Exclusion(float(cap), f"measured E2E {view.e2e_measured[i]:.3g} s > SLO {slo_s:.3g} s"))
             elif not efficient_maybe[i]:
                 exclusions.append(Exclusion(float(cap), f"measured efficiency <= epsilon {epsilon:g}"))
             elif view.throughput_measured[i] <= reference:
-                exclusions.append(Exclusion(float(cap), f"measured T {view.throughput_measured[i]:.4g} <= "
-                                                         f"{1 + tolerance:g} x incumbent"))
+                exclusions.append(Exclusion(float(cap), f"measured T {view.throughput_measured[i]:,.0f} tokens/s "
+                                                         f"<= {1 + tolerance:g} x the choice's"))
             else:
                 needs_one = True     # better and within the SLO, but its efficiency waits for T(1)
             continue
         if view.e2e_low[i] > slo_s:
-            exclusions.append(Exclusion(float(cap), f"E2E lower bound {view.e2e_low[i]:.4g} s > SLO {slo_s:.4g} s"))
+            exclusions.append(Exclusion(float(cap), f"E2E lower bound {view.e2e_low[i]:.3g} s > SLO {slo_s:.3g} s"))
         elif view.throughput_high[i] / (cap * t_one[0]) <= epsilon:
             exclusions.append(Exclusion(float(cap), f"efficiency upper bound <= epsilon {epsilon:g}"))
         elif incumbent >= 0 and view.throughput_high[i] <= reference:
-            exclusions.append(Exclusion(float(cap), f"T upper bound {view.throughput_high[i]:.4g} <= "
-                                                     f"{1 + tolerance:g} x incumbent"))
+            exclusions.append(Exclusion(float(cap), f"T upper bound {view.throughput_high[i]:,.0f} tokens/s "
+                                                     f"<= {1 + tolerance:g} x the choice's measured T"))
         else:
             challengers.append(float(cap))
     if incumbent < 0 and efficient_maybe.any() and not one_measured:

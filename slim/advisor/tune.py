@@ -49,13 +49,26 @@ WORKLOAD = "workload"   # column of the candidates table: which workload a candi
 
 @dataclass(frozen=True)
 class Workload:
-    """One decision: a model at nominal lengths, its E2E SLO (s) and efficiency floor."""
+    """One decision: a model at nominal lengths, its E2E SLO and efficiency floor.
+
+    The SLO is `slo_s` seconds, or (`slo_s` NaN) `slo_multiplier` times the measured E2E at cap
+    `slo_reference_cap` of this workload, which is then the first run to measure."""
 
     model: str
     input_len: float
     output_len: float
     slo_s: float
     epsilon: float = DEFAULT_EPSILON
+    slo_multiplier: float | None = None
+    slo_reference_cap: float | None = None
+
+    def __post_init__(self) -> None:
+        if np.isfinite(self.slo_s):
+            if self.slo_s <= 0:
+                raise AdvisorError(f"workload {self.label}: the SLO must be > 0 s, got {self.slo_s}")
+        elif self.slo_multiplier is None or self.slo_reference_cap is None or self.slo_multiplier <= 0:
+            raise AdvisorError(f"workload {self.label}: give an SLO in seconds, or a multiplier > 0 of the E2E "
+                               "at a reference cap")
 
     @property
     def label(self) -> str:
@@ -110,7 +123,9 @@ class TuneSession:
     """What is measured and believed about every candidate of some workloads.
 
     `candidates` holds one row per (workload, cap) with `slim.advisor.tune_model.CONFIG_COLUMNS`
-    and `WORKLOAD`; a workload's smallest candidate (best: cap 1) gives ``T(1)``. `prior` is the prior predictor's
+    and `WORKLOAD`; a workload's smallest candidate (best: cap 1) gives ``T(1)``. Rows of a `WORKLOAD`
+    that is not among `workloads` are context: runs measured for other curves, which inform the
+    belief but are not decided. `prior` is the prior predictor's
     prediction of those rows (computed once: the prior is not refitted)."""
 
     workloads: Sequence[Workload]
@@ -123,10 +138,6 @@ class TuneSession:
 
     def __post_init__(self) -> None:
         self.candidates = self.candidates.reset_index(drop=True)
-        labels = {w.label for w in self.workloads}
-        unknown = set(self.candidates[WORKLOAD]) - labels
-        if unknown:
-            raise AdvisorError(f"candidates name workloads that were not given: {sorted(unknown)}")
         for workload in self.workloads:
             if not (self.candidates[WORKLOAD] == workload.label).any():
                 raise AdvisorError(f"workload {workload.label} has no candidate cap")
@@ -173,8 +184,29 @@ class TuneSession:
             throughput_high=b.throughput_high[rows], e2e_mean=b.e2e_latency_s[rows], e2e_low=b.e2e_low[rows],
             e2e_high=b.e2e_high[rows])
 
+    def _reference_row(self, workload: Workload) -> int:
+        rows = self._rows(workload)
+        caps = self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows]
+        match = rows[caps == workload.slo_reference_cap]
+        if not match.size:
+            raise AdvisorError(f"workload {workload.label}: the SLO's reference cap {workload.slo_reference_cap:g} "
+                               "is not a candidate")
+        return int(match[0])
+
+    def slo_s(self, workload: Workload) -> float:
+        """The workload's SLO in seconds; NaN while its reference run is not measured."""
+        if np.isfinite(workload.slo_s):
+            return float(workload.slo_s)
+        reference = self.measurements.get(self._reference_row(workload))
+        return float(workload.slo_multiplier * reference.e2e_latency_s) if reference else float("nan")
+
     def certificate(self, workload: Workload) -> Certificate:
-        return certify(self.view(workload), workload.slo_s, workload.epsilon, self.settings.tolerance)
+        slo_s = self.slo_s(workload)
+        if not np.isfinite(slo_s):
+            nan = float("nan")
+            return Certificate(nan, nan, nan, False, nan, workload.epsilon, self.settings.tolerance, (nan, nan), False,
+                               notes=(f"the SLO waits for the reference run at cap {workload.slo_reference_cap:g}",))
+        return certify(self.view(workload), slo_s, workload.epsilon, self.settings.tolerance)
 
     def certificates(self) -> dict[str, Certificate]:
         return {w.label: self.certificate(w) for w in self.workloads}
@@ -189,7 +221,13 @@ class TuneSession:
             if cert.settled:
                 continue
             rows = self._rows(workload)
-            caps = self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows]
+            slo_s = self.slo_s(workload)
+            if not np.isfinite(slo_s):
+                reference = self._reference_row(workload)
+                if reference not in self.failed:
+                    out.append(self._proposal(reference, workload, float("inf"), gpu_seconds[reference],
+                                              "defines the SLO (reference run)"))
+                continue
             open_rows = [i for i in rows if i not in self.measurements and i not in self.failed]
             if cert.needs_throughput_at_one:
                 one = int(rows[0])
@@ -201,7 +239,7 @@ class TuneSession:
                 cap = float(self.candidates.at[i, col.MAX_NUM_SEQS])
                 if cap not in cert.challengers:
                     continue
-                p_slo = norm.cdf((np.log(workload.slo_s) - np.log(b.e2e_latency_s[i])) / max(b.e2e_log_sd[i], 1e-12))
+                p_slo = norm.cdf((np.log(slo_s) - np.log(b.e2e_latency_s[i])) / max(b.e2e_log_sd[i], 1e-12))
                 if cert.feasible:
                     target = np.log(cert.throughput_per_s * (1.0 + self.settings.tolerance))
                     p_gain = norm.sf((target - np.log(b.throughput_per_s[i])) / max(b.throughput_log_sd[i], 1e-12))

@@ -1,0 +1,137 @@
+"""``slim tune``'s arguments and run: plan the next benchmarks of one or more workloads from a trace
+folder, or (``--run``) run them through a command template until every decision is settled.
+
+    slim tune --traces DIR --hardware h100-64gb --workload facebook/opt-1.3b:512:128 --slo-ms 4000
+    slim tune --traces DIR ... --run 'python bench.py --cap {max_concurrency} --out {result_file}' --budget-runs 8
+
+`add_tune_parser` declares the arguments on `slim`'s parser, `tune_request` turns them into a
+`slim.advisor.tune_plan.TuneRequest`, and `run_tune` prints the report (`slim.advisor.tune_report`)
+and returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
+from slim.advisor.certificate import DEFAULT_TOLERANCE
+from slim.advisor.tune import DEFAULT_CONFIDENCE
+from slim.advisor.tune_plan import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TuneRequest, WorkloadSpec, build_plan, select_proposals
+from slim.advisor.tune_report import tune_json, tune_text
+from slim.errors import AdvisorError
+from slim.sim.constants import SIM_CONSTANTS_FILE
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
+
+EXIT_OPEN = 4
+"""``slim tune --run`` stopped with a decision still open (a budget spent, or no benchmark left)."""
+
+TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
+  {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
+  {num_prompts} {tensor_parallel} {result_dir} {result_filename} {result_file}
+The template runs without a shell; inside `sh -c '...'` the values are shell-quoted.
+
+example (online: one server at the largest cap, the client's --max-concurrency varies):
+  slim tune --traces runs/ --hardware h100-64gb --workload facebook/opt-1.3b:512:128 --slo-ms 4000
+"""
+
+
+def add_tune_parser(commands: argparse._SubParsersAction, parser_class: type, positive_int: Callable,
+                    positive_float: Callable, fraction: Callable, candidates: Callable) -> None:
+    tune = commands.add_parser(
+        "tune", help="measure only what the --max-num-seqs decision needs: the next benchmarks, or run them",
+        description="Believe what is not measured (SIM or SLIM from the accelerator's catalog entry, corrected by "
+                    "every measured run, with calibrated intervals), certify each workload's BCA decision (Eq. 13) "
+                    "when no unmeasured cap can beat the measured choice, and otherwise print the benchmark whose "
+                    "measurement is most useful per GPU-second as an exact command line; with --run, run it and "
+                    "repeat.", epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tune.add_argument("--traces", required=True, type=Path,
+                      help="folder of benchmark results measured so far (any layout `slim check` reads); new results "
+                           "land in its slim-tune/ folder")
+    tune.add_argument("--workload", action="append", default=[], metavar="MODEL:IL:OL",
+                      help="a workload: the model as vLLM serves it (Hugging Face id or catalog name), prompt and "
+                           "output tokens (repeatable)")
+    tune.add_argument("--model", help="one workload's model (with --input-len and --output-len)")
+    tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
+    tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
+    slo = tune.add_mutually_exclusive_group(required=True)
+    slo.add_argument("--slo-ms", type=positive_float, help="E2E latency SLO in milliseconds")
+    slo.add_argument("--slo-relative", type=positive_float, metavar="K",
+                     help="SLO = K x the measured E2E at --slo-reference-cap of each workload (measured first)")
+    tune.add_argument("--slo-reference-cap", type=positive_int, default=1, help="the reference cap (default 1)")
+    tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
+    tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
+                      help="online: vllm bench serve (default); offline: vllm bench latency static batches")
+    tune.add_argument("--predictor", choices=("sim", "slim"), default="sim",
+                      help="the prior the measurements correct: sim (the simulator, default) or slim")
+    tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
+                      help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")
+    tune.add_argument("--epsilon", type=fraction, default=DEFAULT_EPSILON, help="batching-efficiency floor")
+    tune.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE,
+                      help="settled when no cap can beat the choice by more than this share of throughput "
+                           f"(default {DEFAULT_TOLERANCE:g})")
+    tune.add_argument("--confidence", type=fraction, default=DEFAULT_CONFIDENCE,
+                      help=f"confidence of each bound the certificate uses (default {DEFAULT_CONFIDENCE:g})")
+    tune.add_argument("--num-prompts", type=positive_int, default=DEFAULT_ONLINE_PROMPTS,
+                      help=f"requests per online benchmark (default {DEFAULT_ONLINE_PROMPTS})")
+    tune.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per model (default 1)")
+    tune.add_argument("--next", type=positive_int, default=3, metavar="N",
+                      help="how many next benchmarks to print, one per open workload (default 3)")
+    tune.add_argument("--run", metavar="TEMPLATE", help="run each proposed benchmark through this command template")
+    tune.add_argument("--budget-runs", type=positive_int, default=None, help="with --run: at most this many runs")
+    tune.add_argument("--budget-gpu-hours", type=positive_float, default=None,
+                      help="with --run: stop once this many GPU-hours are spent")
+    tune.add_argument("--timeout-s", type=positive_float, default=None, help="with --run: per-run time limit")
+    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML")
+    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML")
+    tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML")
+    tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
+                      help="a summary table's column mapping (as slim advise --table-columns)")
+    tune.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+
+
+def tune_request(args: argparse.Namespace) -> TuneRequest:
+    specs = [WorkloadSpec.parse(text) for text in args.workload]
+    if args.model is not None or args.input_len is not None or args.output_len is not None:
+        if args.model is None or args.input_len is None or args.output_len is None:
+            raise AdvisorError("--model, --input-len and --output-len go together")
+        specs.append(WorkloadSpec(args.model, args.input_len, args.output_len))
+    if args.run is None and (args.budget_runs is not None or args.budget_gpu_hours is not None):
+        raise AdvisorError("--budget-runs and --budget-gpu-hours limit the loop: give --run too")
+    return TuneRequest(args.traces, tuple(specs), args.hardware, slo_ms=args.slo_ms, slo_relative=args.slo_relative,
+                       slo_reference_cap=args.slo_reference_cap, mode=args.mode, predictor=args.predictor,
+                       candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
+                       confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
+                       models_file=args.models_file, hardware_file=args.hardware_file,
+                       sim_constants_file=args.sim_constants, table_columns=args.table_columns)
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    """``slim tune``: the plan, or the loop; 0 when printed (and, with --run, settled), `EXIT_OPEN`
+    when the loop stopped with a decision open."""
+    plan = build_plan(tune_request(args))
+    stopped, runs_done = None, 0
+    if args.run is not None:
+        from slim.advisor.tune_runner import run_tuning_loop
+
+        def progress(proposal, attempt) -> None:
+            state = "usable" if attempt.usable else f"no usable run (exit code {attempt.exit_code})"
+            print(f"slim tune: ran {proposal.workload} cap {proposal.max_num_seqs:g}: {state}; {attempt.folder}",
+                  file=sys.stderr)
+
+        budget_s = None if args.budget_gpu_hours is None else args.budget_gpu_hours * 3600.0
+        steps, stopped = run_tuning_loop(plan, args.run, args.budget_runs, budget_s, args.timeout_s, progress)
+        runs_done = len(steps)
+    else:
+        from slim.advisor.tune_runner import mark_failed_attempts
+
+        mark_failed_attempts(plan)
+    proposals = select_proposals(plan.session.proposals(), args.next)
+    print(json.dumps(tune_json(plan, proposals, stopped, runs_done), indent=2) if args.json
+          else tune_text(plan, proposals, stopped, runs_done), end="" if not args.json else "\n")
+    settled = all(plan.session.certificate(w).settled for w in plan.workloads)
+    return 0 if args.run is None or settled else EXIT_OPEN
