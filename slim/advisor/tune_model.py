@@ -283,6 +283,8 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Seq
         mean, sd = process.predict(coordinates, models, kernel.noise_sd)
         centre, half = log_prior + mean, multiplier * sd
         centre[index], half[index] = np.log(np.asarray(measured, dtype=float)), z * noise
-        values[name] = (np.exp(centre), np.exp(centre - half), np.exp(centre + half), half / z, multiplier)
+        point = np.exp(centre)
+        point[index] = np.asarray(measured, dtype=float)      # a measurement is the fact itself, not exp(log)
+        values[name] = (point, np.exp(centre - half), np.exp(centre + half), half / z, multiplier)
     t, e = values["throughput"], values["e2e"]
     return Belief(t[0], t[1], t[2], e[0], e[1], e[2], t[3], e[3], (t[4], e[4]))

@@ -1,0 +1,267 @@
+"""slim tune's core: the corrected belief and its conformal intervals, the decision certificate, the
+next measurement, and the replay of every policy on synthetic static-batch curves."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slim import columns as col
+from slim.advisor.certificate import CandidateView, certify
+from slim.advisor.tune import WORKLOAD, Measurement, TuneSession, TuneSettings, Workload, run_loop
+from slim.advisor.tune_model import (
+    CONFIG_COLUMNS,
+    PriorPrediction,
+    ResidualKernel,
+    ResidualProcess,
+    SlimPrior,
+    belief,
+    conformal_multiplier,
+)
+from slim.paper.tuning_replay import (
+    REPLAY_COLUMNS,
+    model_free_caps,
+    replay_curves,
+    replay_dataset,
+    summarise,
+    summary_markdown,
+)
+from slim.specs.hardware import load_hardware
+
+from conftest import REPO
+
+CAPS = (1.0, 16.0, 32.0, 64.0)
+
+
+def synthetic_runs(knee_by_model: dict[str, float], lengths=(128, 512)) -> pd.DataFrame:
+    """Offline static batches of a made-up accelerator: ``T(B) = T1 B / (1 + B / knee)`` with a
+    per-model knee and ``T1`` falling with the length; E2E is the batch's latency."""
+    rows = []
+    for model, knee in knee_by_model.items():
+        for length in lengths:
+            t_one = 40.0 * 2048 / (length + 512) * (2.0 if model == "opt-125m" else 1.0)
+            for cap in CAPS:
+                throughput = t_one * cap / (1.0 + cap / knee)
+                latency = cap * 2 * length / throughput
+                rows.append({col.MODEL: model, col.INPUT_LEN_NOMINAL: float(length),
+                             col.OUTPUT_LEN_NOMINAL: float(length), col.INPUT_LEN_MEAN: float(length),
+                             col.OUTPUT_LEN_MEAN: float(length), col.MAX_NUM_SEQS: cap, col.NUM_PROMPTS: cap,
+                             col.BENCHMARK_MODE: col.BenchmarkMode.OFFLINE_STATIC_BATCH, col.TENSOR_PARALLEL: 1,
+                             col.KV_CAPACITY_TOKENS: np.nan, col.TOTAL_TOKEN_THROUGHPUT: throughput,
+                             col.E2E_LATENCY_S: latency, col.DURATION_S: latency, col.MEAN_BATCH_SIZE: cap,
+                             col.INPUT_LEN_MEAN + "_": 0, col.NUM_GPU_BLOCKS: np.nan, col.BLOCK_SIZE: np.nan,
+                             col.MEASUREMENT_SPREAD_PCT: np.nan})
+    return pd.DataFrame(rows).drop(columns=[col.INPUT_LEN_MEAN + "_"])
+
+
+@pytest.fixture(scope="module")
+def hardware():
+    return load_hardware()["h100-64gb"]
+
+
+# --- the belief ----------------------------------------------------------------------------
+
+def test_conformal_multiplier_takes_the_rank_and_falls_back_to_the_largest_score():
+    scores = np.arange(1, 20, dtype=float) / 10          # 19 scores: rank ceil(20 x 0.9) = 18
+    assert conformal_multiplier(scores, 0.9) == pytest.approx(1.8)
+    assert conformal_multiplier(np.array([0.5, 3.0]), 0.9) == 3.0          # too few: the largest
+    assert conformal_multiplier(np.array([0.1]), 0.9) == pytest.approx(1.6448536)   # or the normal quantile
+    assert conformal_multiplier(np.zeros(0), 0.5) == pytest.approx(0.6744898)
+
+
+def test_leave_one_curve_out_scores_equal_refitting_without_the_curve():
+    kernel = ResidualKernel()
+    rng = np.random.default_rng(7)
+    coordinates = rng.normal(size=(9, 3))
+    models = np.array(["a", "a", "a", "b", "b", "b", "a", "c", "c"])
+    curves = np.array([0, 0, 1, 1, 2, 2, 3, 4, 4])
+    residuals = rng.normal(scale=0.2, size=9)
+    noise = np.full(9, 0.03)
+    scores = ResidualProcess(kernel, coordinates, models, residuals, curves, noise).leave_one_curve_out_scores()
+    for curve in np.unique(curves):
+        keep, out = curves != curve, curves == curve
+        rest = ResidualProcess(kernel, coordinates[keep], models[keep], residuals[keep], curves[keep], noise[keep])
+        mean, sd = rest.predict(coordinates[out], models[out], 0.03)
+        np.testing.assert_allclose(scores[out], np.abs(residuals[out] - mean) / sd, rtol=1e-9)
+
+
+def _candidates(runs: pd.DataFrame) -> pd.DataFrame:
+    candidates = runs[list(CONFIG_COLUMNS)].copy()
+    candidates[WORKLOAD] = (runs[col.MODEL] + " IL " + runs[col.INPUT_LEN_NOMINAL].map("{:g}".format) + " OL "
+                            + runs[col.OUTPUT_LEN_NOMINAL].map("{:g}".format))
+    return candidates.reset_index(drop=True)
+
+
+def test_a_measured_candidate_is_its_measurement_and_informs_its_neighbours_most():
+    runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0}, lengths=(128,))
+    candidates = _candidates(runs)
+    prior = PriorPrediction(np.full(len(runs), 100.0), np.full(len(runs), 1.0))
+    measured = int(np.flatnonzero((candidates[col.MODEL] == "opt-125m") & (candidates[col.MAX_NUM_SEQS] == 16))[0])
+    b = belief(candidates, prior, [measured], np.array([150.0]), np.array([0.8]), np.array([0.01]), 0.9)
+    assert b.throughput_per_s[measured] == 150.0 and b.e2e_latency_s[measured] == 0.8
+    same_model = int(np.flatnonzero((candidates[col.MODEL] == "opt-125m") & (candidates[col.MAX_NUM_SEQS] == 32))[0])
+    other_model = int(np.flatnonzero((candidates[col.MODEL] == "opt-1.3b") & (candidates[col.MAX_NUM_SEQS] == 32))[0])
+    assert 100.0 < b.throughput_per_s[other_model] < b.throughput_per_s[same_model] < 150.0
+    width = np.log(b.throughput_high) - np.log(b.throughput_low)
+    assert width[same_model] < width[other_model]
+
+
+# --- the certificate -----------------------------------------------------------------------
+
+def view(measured, t_measured, e_measured, t_bounds, e_bounds, caps=CAPS):
+    caps = np.array(caps)
+    t_low, t_high = (np.array([b[i] for b in t_bounds]) for i in (0, 1))
+    e_low, e_high = (np.array([b[i] for b in e_bounds]) for i in (0, 1))
+    return CandidateView(caps, np.array(measured), np.zeros(len(caps), bool), np.array(t_measured, float),
+                         np.array(e_measured, float), (t_low + t_high) / 2, t_low, t_high, (e_low + e_high) / 2,
+                         e_low, e_high)
+
+
+NAN = np.nan
+
+
+def test_settled_when_no_unmeasured_cap_can_beat_the_measured_choice():
+    certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
+                               [(10, 10), (90, 150), (200, 200), (150, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 3)]),
+                          slo_s=2.0, epsilon=0.1)
+    assert certificate.settled and certificate.batch_cap == 32.0
+    reasons = {e.cap: e.reason for e in certificate.exclusions}
+    assert "T upper bound" in reasons[16.0] and "E2E lower bound" in reasons[64.0]
+
+
+def test_open_while_an_unmeasured_cap_could_beat_it_by_more_than_the_tolerance():
+    certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
+                               [(10, 10), (90, 150), (200, 200), (150, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
+                          slo_s=2.0, epsilon=0.1)
+    assert not certificate.settled and certificate.challengers == (64.0,) and certificate.batch_cap == 32.0
+    within = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
+                          [(10, 10), (90, 150), (200, 200), (150, 201)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
+                     slo_s=2.0, epsilon=0.1, tolerance=0.01)
+    assert within.settled, "a cap that can beat the choice by at most 1 % does not keep it open"
+
+
+def test_the_efficiency_floor_waits_for_t_of_one_when_its_bound_decides():
+    # T(1) unknown within [1, 100]: at cap 64, 500 / (64 x 100) = 0.08 <= 0.1 could fail the floor
+    certificate = certify(view([False, False, False, True], [NAN, NAN, NAN, 500], [NAN, NAN, NAN, 1.0],
+                               [(1, 100), (10, 60), (20, 120), (500, 500)], [(0.5, 3), (3, 4), (3, 4), (1, 1)]),
+                          slo_s=2.0, epsilon=0.1)
+    assert not certificate.settled and certificate.needs_throughput_at_one and not certificate.feasible
+
+
+def test_settled_infeasible_when_every_cap_is_excluded_by_the_slo():
+    certificate = certify(view([True, False, False, False], [10, NAN, NAN, NAN], [3.0, NAN, NAN, NAN],
+                               [(10, 10), (90, 150), (150, 220), (150, 260)], [(3, 3), (3.1, 4), (3.5, 5), (4, 6)]),
+                          slo_s=2.0, epsilon=0.1)
+    assert certificate.settled and not certificate.feasible
+
+
+# --- the loop and the replay ---------------------------------------------------------------
+
+def test_the_loop_measures_until_settled_and_respects_a_run_budget(catalog, hardware):
+    runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0})
+    candidates = _candidates(runs)
+    prior = SlimPrior(catalog, hardware).predict(candidates)
+    workloads = [Workload(m, il, ol, 4.0 * runs.loc[(candidates[WORKLOAD] == label).to_numpy()
+                                                    & (runs[col.MAX_NUM_SEQS] == 1), col.E2E_LATENCY_S].iloc[0])
+                 for label, (m, il, ol) in candidates.groupby(WORKLOAD)[[col.MODEL, col.INPUT_LEN_NOMINAL,
+                                                                         col.OUTPUT_LEN_NOMINAL]].first().iterrows()]
+
+    def oracle(proposal):
+        run = runs.iloc[proposal.candidate]
+        return Measurement(run[col.TOTAL_TOKEN_THROUGHPUT], run[col.E2E_LATENCY_S], run[col.DURATION_S])
+
+    outcome = run_loop(TuneSession(workloads, candidates, prior), oracle)
+    assert outcome.stopped == "settled"
+    assert all(c.settled and np.isfinite(c.batch_cap) for c in outcome.certificates.values())
+    assert len(outcome.steps) < len(runs)
+    limited = run_loop(TuneSession(workloads, candidates, prior), oracle, budget_runs=2)
+    assert len(limited.steps) == 2 and limited.stopped == "run budget"
+    failing = run_loop(TuneSession(workloads, candidates, prior), lambda proposal: None, budget_runs=50)
+    assert not any(s.usable for s in failing.steps)
+    assert len({s.candidate for s in failing.steps}) == len(failing.steps), "a failed run is never retried"
+
+
+def test_model_free_doubles_until_the_gain_falls_under_epsilon():
+    # T(B) ~ B / (1 + B / 2): 16 -> 32 gains 6 % < 10 %, so the search stops at 32; 32's efficiency
+    # T(32) / (32 T(1)) = 0.088 is under the floor, so it chooses 16
+    runs = synthetic_runs({"opt-125m": 2.0}, lengths=(128,))
+    curves, _ = replay_curves(runs, 100.0, None)
+    measured, chosen = model_free_caps(curves[0], epsilon=0.1)
+    assert measured == [1.0, 16.0, 32.0]
+    assert chosen == 16.0
+
+
+def replay(runs, catalog, hardware):
+    return replay_dataset(runs, catalog, hardware, 0.1, 3.0, None, None, {"tune_slim": SlimPrior(catalog, hardware)},
+                          TuneSettings())
+
+
+def test_the_replay_charges_what_each_policy_measures_and_scores_its_regret(catalog, hardware):
+    runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0, "opt-2.7b": 6.0})
+    table, calibration, notes = replay(runs, catalog, hardware)
+    assert list(table.columns) == list(REPLAY_COLUMNS)
+    full = table[table["policy"] == "full_profile"]
+    assert (full["gpu_seconds"] == full["full_profile_gpu_seconds"]).all() and (full["regret_pct"] == 0).all()
+    tuned = table[table["policy"] == "tune_slim"]
+    assert tuned["settled"].all() and not tuned["slo_violated"].any()
+    assert (tuned["regret_pct"] <= 1.0 + 1e-9).all()
+    assert tuned["gpu_seconds"].sum() < full["gpu_seconds"].sum()
+    assert any("paper_plan" in line for line in notes) and any("tune_sim" in line for line in notes)
+    summary = summarise({"synthetic": table})
+    assert set(summary["policy"]) == {"full_profile", "model_free", "tune_slim"}
+    text = summary_markdown(summary, calibration.assign(dataset="synthetic"), {"synthetic": notes})
+    assert "| synthetic | tune_slim |" in text and "Not replayed" in text
+
+
+def test_the_replay_is_the_same_under_a_1e_9_perturbation_and_a_shuffled_table(catalog, hardware):
+    runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0})
+    reference, _, _ = replay(runs, catalog, hardware)
+    moved = runs.copy()
+    factor = 1.0 + 1e-9 * np.random.default_rng(1).uniform(-1, 1, len(runs))
+    moved[col.TOTAL_TOKEN_THROUGHPUT] *= factor
+    moved[col.E2E_LATENCY_S] /= factor
+    moved = moved.sample(frac=1.0, random_state=3)
+    other, _, _ = replay(moved, catalog, hardware)
+    keys = ["curve", "policy", "runs", "chosen_cap", "full_profile_cap", "settled"]
+    pd.testing.assert_frame_equal(reference[keys], other[keys])
+
+
+REPLAY_SCRIPT = """
+import json, sys
+import pandas as pd
+from threadpoolctl import threadpool_info
+sys.path.insert(0, {tests!r})
+from test_tune import synthetic_runs, replay
+from slim.specs.architecture import load_architectures
+from slim.specs.hardware import load_hardware
+table, _, _ = replay(synthetic_runs({{"opt-125m": 24.0, "opt-1.3b": 12.0}}), load_architectures(),
+                     load_hardware()["h100-64gb"])
+print(json.dumps(table[["curve", "policy", "runs", "chosen_cap"]].astype(str).values.tolist()))
+print(json.dumps([i.get("architecture") for i in threadpool_info() if i.get("internal_api") == "openblas"]))
+"""
+
+
+def test_the_replay_is_the_same_under_every_blas_kernel(tmp_path):
+    from test_fit_invariance import supported_kernels
+
+    kernels = supported_kernels()
+    if not kernels:
+        pytest.skip("no x86-64 OpenBLAS kernels to compare on this CPU")
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY_SCRIPT.format(tests=str(REPO / "tests")))
+    outputs = {}
+    for kernel in [None, *kernels]:
+        env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+        if kernel is not None:
+            env["OPENBLAS_CORETYPE"] = kernel
+        result = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs[kernel] = json.loads(result.stdout.splitlines()[-2])
+    reference = outputs[None]
+    for kernel, decisions in outputs.items():
+        assert decisions == reference, f"the replay differs under OPENBLAS_CORETYPE={kernel}"
