@@ -311,3 +311,46 @@ def summary_markdown(summary: pd.DataFrame, calibration: pd.DataFrame, notes: di
     if lines:
         text += ["\nNot replayed:\n", "\n".join(lines)]
     return "\n".join(text) + "\n"
+
+
+# --- the goals of the replay ---------------------------------------------------------------
+
+GOAL_WITHIN_1PCT_SHARE = 0.95
+GOAL_MAX_REGRET_PCT = 5.0
+GOAL_GPU_SHARE_SWEEP = 15.0      # a full sweep of many caps (the public traces: 10 per curve)
+GOAL_GPU_SHARE_FEW_CAPS = 45.0   # offline curves of 4 caps
+GOAL_COVERAGE_PCT = (85.0, 95.0)
+SWEEP_MIN_CAPS = 8
+
+
+def tuning_goals(replays: dict[str, pd.DataFrame], calibration: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and tuning policy, each goal met or not: regret (within 1 % on 95 % of curves,
+    5 % on all, no SLO violated), GPU time (at most 15 % of full profiling's where curves sweep
+    `SWEEP_MIN_CAPS` caps or more, else 45 %; below the model-free search's at no more regret) and
+    the intervals' coverage (85-95 %)."""
+    rows = []
+    for dataset, table in replays.items():
+        full = table[table["policy"] == "full_profile"]
+        sweep = full["runs"].median() >= SWEEP_MIN_CAPS
+        free = table[table["policy"] == "model_free"]
+        for policy in ("tune_slim", "tune_sim"):
+            part = table[table["policy"] == policy]
+            if part.empty:
+                continue
+            share = 100.0 * part["gpu_seconds"].sum() / part["full_profile_gpu_seconds"].sum()
+            limit = GOAL_GPU_SHARE_SWEEP if sweep else GOAL_GPU_SHARE_FEW_CAPS
+            coverage = calibration[(calibration["dataset"] == dataset) & (calibration["policy"] == policy)]
+            low, high = GOAL_COVERAGE_PCT
+            rows.append({
+                "dataset": dataset, "policy": policy,
+                "within_1pct_share": float((part["regret_pct"] <= 1.0 + 1e-9).mean()),
+                "regret_goal": bool((part["regret_pct"] <= 1.0 + 1e-9).mean() >= GOAL_WITHIN_1PCT_SHARE
+                                    and part["regret_pct"].max() <= GOAL_MAX_REGRET_PCT
+                                    and not part["slo_violated"].any()),
+                "gpu_time_pct": share, "gpu_time_limit_pct": limit, "gpu_goal": bool(share <= limit),
+                "beats_model_free": bool(not free.empty and part["gpu_seconds"].sum() < free["gpu_seconds"].sum()
+                                         and part["regret_pct"].max() <= free["regret_pct"].max() + 1e-9),
+                "coverage_pct": ", ".join(f"{q} {c:.0f}%" for q, c in zip(coverage["quantity"], coverage["coverage_pct"])),
+                "coverage_goal": bool(len(coverage) and coverage["coverage_pct"].between(low, high).all()),
+            })
+    return pd.DataFrame(rows)
