@@ -294,7 +294,14 @@ class ImaiOodLr(ThroughputFromE2EMixin, RegressorMixin, BaseEstimator):
         standardized = (design[:, active] - self.feature_mean_[active]) / self.feature_scale_[active]
         exog = np.column_stack([np.ones(len(design)), standardized])
         weights = 1.0 / self.predict_target(X) ** 2 if self.loss == "relative" else np.ones(len(design))
+        # statsmodels refuses a weights vector as long as the design is wide ("weights has wrong
+        # shape"), whatever the rows: predict one row more (the first, repeated) and drop it.
+        padded = len(exog) == exog.shape[1]
+        if padded:
+            exog, weights = np.vstack([exog, exog[:1]]), np.append(weights, weights[:1])
         interval = self.ols_.get_prediction(exog, weights=weights).conf_int(obs=observation, alpha=1.0 - confidence)
+        if padded:
+            interval = interval[:-1]
         offset = self.roofline_e2e_s(X)
         low, high = interval[:, 0] + offset, interval[:, 1] + offset
         if self.target == "throughput":

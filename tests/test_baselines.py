@@ -345,3 +345,17 @@ def test_minimal_norm_segment_fits_do_not_flip_with_noise():
     assert first.breakpoint == nudged.breakpoint
     np.testing.assert_allclose(first.coef_low, nudged.coef_low, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(first.coef_high, nudged.coef_high, rtol=1e-6, atol=1e-12)
+
+
+def test_imai_band_of_as_many_rows_as_the_design_has_columns():
+    # statsmodels' get_prediction refuses a weights vector whose length equals the design's
+    # width; a band of exactly that many rows must still be each row's own band
+    frame = _imai_truth_frame(seed=4)
+    model = ImaiOodLr().fit(frame, frame[col.E2E_LATENCY_S])
+    width = 1 + int(model.active_features_.sum())
+    fresh = _imai_truth_frame(seed=5).iloc[: width + 1]
+    low, high = model.predict_band(fresh, 0.9)
+    for count in (width - 1, width, width + 1):
+        part_low, part_high = model.predict_band(fresh.iloc[:count], 0.9)
+        np.testing.assert_allclose(part_low, low[:count], rtol=1e-12)
+        np.testing.assert_allclose(part_high, high[:count], rtol=1e-12)
