@@ -20,7 +20,15 @@ from typing import Callable
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.certificate import DEFAULT_TOLERANCE
 from slim.advisor.tune import DEFAULT_CONFIDENCE
-from slim.advisor.tune_plan import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TuneRequest, WorkloadSpec, build_plan, select_proposals
+from slim.advisor.tune_plan import (
+    DEFAULT_ONLINE_PROMPTS,
+    OFFLINE,
+    ONLINE,
+    TuneRequest,
+    WorkloadSpec,
+    build_plan,
+    select_proposals,
+)
 from slim.advisor.tune_report import tune_json, tune_text
 from slim.errors import AdvisorError
 from slim.sim.constants import SIM_CONSTANTS_FILE

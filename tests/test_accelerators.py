@@ -286,11 +286,12 @@ def test_the_cross_accelerator_table_has_a_row_per_accelerator_and_setting():
     assert list(goals["slim_goal_met"][:2]) == [True, True] and goals["slim_goal_met"][2:].isna().all()
 
 
-def test_an_accelerator_built_from_another_settings_file_is_refused():
+def test_an_accelerator_without_runs_of_a_setting_has_no_rows_for_it():
     table = _table3(1.0)
-    with pytest.raises(ConfigError, match="b: table3.csv has no setting 'model'"):
-        cross_accelerator_table([AcceleratorResult("A", "a", table),
-                                 AcceleratorResult("B", "b", table[table[col.SETTING] != "model"])], SETTINGS)
+    long = cross_accelerator_table([AcceleratorResult("A", "a", table),
+                                    AcceleratorResult("B", "b", table[table[col.SETTING] != "model"])], SETTINGS)
+    assert set(long.loc[long[col.DATASET] == "b", col.SETTING]) == set(table[col.SETTING]) - {"model"}
+    assert set(long.loc[long[col.DATASET] == "a", col.SETTING]) == set(table[col.SETTING])
 
 
 # ---------------------------------------------------------------- slim advise on a summary table

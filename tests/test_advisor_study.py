@@ -112,10 +112,13 @@ def test_table6_counts_and_savings_on_hand_made_runs():
     assert np.isnan(mean["Prof."])
 
 
-def test_table6_refuses_an_empty_selector():
-    runs = pd.DataFrame({col.MODEL: ["a"], col.DURATION_S: [1.0]})
-    with pytest.raises(SplitError, match="'x'"):
-        table6(runs, [HeldOutSetting("x", "X", train={col.MODEL: ["a"]}, validate={col.MODEL: ["zzz"]})])
+def test_table6_leaves_out_a_setting_without_runs_and_refuses_when_none_is_left():
+    runs = pd.DataFrame({col.MODEL: ["a", "b"], col.DURATION_S: [1.0, 3.0]})
+    empty = HeldOutSetting("x", "X", train={col.MODEL: ["a"]}, validate={col.MODEL: ["zzz"]})
+    kept = HeldOutSetting("y", "Y", train={col.MODEL: ["a"]}, validate={col.MODEL: ["b"]})
+    assert list(table6(runs, [empty, kept])["setting"]) == ["Y", "Mean"]
+    with pytest.raises(SplitError, match="no applicable held-out setting"):
+        table6(runs, [empty])
 
 
 # --- Table V --------------------------------------------------------------------------

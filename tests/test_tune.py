@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from slim import columns as col
 from slim.advisor.certificate import CandidateView, certify
@@ -31,8 +32,6 @@ from slim.paper.tuning_replay import (
     summary_markdown,
 )
 from slim.specs.hardware import load_hardware
-
-from conftest import REPO
 
 CAPS = (1.0, 16.0, 32.0, 64.0)
 
@@ -126,7 +125,8 @@ NAN = np.nan
 
 def test_settled_when_no_unmeasured_cap_can_beat_the_measured_choice():
     certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
-                               [(10, 10), (90, 150), (200, 200), (150, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 3)]),
+                               [(10, 10), (90, 150), (200, 200), (150, 260)],
+                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 3)]),
                           slo_s=2.0, epsilon=0.1)
     assert certificate.settled and certificate.batch_cap == 32.0
     reasons = {e.cap: e.reason for e in certificate.exclusions}
@@ -135,7 +135,8 @@ def test_settled_when_no_unmeasured_cap_can_beat_the_measured_choice():
 
 def test_open_while_an_unmeasured_cap_could_beat_it_by_more_than_the_tolerance():
     certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
-                               [(10, 10), (90, 150), (200, 200), (150, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
+                               [(10, 10), (90, 150), (200, 200), (150, 260)],
+                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
                           slo_s=2.0, epsilon=0.1)
     assert not certificate.settled and certificate.challengers == (64.0,) and certificate.batch_cap == 32.0
     within = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
@@ -265,3 +266,61 @@ def test_the_replay_is_the_same_under_every_blas_kernel(tmp_path):
     reference = outputs[None]
     for kernel, decisions in outputs.items():
         assert decisions == reference, f"the replay differs under OPENBLAS_CORETYPE={kernel}"
+
+
+# --- what a dataset cannot support is absent, with a line ------------------------------------
+
+def _clean(runs: pd.DataFrame) -> pd.DataFrame:
+    clean = runs.copy()
+    clean[col.RUN_ID] = [f"run{i}" for i in range(len(clean))]
+    clean[col.MEAN_TTFT_MS] = clean[col.MEAN_TPOT_MS] = clean[col.MEAN_ITL_MS] = np.nan
+    return clean
+
+
+def test_a_setting_without_runs_in_the_dataset_reads_n_a_in_table3(catalog, hardware):
+    from slim.paper.advisor_study import table6
+    from slim.paper.heldout import NO_RUNS_NOTE, evaluate_setting, mape_table
+    from slim.paper.splits import HeldOutSetting
+    from slim.paper.tables import mape_matrix
+
+    clean = _clean(synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0}))
+    transfer = HeldOutSetting("model", "Model", train={col.MODEL: ["opt-125m"]}, validate={col.MODEL: ["opt-1.3b"]})
+    tensor_parallel = HeldOutSetting("tensor_parallel", "TP", train={col.TENSOR_PARALLEL: [1]},
+                                     validate={col.TENSOR_PARALLEL: [2, 4]})
+    empty = evaluate_setting(clean, tensor_parallel, catalog, hardware)
+    assert empty.predictions.empty and empty.no_runs.startswith(NO_RUNS_NOTE)
+    assert "validation selector" in empty.no_runs and empty.fits_as_dict() == {"no_runs": empty.no_runs}
+    full = evaluate_setting(clean, transfer, catalog, hardware)
+    predictions = pd.concat([full.predictions, empty.predictions], ignore_index=True)
+    assert predictions[col.PREDICTED_THROUGHPUT].dtype == float
+    matrix = mape_matrix(mape_table(predictions, pd.concat([full.identifiability, empty.identifiability])),
+                         [transfer, tensor_parallel], ("SLIM",))
+    assert matrix.loc["TP"].iloc[0] == NO_RUNS_NOTE and matrix.loc["Model"].iloc[0] not in (NO_RUNS_NOTE, "")
+    cost = table6(clean, [transfer, tensor_parallel])
+    assert list(cost["setting"]) == ["Model", "Mean"]
+
+
+def test_a_curve_the_dataset_lacks_is_absent_from_table5_and_fig13():
+    from slim.paper.advisor_study import available_curves, available_experiments
+    from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
+
+    clean = _clean(synthetic_runs({"opt-125m": 24.0}))
+    present = CurveSelection("OPT-125M", {col.MODEL: ["opt-125m"], col.INPUT_LEN_NOMINAL: [128]})
+    missing = CurveSelection("Mistral-7B", {col.MODEL: ["mistral-7b"], col.INPUT_LEN_NOMINAL: [128]})
+    kept, lines = available_curves(clean, (present, missing), "Fig. 13")
+    assert kept == (present,) and len(lines) == 1 and "'Mistral-7B' is absent" in lines[0]
+    training = (CurveSelection("OPT-125M 512", {col.MODEL: ["opt-125m"], col.INPUT_LEN_NOMINAL: [512]}),)
+    experiments = (Table5Experiment(present, training), Table5Experiment(missing, training),
+                   Table5Experiment(present, (missing,)))
+    kept, lines = available_experiments(clean, experiments)
+    assert kept == experiments[:1] and len(lines) == 2
+
+
+def test_fig9_lists_a_setting_without_runs_as_n_a():
+    from slim.paper.heldout import NO_RUNS_NOTE, with_no_runs_noted
+    from slim.paper.splits import HeldOutSetting
+
+    settings = [HeldOutSetting("model", "Model", train={col.MODEL: ["a"]}, validate={col.MODEL: ["b"]}),
+                HeldOutSetting("tp", "TP", train={col.TENSOR_PARALLEL: [1]}, validate={col.TENSOR_PARALLEL: [2]})]
+    noted = with_no_runs_noted(settings, pd.DataFrame({col.SETTING: ["model", "model"]}))
+    assert noted[0] == settings[0] and noted[1].not_applicable == NO_RUNS_NOTE

@@ -5,12 +5,11 @@ import json
 import sys
 
 import pytest
+from conftest import REPO
 
 from slim.advisor.tune_runner import read_attempts, render_template
 from slim.cli import main
 from slim.errors import AdvisorError
-
-from conftest import REPO
 
 FAKE_BENCH = REPO / "tests" / "fake_vllm_bench.py"
 WORKLOAD = ["--workload", "facebook/opt-125m:128:32", "--hardware", "a100-sxm-40gb", "--num-prompts", "64",

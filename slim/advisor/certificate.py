@@ -125,7 +125,8 @@ def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float 
             continue
         if measured[i]:
             if not meets_slo[i]:
-                exclusions.append(Exclusion(float(cap), f"measured E2E {view.e2e_measured[i]:.3g} s > SLO {slo_s:.3g} s"))
+                exclusions.append(Exclusion(float(cap),
+                                            f"measured E2E {view.e2e_measured[i]:.3g} s > SLO {slo_s:.3g} s"))
             elif not efficient_maybe[i]:
                 exclusions.append(Exclusion(float(cap), f"measured efficiency <= epsilon {epsilon:g}"))
             elif view.throughput_measured[i] <= reference:

@@ -22,6 +22,8 @@ import pandas as pd
 
 from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
+from slim.advisor.certificate import DEFAULT_TOLERANCE
+from slim.advisor.training_runs import trace_options, usable_runs
 from slim.advisor.tune import (
     DEFAULT_CONFIDENCE,
     DEFAULT_SCATTER,
@@ -33,8 +35,6 @@ from slim.advisor.tune import (
     Workload,
     curve_label,
 )
-from slim.advisor.certificate import DEFAULT_TOLERANCE
-from slim.advisor.training_runs import trace_options, usable_runs
 from slim.advisor.tune_model import CONFIG_COLUMNS, SimPrior, SlimPrior
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.sim.constants import SIM_CONSTANTS_FILE
@@ -62,7 +62,8 @@ class WorkloadSpec:
         """``MODEL:IL:OL`` (the model may itself contain ``/``)."""
         parts = text.rsplit(":", 2)
         if len(parts) != 3 or not parts[0]:
-            raise AdvisorError(f"workload '{text}': expected MODEL:INPUT_LEN:OUTPUT_LEN, e.g. facebook/opt-1.3b:512:128")
+            raise AdvisorError(f"workload '{text}': expected MODEL:INPUT_LEN:OUTPUT_LEN, "
+                               "e.g. facebook/opt-1.3b:512:128")
         try:
             il, ol = int(parts[1]), int(parts[2])
         except ValueError as error:
@@ -236,7 +237,7 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool."""
     folder = request.traces / TUNE_FOLDER / run_folder_name(spec, cap, request.mode)
-    result_file = (f"result.json" if request.mode == ONLINE
+    result_file = ("result.json" if request.mode == ONLINE
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
                         f"_out{spec.output_len}.json")
     return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),

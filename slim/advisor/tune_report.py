@@ -80,8 +80,8 @@ def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         slo = f"{1e3 * cert['slo_s']:.0f} ms" if cert["slo_s"] is not None and np.isfinite(cert["slo_s"]) else "pending"
         lines += ["", f"{workload['workload']}  (SLO {slo}, epsilon {cert['epsilon']:g})"]
         if cert["settled"] and cert["batch_cap"] is not None:
-            lines.append(f"  SETTLED: --max-num-seqs {cert['batch_cap']:g}: measured {_number(cert['throughput_per_s'])} "
-                         f"tokens/s, E2E {_number(cert['e2e_latency_s'], ' s')}")
+            lines.append(f"  SETTLED: --max-num-seqs {cert['batch_cap']:g}: measured "
+                         f"{_number(cert['throughput_per_s'])} tokens/s, E2E {_number(cert['e2e_latency_s'], ' s')}")
         elif cert["settled"]:
             lines.append("  SETTLED: no cap meets the SLO and the efficiency floor")
         elif cert["batch_cap"] is not None:

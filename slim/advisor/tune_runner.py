@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Callable
 
 from slim import columns as col
+from slim.advisor.training_runs import trace_options, usable_runs
 from slim.advisor.tune import LoopStep, Proposal
 from slim.advisor.tune_plan import TUNE_FOLDER, TunePlan, _measurement, placeholders, run_folder_name
-from slim.advisor.training_runs import trace_options, usable_runs
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"

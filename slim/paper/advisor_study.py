@@ -72,6 +72,38 @@ def single_curve_rows(frame: pd.DataFrame, selection: CurveSelection) -> pd.Data
     return rows
 
 
+def picks_one_curve(frame: pd.DataFrame, selection: CurveSelection) -> bool:
+    """Whether a selection picks exactly one measured curve of `frame`."""
+    rows = select_rows(frame, selection.select)
+    return not rows.empty and rows.groupby(list(col.WORKLOAD_KEYS)).ngroups == 1
+
+
+def available_curves(frame: pd.DataFrame, selections: tuple[CurveSelection, ...],
+                     artefact: str) -> tuple[tuple[CurveSelection, ...], list[str]]:
+    """The selections that pick one measured curve of this dataset, and one line for each that
+    does not (a curve the accelerator was not measured on is absent from `artefact`, not an error)."""
+    kept = tuple(s for s in selections if picks_one_curve(frame, s))
+    return kept, [f"{artefact}: '{s.label}' is absent: the dataset has no single measured curve {s.select}"
+                  for s in selections if s not in kept]
+
+
+def available_experiments(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...]
+                          ) -> tuple[tuple[Table5Experiment, ...], list[str]]:
+    """Table V's experiments whose target is one measured curve and whose every training set
+    selects runs of this dataset, and one line for each that is left out."""
+    kept, lines = [], []
+    for experiment in experiments:
+        empty = [t.label for t in experiment.training if select_rows(frame, t.select).empty]
+        if not picks_one_curve(frame, experiment.target):
+            lines.append(f"Table V: '{experiment.target.label}' is absent: the dataset has no single measured curve "
+                         f"{experiment.target.select}")
+        elif empty:
+            lines.append(f"Table V: '{experiment.target.label}' is absent: its training set(s) {empty} select no run")
+        else:
+            kept.append(experiment)
+    return tuple(kept), lines
+
+
 def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurve:
     """The one measured curve a selection picks; `SplitError` if it picks none or several."""
     return curve_from_rows(single_curve_rows(frame, selection))
@@ -214,14 +246,15 @@ def table6(frame: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
     """Per applicable held-out setting: Prof. (training runs), Pred. (validation runs),
     point saving ``Pred / (Prof + Pred)`` and time saving
     ``sum duration(Pred) / (sum duration(Prof) + sum duration(Pred))``, in %; a last
-    row holds the mean of both savings."""
+    row holds the mean of both savings. A setting of which the dataset has no training or no
+    validation runs is left out."""
     rows = []
     for setting in settings:
         if not setting.applicable:
             continue
         train, predicted = select_rows(frame, setting.train), select_rows(frame, setting.validate)
         if train.empty or predicted.empty:
-            raise SplitError(f"setting '{setting.name}' selects no training or no validation runs")
+            continue          # the dataset has no such runs (Table III says n/a): nothing profiled or saved
         profiled_s, predicted_s = train[col.DURATION_S].sum(), predicted[col.DURATION_S].sum()
         rows.append({
             "setting": setting.label,

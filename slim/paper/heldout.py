@@ -12,7 +12,7 @@ quantities: total-token throughput and the Little's-law E2E latency of each vali
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +21,7 @@ import pandas as pd
 from slim import columns as col
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.metrics import mape_pct
-from slim.paper.splits import HeldOutSetting, Split, split_setting
+from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -42,6 +42,10 @@ data SIM would predict its own output)."""
 ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
 
 BAND_CONFIDENCE = 0.9
+NO_RUNS_NOTE = "n/a: no such runs in this dataset"
+_IDENTIFIABILITY_DTYPES = {col.SETTING: "str", col.PREDICTOR: "str", col.VALIDATION_DETERMINED: "bool",
+                           col.UNIDENTIFIED: "str", col.N_EQUIVALENT_SOLUTIONS: "int64"}
+"""The types of the identifiability table's columns that are not floats (an empty table keeps them)."""
 """Confidence of the prediction bands in the prediction tables (Figs. 9 and 10): two-sided,
 ``kind="curve"`` (the uncertainty of the predicted curve, `slim.model.uncertainty`) for SLIM
 and its ablations, statsmodels' band of the fitted line (``obs=False``) for IMAI OOD-LR."""
@@ -62,13 +66,34 @@ class SettingEvaluation:
     slim_fits: dict[str, SlimFit]
     identifiability: pd.DataFrame
     sim_calibration: SimCalibration | None = None
+    no_runs: str | None = None
+    """Why nothing was fitted (`missing_runs_note`), or None."""
 
     def fits_as_dict(self) -> dict[str, Any]:
-        """SLIM's fits by ablation and, when SIM ran, its calibration (key ``sim``)."""
+        """SLIM's fits by ablation and, when SIM ran, its calibration (key ``sim``); where the
+        dataset has no runs for the setting, the reason (key ``no_runs``)."""
+        if self.no_runs is not None:
+            return {"no_runs": self.no_runs}
         fits = {name: fit.to_dict() for name, fit in self.slim_fits.items()}
         if self.sim_calibration is not None:
             fits["sim"] = self.sim_calibration.to_dict()
         return fits
+
+
+def missing_runs_note(clean: pd.DataFrame, setting: HeldOutSetting) -> str | None:
+    """`NO_RUNS_NOTE` naming the empty part where the setting's training or validation selector
+    matches no run of this dataset (an accelerator without TP 2 runs, say); None otherwise."""
+    empty = [part for part, selector in (("training", setting.train), ("validation", setting.validate))
+             if setting.applicable and select_rows(clean, selector).empty]
+    return f"{NO_RUNS_NOTE} (the {' and '.join(empty)} selector matches none)" if empty else None
+
+
+def with_no_runs_noted(settings: list[HeldOutSetting], predictions: pd.DataFrame) -> list[HeldOutSetting]:
+    """The settings, those applicable ones the predictions hold no row of (the dataset has no such
+    runs: `missing_runs_note`) marked not applicable with `NO_RUNS_NOTE`."""
+    present = set(predictions[col.SETTING])
+    return [replace(s, not_applicable=NO_RUNS_NOTE) if s.applicable and s.name not in present else s
+            for s in settings]
 
 
 def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
@@ -120,6 +145,13 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     from slim.model.uncertainty import prediction_band_frame
 
     frames, fits, identifiability = [], {}, []
+    missing = missing_runs_note(clean, setting)
+    if missing is not None:   # this dataset has no such runs: an empty evaluation, Table III says n/a
+        nothing = np.zeros(0)
+        identified = pd.DataFrame({name: pd.Series(dtype=_IDENTIFIABILITY_DTYPES.get(name, "float64"))
+                                   for name in col.IDENTIFIABILITY_COLUMNS})
+        return SettingEvaluation(prediction_rows(setting.name, SLIM, clean.iloc[:0], "validate", nothing, nothing),
+                                 {}, identified, None, missing)
     split = split_setting(clean, setting)
     for ablation_name, ablation in ABLATIONS.items():
         fit = fit_slim(split.train, catalog, hw, ablation=ablation, split_name=setting.name)

@@ -10,7 +10,16 @@ import pandas as pd
 import yaml
 
 from slim import columns as col
-from slim.paper.heldout import ABLATION_LABELS, IMAI, LLMVISOR, MAIN_PREDICTORS, SIM, SIM_PREDICTORS, SLIM
+from slim.paper.heldout import (
+    ABLATION_LABELS,
+    IMAI,
+    LLMVISOR,
+    MAIN_PREDICTORS,
+    NO_RUNS_NOTE,
+    SIM,
+    SIM_PREDICTORS,
+    SLIM,
+)
 from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
 from slim.paper.mape_intervals import CONFIDENCE_LEVEL as CONFIDENCE_LEVEL_SHOWN
 from slim.paper.splits import HeldOutSetting
@@ -99,11 +108,14 @@ def mape_matrix(mapes: pd.DataFrame, settings: list[HeldOutSetting], predictors:
     rows = {}
     for setting in settings:
         values: list[object] = []
+        # An applicable setting of which the dataset has no runs (nothing evaluated) reads n/a too.
+        note = setting.not_applicable if not setting.applicable else (
+            None if (mapes[col.SETTING] == setting.name).any() else NO_RUNS_NOTE)
         for predictor in predictors:
             match = mapes[(mapes[col.SETTING] == setting.name) & (mapes[col.PREDICTOR] == predictor)]
             for metric, _ in predictor_metrics(predictor):
-                if not setting.applicable:
-                    values.append(setting.not_applicable if not values else "")
+                if note is not None:
+                    values.append(note if not values else "")
                 elif match.empty:
                     values.append(math.nan)
                 else:

@@ -350,7 +350,8 @@ def tuning_goals(replays: dict[str, pd.DataFrame], calibration: pd.DataFrame) ->
                 "gpu_time_pct": share, "gpu_time_limit_pct": limit, "gpu_goal": bool(share <= limit),
                 "beats_model_free": bool(not free.empty and part["gpu_seconds"].sum() < free["gpu_seconds"].sum()
                                          and part["regret_pct"].max() <= free["regret_pct"].max() + 1e-9),
-                "coverage_pct": ", ".join(f"{q} {c:.0f}%" for q, c in zip(coverage["quantity"], coverage["coverage_pct"])),
+                "coverage_pct": ", ".join(f"{quantity} {pct:.0f}%" for quantity, pct
+                                          in zip(coverage["quantity"], coverage["coverage_pct"])),
                 "coverage_goal": bool(len(coverage) and coverage["coverage_pct"].between(low, high).all()),
             })
     return pd.DataFrame(rows)

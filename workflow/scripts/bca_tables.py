@@ -1,7 +1,7 @@
 """Snakemake adapter: Table V (SLIM-BCA and, on real data, SIM-BCA vs full-profile BCA), Table VI (cost)."""
 import pandas as pd
 
-from slim.paper.advisor_study import CONFIDENT_CAP, confidence_summary, table5, table6
+from slim.paper.advisor_study import CONFIDENT_CAP, available_experiments, confidence_summary, table5, table6
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
 from slim.paper.tables import (
@@ -24,17 +24,24 @@ clean = study.study_rows(every_run)   # Table V's curves; Table VI's settings se
 hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
 
 schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
-decisions = table5(clean, study.table5, load_architectures(snakemake.input.models), hardware,
+experiments, absent = available_experiments(clean, study.table5)
+for line in absent:
+    log.info("%s", line)
+decisions = table5(clean, experiments, load_architectures(snakemake.input.models), hardware,
                    study.epsilon, study.strict_slo_multiplier, study.slo_reference_max_num_seqs, schedules,
                    study.confidence)
 write_csv(decisions, snakemake.output.table5_csv)
 log.info("Table V:\n%s", decisions.to_string())
 note = ""
-if study.confidence is not None:
+if study.confidence is not None and not decisions.empty:
     note = " " + confidence_note(confidence_summary(decisions), study.confidence).replace("%", "\\%")
     log.info("Table V at confidence %g:\n%s", study.confidence, confidence_summary(decisions).to_string())
-shown = as_display(decisions, tuple(name for name in ("N points", "B full", "B SLIM", CONFIDENT_CAP, "B SIM")
-                                   if name in decisions.columns)).set_index("target")
+if decisions.empty:   # no configured target was measured on this dataset: the table says so
+    shown = pd.DataFrame({"note": ["every configured target is absent"]}, index=pd.Index(["n/a"], name="target"))
+else:
+    shown = as_display(decisions, tuple(name for name in ("N points", "B full", "B SLIM", CONFIDENT_CAP, "B SIM")
+                                       if name in decisions.columns)).set_index("target")
+note += "".join(f" {line.replace('%', chr(92) + '%')}." for line in absent)
 flavours = "SLIM-BCA and SIM-BCA" if schedules is not None else "SLIM-BCA"
 table5_caption = (f"{flavours} vs full-profile BCA (epsilon {study.epsilon:g}, SLO {study.strict_slo_multiplier:g}x "
                   f"the target's E2E at its smallest profiled cap) as profiling curves are added, judged on measured "

@@ -148,13 +148,18 @@ def _plot_efficiency(ax, efficiency: pd.DataFrame, transfer: str, advisor: str, 
 
 
 def plot_memory_breakdown(memory: pd.DataFrame, dataset_label: str, epsilon: float,
-                          slo_multiplier: float) -> Figure:
+                          slo_multiplier: float, absent: tuple[str, ...] = ()) -> Figure:
     """Fig. 13: stacked GPU memory per model (weights, BCA's KV allocation, KV saved,
     the rest), each part's GiB printed on its bar segment, or, for a segment too thin to hold
-    its label (under `MIN_LABELLED_SHARE` of the GPU's memory), under the bar's name."""
-    _require(memory, ("label", "batch_cap", "total_gib", *(part[0] for part in MEMORY_PARTS)), "memory")
+    its label (under `MIN_LABELLED_SHARE` of the GPU's memory), under the bar's name. `absent`
+    lines (curves the dataset lacks) are printed under the title; with no curve left, only they are."""
     figure = Figure(figsize=(6.5, 4.8), layout="constrained")
     FigureCanvasAgg(figure)
+    if memory.empty and absent:
+        figure.suptitle(f"GPU memory with BCA's cap, {dataset_label}: no configured curve was measured\n"
+                        + "\n".join(absent), fontsize=8)
+        return figure
+    _require(memory, ("label", "batch_cap", "total_gib", *(part[0] for part in MEMORY_PARTS)), "memory")
     ax = figure.subplots()
     positions = np.arange(len(memory))
     bottom = np.zeros(len(memory))
@@ -174,8 +179,8 @@ def plot_memory_breakdown(memory: pd.DataFrame, dataset_label: str, epsilon: flo
     ax.tick_params(axis="x", labelsize=8)
     ax.axhline(total, color="k", linestyle=":", linewidth=1, label=f"GPU memory ({total:g} GiB)")
     ax.set_ylabel("GPU memory (GiB)")
-    ax.set_title(f"GPU memory with BCA's cap (ε {epsilon:g}, SLO {slo_multiplier:g}x), {dataset_label}",
-                 fontsize=9)
+    ax.set_title(f"GPU memory with BCA's cap (ε {epsilon:g}, SLO {slo_multiplier:g}x), {dataset_label}"
+                 + "".join(f"\n{line}" for line in absent), fontsize=9)
     # Below the figure, where constrained layout leaves room for however tall the tick labels are.
     figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
     return figure
