@@ -110,12 +110,19 @@ PREDICTED_THROUGHPUT_LOW = "predicted_throughput_band_low"
 PREDICTED_THROUGHPUT_HIGH = "predicted_throughput_band_high"
 PREDICTED_E2E_LOW_S = "predicted_e2e_s_band_low"
 PREDICTED_E2E_HIGH_S = "predicted_e2e_s_band_high"
+# The conformal prediction interval of a run (slim.model.conformal: scores from leave-one-curve-out
+# refits on the training runs) at slim.paper.heldout.BAND_CONFIDENCE; SLIM and SIM only, else NaN.
+PREDICTED_THROUGHPUT_CONFORMAL_LOW = "predicted_throughput_conformal_low"
+PREDICTED_THROUGHPUT_CONFORMAL_HIGH = "predicted_throughput_conformal_high"
+PREDICTED_E2E_CONFORMAL_LOW_S = "predicted_e2e_s_conformal_low"
+PREDICTED_E2E_CONFORMAL_HIGH_S = "predicted_e2e_s_conformal_high"
 
 PREDICTION_COLUMNS = (
     SETTING, PREDICTOR, RUN_ID, MODEL, MAX_NUM_SEQS, INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, OUTPUT_LEN_NOMINAL,
     MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MEASURED_E2E_S,
     PREDICTED_E2E_S, ROLE, PREDICTED_THROUGHPUT_LOW, PREDICTED_THROUGHPUT_HIGH, PREDICTED_E2E_LOW_S,
-    PREDICTED_E2E_HIGH_S,
+    PREDICTED_E2E_HIGH_S, PREDICTED_THROUGHPUT_CONFORMAL_LOW, PREDICTED_THROUGHPUT_CONFORMAL_HIGH,
+    PREDICTED_E2E_CONFORMAL_LOW_S, PREDICTED_E2E_CONFORMAL_HIGH_S,
 )
 """Columns of a held-out prediction table, in order."""
 
@@ -125,8 +132,12 @@ N_RUNS = "n_runs"
 MAPE_THROUGHPUT_PCT = "mape_throughput_pct"
 MAPE_E2E_PCT = "mape_e2e_pct"
 MAPE_MEAN_BATCH_PCT = "mape_mean_batch_pct"  # NaN where the predictor is given the measured mean batch
+# Share of the validation runs inside their conformal interval (%); NaN without one.
+COVERAGE_THROUGHPUT_PCT = "coverage_throughput_pct"
+COVERAGE_E2E_PCT = "coverage_e2e_pct"
 
-MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT, MAPE_MEAN_BATCH_PCT)
+MAPE_COLUMNS = (SETTING, PREDICTOR, N_VALIDATION, MAPE_THROUGHPUT_PCT, MAPE_E2E_PCT, MAPE_MEAN_BATCH_PCT,
+                COVERAGE_THROUGHPUT_PCT, COVERAGE_E2E_PCT)
 """Columns of a held-out MAPE table, in order."""
 
 # --- Bootstrap confidence intervals of the MAPEs (slim.paper.mape_intervals), one row per
@@ -262,14 +273,20 @@ class PredictionMetric:
     mape_ci_high: str
     band_low: str = ""     # columns of the prediction band ("" where the metric has none)
     band_high: str = ""
+    conformal_low: str = ""  # columns of the conformal interval and of its coverage ("" where none)
+    conformal_high: str = ""
+    coverage: str = ""
 
 
 THROUGHPUT_METRIC = PredictionMetric("throughput", MEASURED_THROUGHPUT, PREDICTED_THROUGHPUT, MAPE_THROUGHPUT_PCT,
                                      MAPE_THROUGHPUT_LOW_PCT, MAPE_THROUGHPUT_HIGH_PCT, MAPE_THROUGHPUT_CI_LOW_PCT,
-                                     MAPE_THROUGHPUT_CI_HIGH_PCT, PREDICTED_THROUGHPUT_LOW, PREDICTED_THROUGHPUT_HIGH)
+                                     MAPE_THROUGHPUT_CI_HIGH_PCT, PREDICTED_THROUGHPUT_LOW, PREDICTED_THROUGHPUT_HIGH,
+                                     PREDICTED_THROUGHPUT_CONFORMAL_LOW, PREDICTED_THROUGHPUT_CONFORMAL_HIGH,
+                                     COVERAGE_THROUGHPUT_PCT)
 E2E_METRIC = PredictionMetric("e2e", MEASURED_E2E_S, PREDICTED_E2E_S, MAPE_E2E_PCT, MAPE_E2E_LOW_PCT,
                               MAPE_E2E_HIGH_PCT, MAPE_E2E_CI_LOW_PCT, MAPE_E2E_CI_HIGH_PCT, PREDICTED_E2E_LOW_S,
-                              PREDICTED_E2E_HIGH_S)
+                              PREDICTED_E2E_HIGH_S, PREDICTED_E2E_CONFORMAL_LOW_S, PREDICTED_E2E_CONFORMAL_HIGH_S,
+                              COVERAGE_E2E_PCT)
 PREDICTION_METRICS = (THROUGHPUT_METRIC, E2E_METRIC)
 """Total-token throughput (Eq. 6) and E2E latency (Eq. 5), in the order the tables show them."""
 MEAN_BATCH_METRIC = PredictionMetric("mean_batch", MEAN_BATCH_SIZE, PREDICTED_MEAN_BATCH_SIZE, MAPE_MEAN_BATCH_PCT,

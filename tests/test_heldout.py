@@ -1,5 +1,8 @@
 """Held-out evaluation on the real public traces: quality bars, headline checks, tables."""
 
+import re
+
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -18,7 +21,15 @@ from slim.paper.heldout import (
 )
 from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals, with_intervals
 from slim.paper.splits import load_settings
-from slim.paper.tables import RANGE_NOTE, UNDETERMINED_NOTE, identifiability_notes, table3, to_booktabs, to_markdown
+from slim.paper.tables import (
+    COVERAGE_NOTE,
+    RANGE_NOTE,
+    UNDETERMINED_NOTE,
+    identifiability_notes,
+    table3,
+    to_booktabs,
+    to_markdown,
+)
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
@@ -113,10 +124,11 @@ def test_table3_shows_what_the_training_data_cannot_decide(public_mapes):
     table = table3(public_mapes, settings)
     model_row = table.loc["Model (Llama-2-7B, OL 390)"]
     slim_cell, imai_cell = model_row[(SLIM, "Thr.")], model_row[(IMAI, "Thr.")]
-    assert isinstance(slim_cell, str) and "[" in slim_cell and slim_cell.endswith("]")
-    assert isinstance(imai_cell, str) and imai_cell.endswith("*")
-    assert isinstance(table.loc["Same curve"][(SLIM, "Thr.")], float)   # identified: a plain number
-    assert identifiability_notes(table) == [RANGE_NOTE, UNDETERMINED_NOTE]
+    # SLIM's range over its equivalent fits, then the coverage of its conformal intervals
+    assert re.fullmatch(r"[0-9.]+ \[[0-9.]+-[0-9.]+\] cov\. [0-9]+%", slim_cell), slim_cell
+    assert isinstance(imai_cell, str) and imai_cell.endswith("*")   # IMAI has no conformal interval
+    assert re.fullmatch(r"[0-9.]+ cov\. [0-9]+%", table.loc["Same curve"][(SLIM, "Thr.")])   # identified
+    assert identifiability_notes(table) == [RANGE_NOTE, UNDETERMINED_NOTE, COVERAGE_NOTE]
     markdown = to_markdown(table)
     assert slim_cell in markdown and imai_cell in markdown
 
@@ -152,3 +164,30 @@ def test_sim_never_reads_the_validation_runs_measured_batch(public_clean, public
     sim = [rows[rows["predictor"] == SIM] for rows in predictions]
     for column in ("predicted_throughput", "predicted_e2e_s", "predicted_mean_batch_size"):
         assert sim[0][column].tolist() == sim[1][column].tolist()
+
+
+def test_sim_and_slim_carry_conformal_intervals_whose_coverage_table3_reports(public_evaluations, public_mapes):
+    predictions = pd.concat([e.predictions for e in public_evaluations], ignore_index=True)
+    validation = predictions[predictions[col.ROLE] == "validate"]
+    for predictor in (SLIM, SIM):
+        rows = validation[validation[col.PREDICTOR] == predictor]
+        low, high = rows[col.PREDICTED_THROUGHPUT_CONFORMAL_LOW], rows[col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH]
+        assert (low < rows[col.PREDICTED_THROUGHPUT]).all() and (rows[col.PREDICTED_THROUGHPUT] < high).all()
+        mapes = public_mapes[public_mapes[col.PREDICTOR] == predictor].set_index(col.SETTING)
+        for setting, group in rows.groupby(col.SETTING):
+            inside = ((group[col.PREDICTED_THROUGHPUT_CONFORMAL_LOW] <= group[col.MEASURED_THROUGHPUT])
+                      & (group[col.MEASURED_THROUGHPUT] <= group[col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH]))
+            assert mapes.loc[setting, col.COVERAGE_THROUGHPUT_PCT] == pytest.approx(100 * inside.mean())
+    others = validation[validation[col.PREDICTOR] == IMAI]
+    assert others[col.PREDICTED_THROUGHPUT_CONFORMAL_LOW].isna().all()
+
+
+def test_conformal_quantile_is_the_finite_sample_rank():
+    from slim.model.conformal import conformal_bounds, conformal_quantile
+
+    scores = np.arange(1.0, 10.0)                       # 9 scores: rank ceil(10 x 0.9) = 9
+    assert conformal_quantile(scores, 0.9) == 9.0
+    assert conformal_quantile(scores[:8], 0.9) == np.inf   # 8 scores cannot give 90 %
+    low, high = conformal_bounds(np.array([10.0]), np.full(9, np.log(2.0)), 0.9)
+    assert low[0] == pytest.approx(5.0) and high[0] == pytest.approx(20.0)
+    assert np.isnan(conformal_bounds(np.array([10.0]), scores[:3], 0.9)[0]).all()

@@ -46,6 +46,8 @@ def _curve(setting: str, predictor: str, model: str, output_len: int, role: str,
         "predicted_e2e_s_band_high": e2e_s / factor * 1.05 if predictor in (SLIM, IMAI) else np.nan,
         "predicted_throughput_band_low": throughput * factor / 1.05 if predictor in (SLIM, IMAI) else np.nan,
         "predicted_throughput_band_high": throughput * factor * 1.05 if predictor in (SLIM, IMAI) else np.nan,
+        **dict.fromkeys((col.PREDICTED_THROUGHPUT_CONFORMAL_LOW, col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH,
+                         col.PREDICTED_E2E_CONFORMAL_LOW_S, col.PREDICTED_E2E_CONFORMAL_HIGH_S), np.nan),
     })[list(col.PREDICTION_COLUMNS)]
 
 

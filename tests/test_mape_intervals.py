@@ -47,7 +47,9 @@ def _predictions(setting: str, errors: dict[str, np.ndarray], curves: list[str])
             col.PREDICTED_THROUGHPUT: 100.0 * (1 + np.asarray(error)), col.MEASURED_E2E_S: 100.0,
             col.PREDICTED_E2E_S: 100.0 * (1 - np.asarray(error)), col.ROLE: "validate",
             **dict.fromkeys((col.PREDICTED_THROUGHPUT_LOW, col.PREDICTED_THROUGHPUT_HIGH, col.PREDICTED_E2E_LOW_S,
-                             col.PREDICTED_E2E_HIGH_S), np.nan)}))
+                             col.PREDICTED_E2E_HIGH_S, col.PREDICTED_THROUGHPUT_CONFORMAL_LOW,
+                             col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH, col.PREDICTED_E2E_CONFORMAL_LOW_S,
+                             col.PREDICTED_E2E_CONFORMAL_HIGH_S), np.nan)}))
     predictions = pd.concat(frames, ignore_index=True)[list(col.PREDICTION_COLUMNS)]
     return predictions
 

@@ -41,6 +41,7 @@ from scipy.stats import norm
 from slim import columns as col
 from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
 from slim.errors import AdvisorError
+from slim.model.conformal import conformal_quantile
 from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
@@ -193,15 +194,14 @@ class ResidualKernel:
 
 
 def conformal_multiplier(scores: np.ndarray, confidence: float) -> float:
-    """Split-conformal multiplier of the standardised interval at `confidence`: the
-    ``ceil((n + 1) c)``-th smallest score; with too few scores for that rank, the larger of the
-    normal quantile and the largest score."""
+    """Split-conformal multiplier of the standardised interval at `confidence`
+    (`slim.model.conformal.conformal_quantile`); with too few scores for its rank, the larger of
+    the normal quantile and the largest score."""
+    quantile = conformal_quantile(scores, confidence)
+    if math.isfinite(quantile):
+        return quantile
     normal = float(norm.ppf(0.5 + confidence / 2.0))
-    scores = np.sort(np.asarray(scores, dtype=float))
-    rank = math.ceil((len(scores) + 1) * confidence)
-    if rank > len(scores):
-        return max(normal, float(scores[-1])) if len(scores) else normal
-    return float(scores[rank - 1])
+    return max(normal, float(np.max(scores))) if len(scores) else normal
 
 
 class ResidualProcess:

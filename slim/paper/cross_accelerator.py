@@ -19,7 +19,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.paper.heldout import IMAI, LLMVISOR, SIM, SLIM
+from slim.paper.heldout import BAND_CONFIDENCE, IMAI, LLMVISOR, SIM, SLIM
 from slim.paper.splits import HeldOutSetting
 
 PREDICTORS = (SLIM, SIM, IMAI, LLMVISOR)
@@ -30,7 +30,8 @@ SETTING_LABEL = "setting_label"
 BEST_OF_SIM_SLIM = "best_of_sim_slim_throughput_mape_pct"
 LONG_COLUMNS = (ACCELERATOR, col.DATASET, col.SETTING, SETTING_LABEL, col.PREDICTOR, col.N_VALIDATION,
                 col.THROUGHPUT_METRIC.mape, col.THROUGHPUT_METRIC.mape_ci_low, col.THROUGHPUT_METRIC.mape_ci_high,
-                col.E2E_METRIC.mape, col.E2E_METRIC.mape_ci_low, col.E2E_METRIC.mape_ci_high)
+                col.E2E_METRIC.mape, col.E2E_METRIC.mape_ci_low, col.E2E_METRIC.mape_ci_high,
+                col.COVERAGE_THROUGHPUT_PCT, col.COVERAGE_E2E_PCT)
 NOT_PREDICTED = "n/a"
 
 
@@ -85,9 +86,11 @@ def _cell(row: pd.Series) -> str:
     if not math.isfinite(value):
         return NOT_PREDICTED
     low, high = float(row[col.THROUGHPUT_METRIC.mape_ci_low]), float(row[col.THROUGHPUT_METRIC.mape_ci_high])
+    coverage = float(row[col.COVERAGE_THROUGHPUT_PCT])
+    covered = f", cov. {coverage:.0f}%" if math.isfinite(coverage) else ""
     if math.isfinite(low) and math.isfinite(high):
-        return f"{value:.1f} ({low:.1f}-{high:.1f})"
-    return f"{value:.1f} (no CI)"
+        return f"{value:.1f} ({low:.1f}-{high:.1f}{covered})"
+    return f"{value:.1f} (no CI{covered})"
 
 
 def cross_accelerator_display(long: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +137,9 @@ def goal_report(long: pd.DataFrame, nvidia: set[str]) -> pd.DataFrame:
 NOTE = ("Throughput MAPE (%) on each setting's validation runs, with its 95% BCa bootstrap interval (as in each "
         "accelerator's Table III, results/<dataset>/table3.csv). SIM: the step-level simulator running each static "
         "batch (all B requests at t = 0), calibrated on that accelerator's training runs only. n/a: LLMVisor-Agg "
-        "is not fitted on offline static batches, which record no inter-token latency.")
+        "is not fitted on offline static batches, which record no inter-token latency. cov. N%: the share of the "
+        f"validation runs inside their {100 * BAND_CONFIDENCE:.0f}% conformal prediction interval (SLIM and SIM; "
+        "Table III's note).")
 
 
 def cross_accelerator_markdown(display: pd.DataFrame, title: str = "Held-out accuracy per accelerator") -> str:

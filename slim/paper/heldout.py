@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
+from slim.errors import FitError
 from slim.model.equations import ABLATIONS, FULL, predict_frame
 from slim.model.metrics import mape_pct
 from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
@@ -99,10 +100,12 @@ def with_no_runs_noted(settings: list[HeldOutSetting], predictions: pd.DataFrame
 def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
                      throughput: np.ndarray, e2e_s: np.ndarray,
                      predicted_batch: np.ndarray | None = None,
-                     e2e_band_s: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+                     e2e_band_s: tuple[np.ndarray, np.ndarray] | None = None,
+                     conformal: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """One prediction table (`columns.PREDICTION_COLUMNS`) for `rows`; `e2e_band_s` is the
     ``(low, high)`` E2E band (NaN columns without one), the throughput band follows by Eq. 6
-    (``T = B (IL + OL) / E2E``: the low E2E gives the high throughput; NaN where that E2E is <= 0)."""
+    (``T = B (IL + OL) / E2E``: the low E2E gives the high throughput; NaN where that E2E is <= 0);
+    `conformal` maps the conformal interval's columns to their values (`conformal_intervals`)."""
     frame = rows[[col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN,
                   col.OUTPUT_LEN_NOMINAL, col.MEAN_BATCH_SIZE]].copy()
     frame.insert(0, col.PREDICTOR, predictor)
@@ -121,7 +124,23 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
         frame[col.PREDICTED_THROUGHPUT_HIGH] = np.where(np.asarray(low_s) > 0, tokens / np.asarray(low_s), np.nan)
     frame[col.PREDICTED_E2E_LOW_S] = low_s
     frame[col.PREDICTED_E2E_HIGH_S] = high_s
+    for metric in col.PREDICTION_METRICS:
+        for name in (metric.conformal_low, metric.conformal_high):
+            frame[name] = np.nan if conformal is None else conformal[name]
     return frame[list(col.PREDICTION_COLUMNS)]
+
+
+def conformal_intervals(train: pd.DataFrame, fit_predict, throughput: np.ndarray,
+                        e2e_s: np.ndarray) -> dict[str, np.ndarray]:
+    """The conformal interval at `BAND_CONFIDENCE` of predictions `throughput` and `e2e_s`, from the
+    predictor's leave-one-curve-out scores on `train` (`slim.model.conformal`)."""
+    from slim.model.conformal import conformal_bounds, leave_one_curve_out_scores
+
+    throughput_scores, e2e_scores = leave_one_curve_out_scores(train, fit_predict)
+    t_low, t_high = conformal_bounds(throughput, throughput_scores, BAND_CONFIDENCE)
+    e_low, e_high = conformal_bounds(e2e_s, e2e_scores, BAND_CONFIDENCE)
+    return {col.PREDICTED_THROUGHPUT_CONFORMAL_LOW: t_low, col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH: t_high,
+            col.PREDICTED_E2E_CONFORMAL_LOW_S: e_low, col.PREDICTED_E2E_CONFORMAL_HIGH_S: e_high}
 
 
 def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: ArchitectureCatalog,
@@ -161,8 +180,10 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         for role, rows in roles:
             e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
             band = prediction_band_frame(fit, catalog, hw, rows, BAND_CONFIDENCE, kind="curve")
+            conformal = (conformal_intervals(split.train, _slim_refit(fit, catalog, hw, setting.name), throughput,
+                                             e2e_s) if ablation == FULL and role == "validate" else None)
             frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s,
-                                          e2e_band_s=(band.e2e_low_s, band.e2e_high_s)))
+                                          e2e_band_s=(band.e2e_low_s, band.e2e_high_s), conformal=conformal))
         identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
     train_x = add_architecture_columns(split.train, catalog)
     validate_x = add_architecture_columns(split.validate, catalog)
@@ -192,6 +213,45 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     return SettingEvaluation(pd.concat(frames, ignore_index=True), fits,
                              pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)),
                              calibration)
+
+
+def _slim_refit(fit: SlimFit, catalog: ArchitectureCatalog, hw: Hardware, setting: str):
+    """SLIM refitted on some training runs (one refinement from `fit`), predicting others at their
+    measured mean batch; None where those runs cannot determine its free parameters."""
+    from slim.model.fit import fit_slim, start_at
+
+    def fit_predict(train: pd.DataFrame, rows: pd.DataFrame):
+        if len(train) < len(fit.free_parameters):
+            return None
+        try:
+            refit = fit_slim(train, catalog, hw, split_name=f"{setting} (one curve left out)",
+                             starts=start_at(fit.params), sample_valley=False)
+        except FitError:
+            return None
+        e2e_s, throughput = predict_frame(catalog, hw, refit.params, rows)
+        return throughput, e2e_s
+
+    return fit_predict
+
+
+def _sim_refit(calibration: SimCalibration, schedules: ScheduleTable, catalog: ArchitectureCatalog, hw: Hardware,
+               setting: str):
+    """SIM recalibrated on some training runs (one refinement from `calibration`), predicting others
+    from their configuration; None where the recalibration does not converge."""
+    from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+
+    start = [[getattr(calibration.constants, name) for name in col.SIM_FITTED_CONSTANTS]]
+
+    def fit_predict(train: pd.DataFrame, rows: pd.DataFrame):
+        try:
+            refit = calibrate_on_rows(train, schedules, catalog, hw, split_name=f"{setting} (one curve left out)",
+                                      starts=start, sample_valley=False)
+        except FitError:
+            return None
+        predicted = prediction_costs(rows, schedules, catalog, hw).predict(refit.constants)
+        return predicted.throughput_per_s, predicted.e2e_latency_s
+
+    return fit_predict
 
 
 def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: ScheduleTable,
@@ -229,8 +289,12 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
                                            f"SIM: {calibration.identifiability.describe()}")}
     for predictor, alternatives in ((SIM, sim_alternatives), (SLIM_PREDICTED_BATCH, slim_alternatives)):
         first = alternatives[0]
+        conformal = (conformal_intervals(split.train, _sim_refit(calibration, schedules, catalog, hw, setting),
+                                         first[col.THROUGHPUT_METRIC.name], first[col.E2E_METRIC.name])
+                     if predictor == SIM else None)
         frames.append(prediction_rows(setting, predictor, validate, "validate", first[col.THROUGHPUT_METRIC.name],
-                                      first[col.E2E_METRIC.name], first[col.MEAN_BATCH_METRIC.name]))
+                                      first[col.E2E_METRIC.name], first[col.MEAN_BATCH_METRIC.name],
+                                      conformal=conformal))
         records.append(_range_record(setting, predictor, validate, alternatives, unidentified[predictor]))
     return calibration, frames, records
 
@@ -356,11 +420,22 @@ def mape_table(predictions: pd.DataFrame, identifiability: pd.DataFrame | None =
             col.SETTING: setting, col.PREDICTOR: predictor, col.N_VALIDATION: len(rows),
             **{metric.mape: _mape_or_nan(rows[metric.predicted], rows[metric.measured])
                for metric in col.MAPE_METRICS},
+            **{metric.coverage: _coverage_pct(rows, metric) for metric in col.PREDICTION_METRICS},
         })
     mapes = pd.DataFrame.from_records(records, columns=list(col.MAPE_COLUMNS))
     if identifiability is None:
         return mapes
     return mapes.merge(identifiability, on=[col.SETTING, col.PREDICTOR], how="left", validate="one_to_one")
+
+
+def _coverage_pct(rows: pd.DataFrame, metric: col.PredictionMetric) -> float:
+    """Share (%) of the runs whose measurement lies in their conformal interval; NaN without one."""
+    low, high = rows[metric.conformal_low].to_numpy(dtype=float), rows[metric.conformal_high].to_numpy(dtype=float)
+    known = np.isfinite(low) & np.isfinite(high)
+    if not known.any():
+        return np.nan
+    measured = rows[metric.measured].to_numpy(dtype=float)[known]
+    return 100.0 * float(np.mean((low[known] <= measured) & (measured <= high[known])))
 
 
 def _mape_or_nan(predicted: pd.Series, measured: pd.Series) -> float:

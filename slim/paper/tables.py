@@ -12,6 +12,7 @@ import yaml
 from slim import columns as col
 from slim.paper.heldout import (
     ABLATION_LABELS,
+    BAND_CONFIDENCE,
     IMAI,
     LLMVISOR,
     MAIN_PREDICTORS,
@@ -69,8 +70,12 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
     training-equivalent solutions disagree on them; ``value*`` for a baseline whose
     prediction is its minimal-norm choice (`UNDETERMINED_MARK`). Where `row` has the
     bootstrap interval's columns (`slim.paper.mape_intervals`), `` (CI low-high)`` follows
-    (`` (no CI)`` where there is none, e.g. one validation run).
+    (`` (no CI)`` where there is none, e.g. one validation run); where it has the coverage of the
+    predictor's conformal intervals (SLIM and SIM), `` cov. N%`` (`COVERAGE_NOTE`).
     """
+    coverage = ""
+    if metric.coverage and metric.coverage in row.index and math.isfinite(float(row[metric.coverage])):
+        coverage = f" {COVERAGE_MARK} {float(row[metric.coverage]):.0f}%"
     value = float(row[metric.mape])
     if not math.isfinite(value):
         return NOT_FITTED_MARK        # the predictor predicted nothing here (LLMVisor-Agg without ITL)
@@ -83,15 +88,20 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
         else:
             shown = f"{value:.{precision}f} [{low:.{precision}f}-{high:.{precision}f}]"
     if metric.mape_ci_low not in row.index:
-        return shown
+        return f"{shown}{coverage}" if coverage else shown
     text = shown if isinstance(shown, str) else f"{value:.{precision}f}"
     ci_low, ci_high = float(row[metric.mape_ci_low]), float(row[metric.mape_ci_high])
     if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return f"{text} {NO_INTERVAL_MARK}"
-    return f"{text} (CI {ci_low:.{precision}f}-{ci_high:.{precision}f})"
+        return f"{text} {NO_INTERVAL_MARK}{coverage}"
+    return f"{text} (CI {ci_low:.{precision}f}-{ci_high:.{precision}f}){coverage}"
 
 
 NOT_FITTED_MARK = "n/a"
+COVERAGE_MARK = "cov."
+COVERAGE_NOTE = (f"{COVERAGE_MARK} N%: the share of the validation runs inside their {100 * BAND_CONFIDENCE:.0f}% "
+                 "conformal prediction "
+                 "interval (slim.model.conformal: the predictor refitted with each training curve left out, its "
+                 "errors on that curve); none where the training runs are one curve.")
 NOT_FITTED_NOTE = (f"{NOT_FITTED_MARK}: the predictor is not fitted on this dataset (LLMVisor-Agg on offline static "
                    "batches, which record no inter-token latency; the reason is in table3.csv, column unidentified).")
 NO_INTERVAL_MARK = "(no CI)"
@@ -138,6 +148,8 @@ def identifiability_notes(matrix: pd.DataFrame) -> list[str]:
         notes.append(NO_INTERVAL_NOTE)
     if any(cell == NOT_FITTED_MARK for cell in cells):
         notes.append(NOT_FITTED_NOTE)
+    if any(f" {COVERAGE_MARK} " in cell for cell in cells):
+        notes.append(COVERAGE_NOTE)
     return notes
 
 
