@@ -98,3 +98,9 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert main(["tune", "--traces", str(tmp_path), "--workload", "opt-125m:12", "--hardware", "a100-sxm-40gb",
                  "--slo-ms", "100"]) == 2
     assert "MODEL:INPUT_LEN:OUTPUT_LEN" in capsys.readouterr().err
+
+
+def test_a_broken_template_stops_the_loop_after_a_few_failures_and_settles_nothing(tmp_path, capsys):
+    code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150", "--run", f"{sys.executable} -c 'raise SystemExit(3)'")
+    assert code == 4 and body["loop"]["runs"] == 3 and "3 runs in a row" in body["loop"]["stopped"]
+    assert not body["workloads"][0]["certificate"]["settled"]

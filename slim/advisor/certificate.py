@@ -12,7 +12,8 @@ the others known only within intervals (`slim.advisor.tune_model.Belief`), the d
   bounded below the efficiency floor, its E2E lower bound above the SLO, or its throughput upper
   bound within ``(1 + tolerance)`` of the incumbent's measured throughput.
 
-Or, with no incumbent, when every candidate is excluded as infeasible (no cap meets the SLO).
+Or, with no incumbent, when every candidate is excluded as infeasible (no cap meets the SLO) and
+not every one of them merely failed to run.
 Otherwise the candidates that are not excluded are the *challengers*: what a measurement could
 change. Bounds hold at the belief's confidence each; the certificate names the measurements and
 bounds that settle it.
@@ -147,6 +148,8 @@ def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float 
     if incumbent < 0 and efficient_maybe.any() and not one_measured:
         needs_one = True             # a measured cap meets the SLO; only T(1) keeps it from being chosen
     settled = not challengers and not needs_one
+    if incumbent < 0 and all(view.failed[i] and not measured[i] for i in range(len(caps))):
+        settled = False   # nothing ran: no measurement or bound rules any cap out
     if incumbent >= 0:
         return Certificate(float(caps[incumbent]), float(view.throughput_measured[incumbent]),
                            float(view.e2e_measured[incumbent]), settled, slo_s, epsilon, tolerance,

@@ -32,6 +32,8 @@ from slim.advisor.tune_plan import TUNE_FOLDER, TunePlan, _measurement, placehol
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"
+MAX_FAILURES_IN_A_ROW = 3
+"""The loop stops after this many runs in a row gave nothing usable: the template is likely broken."""
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 
 
@@ -143,7 +145,8 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
                     budget_gpu_seconds: float | None = None, timeout_s: float | None = None,
                     on_step: Callable[[Proposal, Attempt], None] | None = None) -> tuple[list[LoopStep], str]:
     """Propose, run through `template`, ingest and update until settled or a budget is spent; the
-    steps and why the loop stopped ("settled", "no proposal", "run budget", "GPU budget")."""
+    steps and why the loop stopped ("settled", "no proposal", "run budget", "GPU budget", or
+    `MAX_FAILURES_IN_A_ROW` failed runs in a row)."""
     mark_failed_attempts(plan)
     session, request = plan.session, plan.request
     ledger = request.traces / TUNE_FOLDER / LEDGER
@@ -175,6 +178,9 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
         steps.append(LoopStep(proposal.candidate, proposal.workload, float(cap), usable, charged, None, None))
         if on_step is not None:
             on_step(proposal, attempt)
+        if len(steps) >= MAX_FAILURES_IN_A_ROW and not any(s.usable for s in steps[-MAX_FAILURES_IN_A_ROW:]):
+            return steps, (f"{MAX_FAILURES_IN_A_ROW} runs in a row gave no usable result; check the --run template "
+                           f"(the last run's output: {folder / 'stderr.log'})")
 
 
 __all__ = ["render_template", "run_tuning_loop", "read_attempts", "execute", "run_folder_name"]
