@@ -101,6 +101,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
 
 
 def test_a_broken_template_stops_the_loop_after_a_few_failures_and_settles_nothing(tmp_path, capsys):
-    code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150", "--run", f"{sys.executable} -c 'raise SystemExit(3)'")
+    broken = f"{sys.executable} -c 'raise SystemExit(3)'"
+    code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150", "--run", broken)
     assert code == 4 and body["loop"]["runs"] == 3 and "3 runs in a row" in body["loop"]["stopped"]
     assert not body["workloads"][0]["certificate"]["settled"]
