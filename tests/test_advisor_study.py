@@ -325,7 +325,7 @@ def test_advisor_comparison_on_an_exact_model(frame):
 
 def test_traces_without_a_cache_config_still_give_every_advisor_table(frame):
     # A user's `vllm bench serve` results alone: no cache config, so no KV capacity, block count or
-    # block size (this used to stop every BCA rule with "cannot convert float NaN to integer").
+    # block size: the advisors fall back to vLLM's default block size and KV reservation.
     bare = frame.assign(**{col.KV_CAPACITY_TOKENS: np.nan, col.NUM_GPU_BLOCKS: np.nan, col.BLOCK_SIZE: np.nan})
     curve = measured_curves(bare)[0]
     assert curve.block_size == 16 and np.isnan(curve.kv_capacity_tokens)

@@ -1,4 +1,4 @@
-"""Tests of the baselines' readings (issue 19): each named configuration recovers a truth of its own
+"""Tests of the baselines' readings: each named configuration recovers a truth of its own
 form, and the sensitivity table scores them with the main tables' machinery."""
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from slim import __version__
-from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, format_advice, main
+from slim.advisor.advise import AdviceRequest, advise
+from slim.advisor.report import render_text
+from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, main
 from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -75,8 +77,8 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
 
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
-    return advise(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
-                  models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
+    return advise(AdviceRequest(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
+                                models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
 
 
 def test_real_advice_on_the_public_traces(public_advice):
@@ -251,8 +253,8 @@ def test_train_models_must_name_a_profiled_model(capsys):
 
 
 def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_traces_dir):
-    advice = advise(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
-                    train_models=["opt-1.3b", "opt-2.7b"])
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
+                                  train_models=["opt-1.3b", "opt-2.7b"]))
     assert advice.train_models == ("opt-1.3b", "opt-2.7b") and advice.n_left_out == advice.held_out.n_runs
     assert advice.held_out.model == "llama-2-7b" and advice.held_out.n_runs >= 30
     assert 0 < advice.held_out.throughput_mape_pct < 50
@@ -262,7 +264,8 @@ def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_tr
 def test_a_cap_above_the_kv_capacity_and_an_unprofiled_model_are_warned_about(shared_traces_dir):
     # Llama-2-13B was never profiled (the traces hold OPT-1.3B, OPT-2.7B and Llama-2-7B); at IL 242 + OL 520
     # vLLM's default reservation on the 64 GB H100 holds 55.7 sequences, and SLIM-BCA picks the cap 64.
-    advice = advise(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0, epsilon=0.1)
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0,
+                                  epsilon=0.1))
     assert advice.decision.batch_cap == 64
     assert advice.kv_capacity_sequences == pytest.approx(55.7, abs=0.05)
     assert advice.kv_capacity_source == "default reservation"
@@ -304,13 +307,13 @@ def test_a_hugging_face_config_describes_the_target(capsys, tmp_path):
 def test_sim_predictor_simulates_each_cap_and_refuses_preempting_ones(shared_traces_dir):
     """OPT-2.7B at 242 + 520 tokens: its KV cache holds about 223 such sequences, so SIM
     predicts preemption at caps 256 and 512 and refuses them; SLIM's default is unchanged."""
-    advice = advise(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
-                    candidates=(64, 128, 256, 512), predictor="sim",
-                    sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml")
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
+                                  candidates=(64, 128, 256, 512), predictor="sim",
+                                  sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml"))
     assert advice.predictor == "sim" and advice.refused_caps == (256.0, 512.0)
     assert advice.decision.feasible and advice.decision.batch_cap in (64, 128)
     assert advice.fit.n_train_points >= 100
-    text = format_advice(advice)
+    text = render_text(advice)
     assert text.startswith("SIM (the simulator) calibrated") and "SIM refused --max-num-seqs 256, 512" in text
 
 
@@ -357,10 +360,10 @@ def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
     the band is wide. An SLO just above the plain choice's predicted E2E is met by the prediction
     but not by its upper bound, and the confident advisor steps down to a cap whose bound meets it."""
     traces, workload = shared_traces_dir / "output_length", ("llama-2-7b", 250, 390)
-    plain = advise(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"])
+    plain = advise(AdviceRequest(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"]))
     slo_s = plain.decision.e2e_latency_s * 1.001
-    plain = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"])
-    confident = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9)
+    plain = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"]))
+    confident = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9))
     assert confident.decision.batch_cap < plain.decision.batch_cap
     assert confident.decision.e2e_bound_s <= slo_s
     bounds = dict(zip(confident.decision.candidate_batch_sizes, confident.decision.candidate_e2e_bound_s))
@@ -368,5 +371,5 @@ def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
     # The band is wide here: the bound is far above the prediction, beyond the fit's own residual scatter.
     assert bounds[plain.decision.batch_cap] > 1.2 * plain.decision.e2e_latency_s
     with pytest.raises(NoFeasibleCapError):   # and tight enough an SLO is met by no bound at all
-        advise(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
-               train_models=["opt-1.3b"], confidence=0.9)
+        advise(AdviceRequest(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
+                             train_models=["opt-1.3b"], confidence=0.9))

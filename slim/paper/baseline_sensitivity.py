@@ -1,4 +1,4 @@
-"""How Table III and the 79.3% headline depend on reading the two baselines (issue 19).
+"""How Table III and the 79.3% headline depend on reading the two baselines, whose exact form the paper leaves open.
 
 Every reading of IMAI OOD-LR and LLMVisor-Agg in `baselines.variants` is fitted on each
 applicable held-out setting's training runs and scored on its validation runs, the way the main

@@ -1,4 +1,4 @@
-"""One table of every accelerator's held-out accuracy (issue 20, item 4): rows accelerator x setting,
+"""One table of every accelerator's held-out accuracy: rows accelerator x setting,
 columns predictors, the throughput MAPE with its bootstrap interval (Table III's numbers, not
 recomputed: each accelerator's ``table3.csv`` from `slim.paper.mape_intervals`).
 
@@ -110,9 +110,10 @@ def cross_accelerator_display(long: pd.DataFrame) -> pd.DataFrame:
 
 
 GOAL_BEST_OF_SIM_SLIM_PCT = 5.0
-"""Issue 20's goal: on every accelerator and setting the better of SIM and SLIM within 5% throughput MAPE."""
+"""The project's accuracy goal: on every accelerator and setting the better of SIM and SLIM within 5%
+throughput MAPE."""
 GOAL_SLIM_NVIDIA_PCT = 10.0
-"""Issue 20's goal: SLIM alone within 10% on the NVIDIA accelerators."""
+"""The project's accuracy goal for SLIM alone: within 10% on the NVIDIA accelerators."""
 
 
 def goal_report(long: pd.DataFrame, nvidia: set[str]) -> pd.DataFrame:

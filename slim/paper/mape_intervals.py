@@ -62,7 +62,7 @@ CONFIDENCE_LEVEL = 0.95
 N_RESAMPLES = 9999
 BOOTSTRAP_METHOD = "BCa"
 BOOTSTRAP_SEED = 15
-"""Seed of the `numpy.random.Generator` each bootstrap call starts from (issue 15); every call
+"""Seed of the `numpy.random.Generator` each bootstrap call starts from, so the bytes repeat; every call
 starts afresh, so one setting's interval does not depend on which settings came before it."""
 MIN_CURVES_FOR_CURVE_RESAMPLING = 5
 """Fewest validation curves for which whole curves are resampled: with fewer, a curve bootstrap
