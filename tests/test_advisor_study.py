@@ -423,6 +423,7 @@ def test_sim_bca_refuses_caps_it_predicts_to_preempt():
         sim_bca(SimCurve(curve.max_num_seqs, prediction, np.ones(4, dtype=bool)), slo_s=10.0, epsilon=0.1)
 
 
+@pytest.mark.integration   # the simulator on every real run
 def test_sim_bca_joins_table_v_fig_12_and_the_comparison_on_real_data(public_clean, public_schedules):
     _, clean = public_clean
     study = load_bca_config(REPO / "config" / "bca" / "h100-public.yaml")
