@@ -90,7 +90,7 @@ class IntervalError(SlimError):
 
 
 def interval_note(method: str = BOOTSTRAP_METHOD, level: float = CONFIDENCE_LEVEL) -> str:
-    """What ``(CI a-b)`` means, for table notes and the README."""
+    """What ``(CI a-b)`` means, for table notes and the results page."""
     return (f"(CI a-b): {100 * level:.0f}% {method} bootstrap confidence interval of the MAPE ({N_RESAMPLES} "
             f"resamples, seed {BOOTSTRAP_SEED}; slim.paper.mape_intervals): whole curves (one batch-cap sweep "
             f"each) are resampled where the validation runs span at least {MIN_CURVES_FOR_CURVE_RESAMPLING} "

@@ -136,7 +136,8 @@ def expected_report_artefacts(workdir: Path, target: str = "all", rule_files: Se
 def _embedded_object(html_text: str, script_id: str) -> dict:
     """The JSON object assigned in `<script id="script_id">var name = {...};</script>` (a script's text
     ends at the first ``</script>``, for the browser as here)."""
-    script = re.search(rf'<script\b[^>]*\bid="{re.escape(script_id)}"[^>]*>(?P<text>.*?)</script>', html_text, re.DOTALL)
+    script = re.search(rf'<script\b[^>]*\bid="{re.escape(script_id)}"[^>]*>(?P<text>.*?)</script>', html_text,
+                       re.DOTALL)
     if script is None:
         raise ReportCheckError(f'the report has no <script id="{script_id}"> block: not a Snakemake (>= 8) HTML '
                                "report, or it was built as a .zip")
