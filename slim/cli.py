@@ -51,16 +51,6 @@ EXIT_CODES = {
 }
 
 
-def advise(*args: Any, **kwargs: Any) -> Advice:
-    """`slim.advisor.advise.advise` on the `AdviceRequest` of these arguments, given in the request's
-    field order: ``advise(traces, model, input_len, output_len, slo_s, epsilon=..., ...)``."""
-    return advice_module.advise(AdviceRequest(*args, **kwargs))
-
-
-format_advice = render_text
-"""The earlier name of `render_text`."""
-
-
 # --- output ----------------------------------------------------------------------------
 
 def advice_json(advice: Advice) -> dict[str, Any]:

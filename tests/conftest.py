@@ -1,9 +1,14 @@
-"""Shared test fixtures: the repository root on sys.path and the real public traces."""
+"""Shared test fixtures (the repository root on sys.path, the real public traces) and the two test
+tiers: a test that requests the real traces is marked `traces`; a test that starts a subprocess
+must be marked `integration`, or it fails saying so, so that `pytest -m "not integration"` stays
+the fast tier."""
 
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +19,65 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 SHARED_TRACES = REPO.parent / "shared" / "traces" / "vllm-h100-public"
+
+LIBRARY_PROBES = frozenset({"fc-list", "uname", "ldconfig"})
+"""Programs libraries start on their own (matplotlib's font cache, platform, ctypes.util): allowed in
+every test, since no test asks for them."""
+
+_refusing_subprocesses_for: list[str] = []   # the node id of the running test without `integration`
+_popen_init = subprocess.Popen.__init__
+
+
+def _program(args) -> str:
+    first = args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), "")
+    text = os.fsdecode(first)
+    return Path(text.split()[0] if isinstance(args, (str, bytes)) else text).name
+
+
+def _guarded_popen_init(self, args, *rest, **kwargs):
+    if _refusing_subprocesses_for and _program(args) not in LIBRARY_PROBES:
+        pytest.fail(f"{_refusing_subprocesses_for[0]} starts a subprocess ({_program(args)}) but is not marked "
+                    "integration: add @pytest.mark.integration (the fast tier, -m 'not integration', runs none)",
+                    pytrace=False)
+    _popen_init(self, args, *rest, **kwargs)
+
+
+def pytest_configure(config):
+    subprocess.Popen.__init__ = _guarded_popen_init
+
+
+def pytest_unconfigure(config):
+    subprocess.Popen.__init__ = _popen_init
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "shared_traces_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.traces)
+
+
+@contextmanager
+def _subprocesses_refused_unless_integration(item):
+    refuse = item.get_closest_marker("integration") is None
+    if refuse:
+        _refusing_subprocesses_for.append(item.nodeid)
+    try:
+        yield
+    finally:
+        if refuse:
+            _refusing_subprocesses_for.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _subprocesses_refused_unless_integration(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _subprocesses_refused_unless_integration(item):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Predictors per accelerator (issue 20, items 3-4) on small synthetic data: a dataset restricted to
+"""Predictors per accelerator on small synthetic data: a dataset restricted to
 one accelerator's rows (`rows`, its config errors and the cleaning report's `other_rows`), the shared
 LLM-Inference-Bench settings file, SIM on static batches (simulated as such, calibrated on them), and
 the cross-accelerator table and goals."""
@@ -152,7 +152,7 @@ def _grid() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_the_llm_inference_bench_settings_hold_out_what_the_issue_asks():
+def test_the_llm_inference_bench_settings_hold_out_each_dimension_once():
     settings = {setting.name: setting for setting in load_settings(SETTINGS_FILE)}
     assert list(settings) == ["same_curve", "length", "model", "model_length", "tensor_parallel",
                               "tensor_parallel_4"]

@@ -328,7 +328,7 @@ def test_advisor_comparison_on_an_exact_model(frame):
 
 def test_traces_without_a_cache_config_still_give_every_advisor_table(frame):
     # A user's `vllm bench serve` results alone: no cache config, so no KV capacity, block count or
-    # block size (this used to stop every BCA rule with "cannot convert float NaN to integer").
+    # block size: the advisors fall back to vLLM's default block size and KV reservation.
     bare = frame.assign(**{col.KV_CAPACITY_TOKENS: np.nan, col.NUM_GPU_BLOCKS: np.nan, col.BLOCK_SIZE: np.nan})
     curve = measured_curves(bare)[0]
     assert curve.block_size == 16 and np.isnan(curve.kv_capacity_tokens)
@@ -426,6 +426,7 @@ def test_sim_bca_refuses_caps_it_predicts_to_preempt():
         sim_bca(SimCurve(curve.max_num_seqs, prediction, np.ones(4, dtype=bool)), slo_s=10.0, epsilon=0.1)
 
 
+@pytest.mark.integration   # the simulator on every real run
 def test_sim_bca_joins_table_v_fig_12_and_the_comparison_on_real_data(public_clean, public_schedules):
     _, clean = public_clean
     study = load_bca_config(REPO / "config" / "bca" / "h100-public.yaml")

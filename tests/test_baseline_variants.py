@@ -1,4 +1,4 @@
-"""Tests of the baselines' readings (issue 19): each named configuration recovers a truth of its own
+"""Tests of the baselines' readings: each named configuration recovers a truth of its own
 form, and the sensitivity table scores them with the main tables' machinery."""
 
 from __future__ import annotations
@@ -311,6 +311,7 @@ def _cpu_flags() -> set[str]:
     return set(line.split(":", 1)[1].split())
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not {"sse3", "avx2"} & _cpu_flags(), reason="no two x86-64 OpenBLAS kernels to compare")
 def test_the_table_is_the_same_bytes_under_two_blas_kernels(tmp_path):
     """Prescott and Haswell solve the fits with other kernels (differences about 1e-15, up to 2.4e-9 where a

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from slim import __version__
-from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, advise, format_advice, main
+from slim.advisor.advise import AdviceRequest, advise
+from slim.advisor.report import render_text
+from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, main
 from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -75,8 +77,8 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
 
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
-    return advise(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
-                  models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
+    return advise(AdviceRequest(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
+                                models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
 
 
 def test_real_advice_on_the_public_traces(public_advice):
@@ -100,6 +102,7 @@ def test_infeasible_slo_is_a_one_line_error_with_its_own_exit_code(capsys, share
     assert_one_line_error(err, "no candidate meets the SLO")
 
 
+@pytest.mark.integration
 def test_python_dash_m_prints_the_recommendation(shared_traces_dir):
     result = subprocess.run([sys.executable, "-m", "slim", "advise", "--traces",
                              str(shared_traces_dir / "output_length"), *WORKLOAD, "--slo-ms", "8000"],
@@ -251,8 +254,8 @@ def test_train_models_must_name_a_profiled_model(capsys):
 
 
 def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_traces_dir):
-    advice = advise(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
-                    train_models=["opt-1.3b", "opt-2.7b"])
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
+                                  train_models=["opt-1.3b", "opt-2.7b"]))
     assert advice.train_models == ("opt-1.3b", "opt-2.7b") and advice.n_left_out == advice.held_out.n_runs
     assert advice.held_out.model == "llama-2-7b" and advice.held_out.n_runs >= 30
     assert 0 < advice.held_out.throughput_mape_pct < 50
@@ -262,7 +265,8 @@ def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_tr
 def test_a_cap_above_the_kv_capacity_and_an_unprofiled_model_are_warned_about(shared_traces_dir):
     # Llama-2-13B was never profiled (the traces hold OPT-1.3B, OPT-2.7B and Llama-2-7B); at IL 242 + OL 520
     # vLLM's default reservation on the 64 GB H100 holds 55.7 sequences, and SLIM-BCA picks the cap 64.
-    advice = advise(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0, epsilon=0.1)
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0,
+                                  epsilon=0.1))
     assert advice.decision.batch_cap == 64
     assert advice.kv_capacity_sequences == pytest.approx(55.7, abs=0.05)
     assert advice.kv_capacity_source == "default reservation"
@@ -271,16 +275,6 @@ def test_a_cap_above_the_kv_capacity_and_an_unprofiled_model_are_warned_about(sh
     capacity_warning = advice.warnings[1].message
     assert "--max-num-seqs 64 exceeds the KV capacity of 55.7 sequences" in capacity_warning
     assert "--max-num-seqs 55 predicts" in capacity_warning
-
-
-def test_readme_advise_example_is_what_the_command_prints(shared_traces_dir):
-    readme = (REPO / "README.md").read_text()
-    command, printed = readme.split("## Choosing a batch cap for your deployment", 1)[1].split("```")[1:4:2]
-    argv = command.replace("\\\n", " ").split()
-    assert argv[:3] == ["python", "-m", "slim"]
-    result = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == printed.lstrip("\n")
 
 
 # ---------------------------------------------------------------- --model-config
@@ -301,16 +295,17 @@ def test_a_hugging_face_config_describes_the_target(capsys, tmp_path):
                                      "--input-len", "256", "--output-len", "128", "--slo-ms", "5000"])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "model config not found")
+@pytest.mark.integration   # the simulator on every real run
 def test_sim_predictor_simulates_each_cap_and_refuses_preempting_ones(shared_traces_dir):
     """OPT-2.7B at 242 + 520 tokens: its KV cache holds about 223 such sequences, so SIM
     predicts preemption at caps 256 and 512 and refuses them; SLIM's default is unchanged."""
-    advice = advise(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
-                    candidates=(64, 128, 256, 512), predictor="sim",
-                    sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml")
+    advice = advise(AdviceRequest(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
+                                  candidates=(64, 128, 256, 512), predictor="sim",
+                                  sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml"))
     assert advice.predictor == "sim" and advice.refused_caps == (256.0, 512.0)
     assert advice.decision.feasible and advice.decision.batch_cap in (64, 128)
     assert advice.fit.n_train_points >= 100
-    text = format_advice(advice)
+    text = render_text(advice)
     assert text.startswith("SIM (the simulator) calibrated") and "SIM refused --max-num-seqs 256, 512" in text
 
 
@@ -357,10 +352,10 @@ def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
     the band is wide. An SLO just above the plain choice's predicted E2E is met by the prediction
     but not by its upper bound, and the confident advisor steps down to a cap whose bound meets it."""
     traces, workload = shared_traces_dir / "output_length", ("llama-2-7b", 250, 390)
-    plain = advise(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"])
+    plain = advise(AdviceRequest(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"]))
     slo_s = plain.decision.e2e_latency_s * 1.001
-    plain = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"])
-    confident = advise(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9)
+    plain = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"]))
+    confident = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9))
     assert confident.decision.batch_cap < plain.decision.batch_cap
     assert confident.decision.e2e_bound_s <= slo_s
     bounds = dict(zip(confident.decision.candidate_batch_sizes, confident.decision.candidate_e2e_bound_s))
@@ -368,5 +363,5 @@ def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
     # The band is wide here: the bound is far above the prediction, beyond the fit's own residual scatter.
     assert bounds[plain.decision.batch_cap] > 1.2 * plain.decision.e2e_latency_s
     with pytest.raises(NoFeasibleCapError):   # and tight enough an SLO is met by no bound at all
-        advise(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
-               train_models=["opt-1.3b"], confidence=0.9)
+        advise(AdviceRequest(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
+                             train_models=["opt-1.3b"], confidence=0.9))

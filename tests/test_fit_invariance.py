@@ -43,6 +43,9 @@ from slim.specs.hardware import load_hardware
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import ingest_traces
 
+# Every setting of two datasets evaluated several times over, and one BLAS kernel per subprocess.
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE_PCT_POINTS = 0.05
 BAND_TOLERANCE = 1e-3
@@ -69,6 +72,7 @@ sys.path.insert(0, {str(REPO / "tests")!r})
 from test_fit_invariance import evaluate_with_bands   # the very evaluation the in-process tests run
 from slim.sim.constants import load_sim_constants
 from slim.sim.schedules import read_schedules
+
 constants = load_sim_constants("slim/sim/h100-64gb-sim.yaml")
 for dataset, clean_path, schedules_path, out_dir in zip(*[iter(sys.argv[1:])] * 4):
     schedules = read_schedules(schedules_path, constants) if schedules_path != "-" else None

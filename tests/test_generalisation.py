@@ -222,6 +222,7 @@ def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
     assert written.groupby(col.MODEL)[col.TENSOR_PARALLEL].first().to_dict() == {"opt-big": 2, "mha-7b": 1, "gqa-7b": 1}
 
 
+@pytest.mark.integration
 def test_snakemake_names_a_wrong_dataset_before_any_job(tmp_path, shared_traces_dir):
     override = tmp_path / "override.yaml"
     override.write_text(yaml.safe_dump({"generalisation": {"dataset": "h100-nowhere"}}))

@@ -33,6 +33,9 @@ from slim.paper.tables import (
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 
+# Every setting of the real traces evaluated, SIM included: the simulator runs every real run.
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def public_evaluations(public_clean, public_schedules) -> list:

@@ -105,6 +105,7 @@ def _require_interpreter_readable_by_nobody(drop_privileges: list[str]) -> None:
                     f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode}")
 
 
+@pytest.mark.integration
 def test_unreadable_files_for_an_unprivileged_reader(corpus):
     """Every case, permission ones included, as a reader without root's override: `nobody`."""
     root, cases = corpus

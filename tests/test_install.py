@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration   # a scratch virtualenv, pip and the installed `slim`
+
 REPO = Path(__file__).resolve().parents[1]
 LAYOUT = REPO / "tests" / "data" / "formats" / "bench_serve_metadata"
 SOURCE_ITEMS = ("pyproject.toml", "README.md", "slim", "baselines")

@@ -25,8 +25,7 @@ from slim.gpu.kv_memory import (
 )
 from slim.specs.hardware import GIB
 
-TRACE_RUN = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "vllm-h100-public"
-             / "output_length" / "_260" / "opt-1.3b" / "_512__2000")
+TRACE_RUN = Path("output_length") / "_260" / "opt-1.3b" / "_512__2000"   # under the public traces
 OPT_13B_KV_BYTES_PER_TOKEN = 2 * 24 * 2048 * 2   # K and V x 24 layers x 2048 x fp16 = 196,608
 
 
@@ -129,16 +128,16 @@ def test_fig13_kv_needs_and_unused_reservation_cross_check(catalog, h100):
         assert plan.memory_saved_bytes / GIB == pytest.approx(unused_gib, abs=0.1)
 
 
-@pytest.mark.skipif(not TRACE_RUN.is_dir(), reason="public traces not available")
-def test_opt13b_trace_cache_size_and_implied_overhead(catalog, h100):
+def test_opt13b_trace_cache_size_and_implied_overhead(catalog, h100, shared_traces_dir):
     arch = catalog["opt-1.3b"]
-    cache_line = next(TRACE_RUN.glob("cache_config*.txt")).read_text()
+    run = shared_traces_dir / TRACE_RUN
+    cache_line = next(run.glob("cache_config*.txt")).read_text()
     num_gpu_blocks = int(re.search(r'num_gpu_blocks="(\d+)"', cache_line).group(1))
     block_size = int(re.search(r'block_size="(\d+)"', cache_line).group(1))
     assert (num_gpu_blocks, block_size) == (18293, 16)
     # vLLM's own profile of this run: total_gpu_memory, peak_torch_memory (weights +
     # activations) and non_torch_memory, in GiB.
-    log = next(TRACE_RUN.glob("server_out*.log")).read_text()
+    log = next(run.glob("server_out*.log")).read_text()
     profile = {key: float(value) for key, value in re.findall(r"(\w+)=([\d.]+)GiB", log)}
     weights_gib = weight_bytes(arch) / GIB
     overhead_logged_gib = profile["peak_torch_memory"] - weights_gib + profile["non_torch_memory"]

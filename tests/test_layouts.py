@@ -12,7 +12,7 @@ from conftest import load_data_generator
 
 from slim import columns as col
 from slim.advisor import advise as advice_module
-from slim.cli import advise
+from slim.advisor.advise import AdviceRequest, advise
 from slim.model import fit as fit_module
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -127,8 +127,8 @@ def advice_per_layout():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(advice_module, "fit_slim", fit_once)
-        return {name: advise(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
-                             models_file=MODELS_FILE, hardware_file=HARDWARE_FILE)
+        return {name: advise(AdviceRequest(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
+                                           models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
                 for name in LAYOUTS.LAYOUTS}
 
 

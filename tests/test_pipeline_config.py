@@ -100,6 +100,7 @@ def _snakemake_in_copy(tmp_path: Path, override: dict, edit=None) -> subprocess.
                           capture_output=True, text=True)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", ["empty_trace_dir", "selector_typo", "yaml_syntax_error"])
 def test_config_errors_stop_the_workflow_before_any_job(tmp_path, case, shared_traces_dir):
     override: dict = {}

@@ -48,6 +48,7 @@ def test_writers_create_folders_and_equal_frames_give_equal_bytes(tmp_path):
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".")]   # no temporary left
 
 
+@pytest.mark.integration
 def test_a_failing_script_puts_its_traceback_in_the_rule_log(tmp_path):
     # As Snakemake runs a `script:`: its own Python process; the exception ends it.
     log_path = tmp_path / "logs" / "job.log"

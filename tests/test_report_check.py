@@ -1,5 +1,5 @@
-"""Tests of the report checker (workflow/bench/report_check.py and report_render.py) on a real
-(tiny) Snakemake report built in a temporary folder."""
+"""Tests of the report check (slim.pipeline.report_check) on a real (tiny) Snakemake report built
+in a temporary folder."""
 
 from __future__ import annotations
 
@@ -13,25 +13,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# The report checker is workflow tooling beside workflow/bench/check_report.py, not part of slim.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "bench"))
-
-from report_check import (  # noqa: E402
+from slim.pipeline.report_check import (
     ReportCheckError,
     ReportDeclaration,
     check_report_contents,
     decode_data_uri,
+    distinct_colours,
     embedded_tables,
     expected_report_artefacts,
     html_table_problems,
     parse_summary,
     pattern_regex,
+    render_report,
+    render_tables,
     report_artefacts,
     report_categories,
     report_patterns,
     select_report_artefacts,
 )
-from report_render import distinct_colours, render_report, render_tables  # noqa: E402
 
 # The snakemake beside this interpreter (a virtual environment's), else the one on PATH.
 _BESIDE = Path(sys.executable).with_name("snakemake")
@@ -98,6 +97,7 @@ def toy_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.integration
 def test_report_patterns_read_literal_first_arguments(toy_report: Path) -> None:
     patterns = report_patterns([toy_report / "workflow" / "rules" / "toy.smk"])
     assert patterns == [
@@ -138,11 +138,13 @@ def test_parse_summary_and_selection() -> None:
         parse_summary("nothing to see\n")
 
 
+@pytest.mark.integration
 def test_expected_artefacts_come_from_the_dag(toy_report: Path) -> None:
     # out/figure.txt is built by rule all's DAG but is not flagged for the report.
     assert expected_report_artefacts(toy_report, snakemake=SNAKEMAKE) == EXPECTED
 
 
+@pytest.mark.integration
 def test_report_embeds_every_artefact_byte_for_byte(toy_report: Path) -> None:
     html_text = (toy_report / "report.html").read_text()
     assert report_artefacts(html_text) == EXPECTED
@@ -151,9 +153,10 @@ def test_report_embeds_every_artefact_byte_for_byte(toy_report: Path) -> None:
         "Figures": {"Other": ["out/figure.svg"]},
     }
     contents = check_report_contents(html_text, EXPECTED, workdir=toy_report)
-    assert contents.missing == () and contents.stale == () and contents.unexpected == ()
+    assert contents.expected == tuple(EXPECTED) and contents.unexpected == ()
 
 
+@pytest.mark.integration
 def test_missing_artefact_is_named(toy_report: Path) -> None:
     html_text = (toy_report / "report.html").read_text()
     with pytest.raises(ReportCheckError, match=r"missing from the report: out/c\.txt"):
@@ -168,6 +171,7 @@ def test_missing_artefact_is_named(toy_report: Path) -> None:
         check_report_contents(pruned, EXPECTED)
 
 
+@pytest.mark.integration
 def test_stale_artefact_is_named(toy_report: Path, tmp_path: Path) -> None:
     html_text = (toy_report / "report.html").read_text()
     (tmp_path / "out").mkdir()
@@ -192,6 +196,7 @@ def test_blank_screenshot_has_one_colour(tmp_path: Path) -> None:
     assert distinct_colours(blank) == ((20, 10), 1)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(toy_report: Path, tmp_path: Path) -> None:
     result = render_report(toy_report / "report.html", tmp_path / "shot.png", chromium=CHROMIUM)
@@ -202,6 +207,7 @@ def test_report_renders_in_headless_chromium(toy_report: Path, tmp_path: Path) -
     assert result.screenshot_size_px == (1400, 1000)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (apt-get install chromium)")
 def test_report_whose_app_never_renders_fails(toy_report: Path, tmp_path: Path) -> None:
     html_text = (toy_report / "report.html").read_text()
@@ -245,6 +251,7 @@ def test_tables_embedded_as_html_pass_and_tex_source_is_named() -> None:
     ]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not on PATH (apt-get install chromium)")
 def test_tables_render_as_html_tables_in_headless_chromium() -> None:
     rendered = render_tables({"figures/table3.html": TABLE_PAGE}, chromium=CHROMIUM)

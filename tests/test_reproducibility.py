@@ -5,8 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import copy_workflow
+
+pytestmark = pytest.mark.integration   # the pipeline twice, by Snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = ("figures/h100-public/table3.tex", "figures/h100-public/table4.tex", "results/h100-public/table3.csv",

@@ -154,6 +154,7 @@ def _assert_fetched_and_planned(workdir: Path) -> None:
     assert "wildcards: dataset=h100-public" in planned.stdout
 
 
+@pytest.mark.integration
 def test_fetch_traces_end_to_end_in_a_clone_without_shared(tmp_path, full_archive, shared_traces_dir):
     workdir = copy_workflow(tmp_path / "repo")    # no ../shared beside it
     with _Server({"/archive.tar.gz": full_archive}) as server:
@@ -165,6 +166,7 @@ def test_fetch_traces_end_to_end_in_a_clone_without_shared(tmp_path, full_archiv
     _assert_fetched_and_planned(workdir)
 
 
+@pytest.mark.integration
 def test_fetch_auto_fetches_missing_traces_while_planning(tmp_path, full_archive, shared_traces_dir):
     workdir = copy_workflow(tmp_path / "repo")
     with _Server({"/archive.tar.gz": full_archive}) as server:

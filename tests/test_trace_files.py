@@ -306,6 +306,7 @@ print(metrics.mean_batch_size, (resource.getrusage(resource.RUSAGE_SELF).ru_maxr
 """
 
 
+@pytest.mark.integration
 def test_a_large_metrics_csv_is_read_in_bounded_memory(tmp_path):
     """Only the needed columns, as float64, in chunks: about 30 MB of CSV grows the process by far
     less than its size (reading every column as objects took three times the file's size)."""

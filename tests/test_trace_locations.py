@@ -118,6 +118,7 @@ def _skip_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if " skipped: its real traces are not in " in line]
 
 
+@pytest.mark.integration
 def test_all_plans_without_real_traces_and_says_what_it_skips(lone_clone):
     result = _snakemake(lone_clone, "-n", "all")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -127,6 +128,7 @@ def test_all_plans_without_real_traces_and_says_what_it_skips(lone_clone):
     assert "dataset=simulated" in result.stdout and "dataset=h100-public" not in result.stdout
 
 
+@pytest.mark.integration
 def test_a_skipped_datasets_artefact_fails_with_its_line(lone_clone):
     result = _snakemake(lone_clone, "-n", "figures/h100-public/table3.tex")
     assert result.returncode != 0
@@ -135,6 +137,7 @@ def test_a_skipped_datasets_artefact_fails_with_its_line(lone_clone):
     assert output.count(skip_line) >= 2     # said while planning, then as the error
 
 
+@pytest.mark.integration
 def test_all_builds_the_simulated_part_without_real_traces(lone_clone):
     result = _snakemake(lone_clone, "--cores", "2", "all")
     assert result.returncode == 0, result.stderr[-3000:]

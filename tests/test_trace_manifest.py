@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from slim.pipeline.manifest import HEADER, trace_manifest, update_trace_manifest
@@ -53,6 +54,7 @@ def _plans_ingest(workdir: Path) -> bool:
     return "rule ingest:" in output or "localrule ingest:" in output
 
 
+@pytest.mark.integration
 def test_snakemake_plans_ingest_when_a_trace_file_changes_or_a_run_is_added(tmp_path, shared_traces_dir):
     workdir, traces = tmp_path / "repo", tmp_path / "traces"
     workdir.mkdir()

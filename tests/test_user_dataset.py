@@ -52,6 +52,7 @@ def built(tmp_path_factory) -> Path:
     return workdir
 
 
+@pytest.mark.integration
 def test_all_builds_every_artefact_the_dataset_supports(built):
     figures = built / "figures" / "mine"
     expected = {"table3.tex", "table3_paper.tex", "table4.tex", "fig2.pdf", "fig2.png", "fig9.pdf", "fig9.png",
@@ -64,6 +65,7 @@ def test_all_builds_every_artefact_the_dataset_supports(built):
     assert not (built / "raw_traces" / "simulated").exists()            # no simulator section, no simulation
 
 
+@pytest.mark.integration
 def test_tables_are_built_from_the_users_settings(built):
     mapes = pd.read_csv(built / "results" / "mine" / "table3.csv")
     assert set(mapes["setting"]) == {"same_curve_all", "model_short", "model_long"}
@@ -80,6 +82,7 @@ def test_tables_are_built_from_the_users_settings(built):
     assert "setting 'model_short'" in (built / "logs" / "mine" / "fig10.log").read_text()
 
 
+@pytest.mark.integration
 def test_a_rerun_does_nothing_and_a_failing_job_logs_its_traceback(built):
     assert "Nothing to be done" in _snakemake(built, "-n", "all").stdout
     (built / "results" / "mine" / "evaluation" / "model_short.parquet").write_text("not a parquet file\n")

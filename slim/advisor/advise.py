@@ -9,9 +9,9 @@ knee's range, the held-out check and the warnings.
 ``predictor="slim"`` (the default) evaluates SLIM at the running batch a cap allows;
 ``predictor="sim"`` simulates every candidate cap with the simulator calibrated on the training
 runs (slower: each usable run and each candidate is simulated once) and refuses caps whose
-simulated run preempts. On the public traces' leave-one-curve-out study SIM-BCA picked the
-full-profile cap on 11 of 12 curves and SLIM-BCA on 10 (README), too close to change the default,
-which needs no simulation. The command line (`slim.cli`) only parses arguments into an
+simulated run preempts. SLIM is the default because it needs no simulation; how often each
+advisor picks the full-profile cap is measured by the advisor study (`table_advisors.md` of each
+dataset). The command line (`slim.cli`) only parses arguments into an
 `AdviceRequest`, renders the `Advice` (`slim.advisor.report`) and maps errors to exit codes.
 """
 
@@ -72,8 +72,8 @@ class AdviceRequest:
     `epsilon` the batching-efficiency floor of Eq. 13, over the `candidates` caps. SLIM (or SIM) is
     trained on the usable runs of `train_models` (None: every model) less those matching a glob of
     `exclude_runs`. `max_model_len` is vLLM's (None: ``IL + OL``). `sim_constants_file` and
-    `num_prompts` are SIM's; `confidence` is SLIM's only. The field order is that of the call
-    before this class existed, ``advise(traces, model, input_len, output_len, slo_s, ...)``.
+    `num_prompts` are SIM's; `confidence` is SLIM's only. The first five fields, in order, are what
+    every request needs: ``AdviceRequest(traces, model, input_len, output_len, slo_s)``.
 
     Raises `AdvisorError` for an unknown predictor, or a confidence outside (0, 1) or with SIM.
     """

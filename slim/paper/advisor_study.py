@@ -271,6 +271,11 @@ def table6(frame: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
     return pd.concat([table, pd.DataFrame([mean])], ignore_index=True)
 
 
+def mean_time_saved_pct(profiling_cost: pd.DataFrame) -> float:
+    """Table VI's headline: the mean profiling time saved over the settings (its last row), in %."""
+    return float(profiling_cost["Time save (%)"].iloc[-1])
+
+
 # --- Fig. 12: sensitivity to epsilon and the SLO ---------------------------------------
 
 def kv_saved_gib(arch: Architecture, curve: MeasuredCurve, batch_cap: float) -> float:

@@ -1,4 +1,4 @@
-"""How Table III and the 79.3% headline depend on reading the two baselines (issue 19).
+"""How Table III and the 79.3% headline depend on reading the two baselines, whose exact form the paper leaves open.
 
 Every reading of IMAI OOD-LR and LLMVisor-Agg in `baselines.variants` is fitted on each
 applicable held-out setting's training runs and scored on its validation runs, the way the main
@@ -71,7 +71,7 @@ WHY_MAIN = {
                "(unconstrained, a decode function fitted on B <= 8 predicts negative ITL at B = 512); the "
                "relative loss as for SLIM. No other reading is closer to the paper's text, so the default stays"),
 }
-"""Why the main tables use the main reading of each baseline (the README's section says it)."""
+"""Why the main tables use the main reading of each baseline (the results page's section says it)."""
 
 
 IMAI_SOURCE_NOTE = ("What Imai et al. state could be read only in their abstract (no full text or code was found): a "
@@ -80,7 +80,7 @@ IMAI_SOURCE_NOTE = ("What Imai et al. state could be read only in their abstract
                     "combine (an additive overhead with the roofline at coefficient 1 is our reading, "
                     "`imai_roofline_overhead`), the regression's features, model family, loss and target, and "
                     "what the SLIM paper's 'OOD-LR' changed from it.")
-"""The README's statement of what the IMAI reconstruction rests on (baselines.variants)."""
+"""The results page's statement of what the IMAI reconstruction rests on (baselines.variants)."""
 
 
 class SensitivityError(SlimError):
@@ -292,7 +292,7 @@ def sensitivity_html(table: pd.DataFrame, dataset_label: str) -> str:
 
 
 def why_the_headline_differs(table: pd.DataFrame, dataset_label: str) -> str:
-    """The README's section for one dataset: the table, which readings agree with the paper's
+    """The results page's section for one dataset: the table, which readings agree with the paper's
     Table III (its value in our interval, else the nearest), which reading the main tables use and
     why, and the headline under each."""
     fit = agreement(table)

@@ -1,9 +1,9 @@
-"""One table of every accelerator's held-out accuracy (issue 20, item 4): rows accelerator x setting,
+"""One table of every accelerator's held-out accuracy: rows accelerator x setting,
 columns predictors, the throughput MAPE with its bootstrap interval (Table III's numbers, not
 recomputed: each accelerator's ``table3.csv`` from `slim.paper.mape_intervals`).
 
 The long form (`cross_accelerator_table`, written as CSV) keeps every number; the wide form
-(`cross_accelerator_display`) is what the Markdown, HTML and the README show. A predictor with no
+(`cross_accelerator_display`) is what the Markdown, HTML and the results page show. A predictor with no
 prediction on a setting (LLMVisor-Agg on offline static batches, which record no inter-token
 latency) shows its reason's short form, ``n/a``.
 """
@@ -19,6 +19,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
+from slim.paper.advisor_study import mean_time_saved_pct
 from slim.paper.heldout import BAND_CONFIDENCE, IMAI, LLMVISOR, SIM, SLIM
 from slim.paper.splits import HeldOutSetting
 
@@ -112,9 +113,10 @@ def cross_accelerator_display(long: pd.DataFrame) -> pd.DataFrame:
 
 
 GOAL_BEST_OF_SIM_SLIM_PCT = 5.0
-"""Issue 20's goal: on every accelerator and setting the better of SIM and SLIM within 5% throughput MAPE."""
+"""The project's accuracy goal: on every accelerator and setting the better of SIM and SLIM within 5%
+throughput MAPE."""
 GOAL_SLIM_NVIDIA_PCT = 10.0
-"""Issue 20's goal: SLIM alone within 10% on the NVIDIA accelerators."""
+"""The project's accuracy goal for SLIM alone: within 10% on the NVIDIA accelerators."""
 
 
 def goal_report(long: pd.DataFrame, nvidia: set[str]) -> pd.DataFrame:
@@ -191,7 +193,7 @@ def advisor_summary(results: Sequence[AcceleratorAdvice]) -> pd.DataFrame:
                 continue
             record[f"{key}_agrees"] = int((advisors[f"{key}_cap"] == advisors["full_cap"]).sum())
             record[f"{key}_retained_pct"] = float(advisors[f"{key}_retained_pct"].mean())
-        record["time_saved_pct"] = float(result.profiling_cost["Time save (%)"].iloc[-1])
+        record["time_saved_pct"] = mean_time_saved_pct(result.profiling_cost)
         records.append(record)
     return pd.DataFrame.from_records(records, columns=None if records else [ACCELERATOR, "curves"])
 

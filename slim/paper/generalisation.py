@@ -144,7 +144,7 @@ SIM_TENSOR_PARALLEL_NOTE = (
     "all-reduce latency, the TP step overhead, zero) are assumptions: the public H100 traces have no multi-GPU run "
     "to fit them, and any SIM prediction of a tensor-parallel configuration there inherits them untested (on "
     "LLM-Inference-Bench's accelerators, the TP step overhead is fitted where training has TP rows).")
-"""Fig. 11's statement about SIM (issue: honesty about tensor parallelism)."""
+"""Fig. 11's statement about SIM: why it has no row, and what its tensor-parallel constants rest on."""
 
 
 def table_fig11_caption(dataset_label: str, train_models: Sequence[str], train_il: float, n_train_runs: int) -> str:
@@ -170,6 +170,6 @@ def table_fig11_html(mapes: pd.DataFrame, dataset_label: str, train_models: Sequ
 
 def table_fig11_markdown(mapes: pd.DataFrame, dataset_label: str, train_models: Sequence[str], train_il: float,
                          n_train_runs: int) -> str:
-    """The same table for the README, its caption as the lead paragraph."""
+    """The same table for the results page (docs/results.md), its caption as the lead paragraph."""
     caption = table_fig11_caption(dataset_label, train_models, train_il, n_train_runs)
     return f"{caption}\n\n{to_markdown(table_fig11_display(mapes), index_label='target model')}"

@@ -62,7 +62,7 @@ CONFIDENCE_LEVEL = 0.95
 N_RESAMPLES = 9999
 BOOTSTRAP_METHOD = "BCa"
 BOOTSTRAP_SEED = 15
-"""Seed of the `numpy.random.Generator` each bootstrap call starts from (issue 15); every call
+"""Seed of the `numpy.random.Generator` each bootstrap call starts from, so the bytes repeat; every call
 starts afresh, so one setting's interval does not depend on which settings came before it."""
 MIN_CURVES_FOR_CURVE_RESAMPLING = 5
 """Fewest validation curves for which whole curves are resampled: with fewer, a curve bootstrap
@@ -90,7 +90,7 @@ class IntervalError(SlimError):
 
 
 def interval_note(method: str = BOOTSTRAP_METHOD, level: float = CONFIDENCE_LEVEL) -> str:
-    """What ``(CI a-b)`` means, for table notes and the README."""
+    """What ``(CI a-b)`` means, for table notes and the results page."""
     return (f"(CI a-b): {100 * level:.0f}% {method} bootstrap confidence interval of the MAPE ({N_RESAMPLES} "
             f"resamples, seed {BOOTSTRAP_SEED}; slim.paper.mape_intervals): whole curves (one batch-cap sweep "
             f"each) are resampled where the validation runs span at least {MIN_CURVES_FOR_CURVE_RESAMPLING} "

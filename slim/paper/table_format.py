@@ -1,4 +1,4 @@
-"""Rendering a table for the paper, the report and the README: booktabs LaTeX and a self-contained
+"""Rendering a table for the paper, the report and the results page: booktabs LaTeX and a self-contained
 HTML page (pandas Styler), GitHub markdown, and the cell and label conversions between them.
 
 No table's content lives here (`slim.paper.tables` builds Tables III-VI): these helpers take any
@@ -100,7 +100,7 @@ def to_html_page(frame: pd.DataFrame, caption: str, title: str, precision: int =
 
 
 def to_markdown(frame: pd.DataFrame, precision: int = 1, index_label: str = "setting") -> str:
-    """A GitHub-markdown rendering (for the README), same numbers as the LaTeX."""
+    """A GitHub-markdown rendering (for the results page), same numbers as the LaTeX."""
     flat = frame.copy()
     flat.columns = [" ".join(c) if isinstance(c, tuple) else c for c in flat.columns]
     flat = flat.map(lambda v: v if isinstance(v, str) else ("--" if pd.isna(v) else f"{v:.{precision}f}"))

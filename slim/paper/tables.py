@@ -193,7 +193,7 @@ def table4(mapes: pd.DataFrame, settings: list[HeldOutSetting], transfers: tuple
 @dataclass(frozen=True)
 class HeldOutTables:
     """Tables III and IV of one dataset: LaTeX files, their HTML renderings (for the Snakemake
-    report) and the README's Markdown summary."""
+    report) and the results page's Markdown summary."""
 
     table3_latex: str
     table3_paper_latex: str
@@ -404,7 +404,7 @@ def sim_constants_table(fits: dict[str, dict], settings: list[HeldOutSetting]) -
 
 
 def sim_constants_markdown(table: pd.DataFrame, settings: list[HeldOutSetting], dataset_label: str) -> str:
-    """The README's view of `sim_constants_table`, constants in display units (a sentence
+    """The results page's view of `sim_constants_table`, constants in display units (a sentence
     saying why, where SIM was not evaluated)."""
     if table.empty:
         return (f"SIM is not evaluated on **{dataset_label}** data: where the data are simulated, the "

@@ -1,8 +1,10 @@
-"""The README's generated results section: what the pipeline writes, and the explicit update.
+"""The generated sections of the README and of docs/results.md: what the pipeline writes, and the
+explicit update.
 
-`snakemake all` writes the section to `results/readme_results.md` and never touches the
-README (a tracked file). ``python -m slim.pipeline.readme`` copies it into README.md
-between the ``<!-- results:start -->`` and ``<!-- results:end -->`` markers, on request.
+`snakemake all` writes each section to a file under `results/` and never touches a tracked file.
+``python -m slim.pipeline.readme`` copies them, on request, between the ``<!-- name:start -->`` and
+``<!-- name:end -->`` markers: the headline table into README.md, the full results and the
+cross-accelerator tables into docs/results.md (`GENERATED_SECTIONS`).
 """
 
 from __future__ import annotations
@@ -10,21 +12,29 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from slim.errors import SlimError
 
-GENERATED_SECTION = "results"
-GENERATED_FILE = Path("results/readme_results.md")
-ACCELERATORS_SECTION = "accelerators"
-ACCELERATORS_FILE = Path("results/accelerators/cross_accelerator.md")
-"""The cross-accelerator table (target `accelerators`, with config/accelerators.yaml): copied into
-its own README section when it exists, so an `all` without those datasets leaves it as it was."""
+README = Path("README.md")
+RESULTS_PAGE = Path("docs/results.md")
+
+
+GENERATED_SECTIONS: dict[Path, dict[str, Path]] = {
+    README: {"headline": Path("results/readme_headline.md")},
+    RESULTS_PAGE: {"results": Path("results/readme_results.md"),
+                   "accelerators": Path("results/accelerators/cross_accelerator.md")},
+}
+"""Document -> section name -> the generated file copied into it."""
+
+OPTIONAL_SECTIONS = frozenset({"accelerators"})
+"""Sections whose file only some builds write (the cross-accelerator table: target `accelerators`,
+with config/accelerators.yaml); where it is absent, the section stays as it was."""
 
 
 def results_section(summaries: Sequence[str], skipped_lines: Sequence[str]) -> str:
-    """The generated section: the summaries in order, after a note naming each dataset this run
-    skipped for want of its real traces (so a section built without them says so)."""
+    """The generated results section: the summaries in order, after a note naming each dataset this
+    run skipped for want of its real traces (so a section built without them says so)."""
     parts = []
     if skipped_lines:
         notes = "\n".join(f"- {line}" for line in skipped_lines)
@@ -33,11 +43,16 @@ def results_section(summaries: Sequence[str], skipped_lines: Sequence[str]) -> s
     return "\n".join(parts)
 
 
-def replace_section(text: str, name: str, body: str) -> str:
-    """Replace what lies between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+def _markers(text: str, name: str) -> tuple[str, str]:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     if start not in text or end not in text:
-        raise SlimError(f"README has no generated section '{name}' (markers {start} ... {end})")
+        raise SlimError(f"no generated section '{name}' (markers {start} ... {end})")
+    return start, end
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """Replace what lies between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+    start, end = _markers(text, name)
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{start}\n{body.strip()}\n{end}{tail}"
@@ -45,41 +60,49 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 def section(text: str, name: str) -> str:
     """What lies between the markers of a generated section, stripped."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    if start not in text or end not in text:
-        raise SlimError(f"README has no generated section '{name}' (markers {start} ... {end})")
+    start, end = _markers(text, name)
     return text.split(start, 1)[1].split(end, 1)[0].strip()
 
 
-def update_readme(readme: Path, generated: Path, accelerators: Path | None = None) -> bool:
-    """Copy `generated` into the README's results section and, where the file `accelerators` exists,
-    it into the ``accelerators`` section; True if the README changed."""
-    if not generated.is_file():
-        raise SlimError(f"{generated} does not exist; build it first: snakemake --cores 2 {generated}")
-    old = readme.read_text()
-    new = replace_section(old, GENERATED_SECTION, generated.read_text())
-    if accelerators is not None and accelerators.is_file():
-        new = replace_section(new, ACCELERATORS_SECTION, accelerators.read_text())
-    if new != old:
-        readme.write_text(new)
-    return new != old
+def updated_text(document: Path, sections: Mapping[str, Path]) -> str:
+    """`document`'s text with each generated file of `sections` (name -> file) copied into its
+    section. A missing file is an error, except for an `OPTIONAL_SECTIONS` one."""
+    text = document.read_text()
+    for name, generated in sections.items():
+        if generated.is_file():
+            try:
+                text = replace_section(text, name, generated.read_text())
+            except SlimError as error:
+                raise SlimError(f"{document}: {error}") from None
+        elif name not in OPTIONAL_SECTIONS:
+            raise SlimError(f"{generated} does not exist; build it first: snakemake --cores 2 {generated}")
+    return text
+
+
+def update_documents(documents: Mapping[Path, Mapping[str, Path]] = GENERATED_SECTIONS) -> dict[Path, bool]:
+    """Copy every generated section into its document (`GENERATED_SECTIONS`); per document, whether
+    it changed. Nothing is written unless every document's sections could be filled."""
+    texts = {document: updated_text(document, sections) for document, sections in documents.items()}
+    changed = {document: text != document.read_text() for document, text in texts.items()}
+    for document, text in texts.items():
+        if changed[document]:
+            document.write_text(text)
+    return changed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m slim.pipeline.readme",
-        description="Copy the pipeline's generated results section into README.md (run `snakemake all` first).")
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
-    parser.add_argument("--generated", type=Path, default=GENERATED_FILE)
-    parser.add_argument("--accelerators", type=Path, default=ACCELERATORS_FILE,
-                        help="the cross-accelerator table, copied where it exists (target `accelerators`)")
-    args = parser.parse_args(argv)
+        description="Copy the pipeline's generated sections into README.md and docs/results.md "
+                    "(run `snakemake all` first, from the repository root).")
+    parser.parse_args(argv)
     try:
-        changed = update_readme(args.readme, args.generated, args.accelerators)
+        changed = update_documents()
     except SlimError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"{args.readme}: results section {'updated' if changed else 'already up to date'}")
+    for document, was_changed in changed.items():
+        print(f"{document}: generated sections {'updated' if was_changed else 'already up to date'}")
     return 0
 
 

@@ -25,9 +25,8 @@ FlashAttention-2 where it supports the head size, else XFormers, whose PagedAtte
 kernels add ``xformers_attention_latency_s`` per layer and step. The public traces' server logs
 say so: OPT-2.7B (head size 80) logs "Cannot use FlashAttention-2 backend for head size 80 ...
 Using XFormers backend", OPT-1.3B (64) and Llama-2-7B (128) do not. A single set of constants
-shared by both backends charges that cost to the shared constants instead: calibrated on
-OPT-1.3B and OPT-2.7B it lowered the GEMM memory efficiency (0.85, against 0.99 on all three
-models) and mispredicted Llama-2-7B by 8%.
+shared by both backends would charge that cost to the shared constants (the GEMM memory
+efficiency, the launch latency) and carry it into predictions of FlashAttention models.
 
 This is the simulator's ground truth, deliberately richer than SLIM's closed form
 (`slim/model/equations.py`, Eqs. 5-12): nothing here evaluates or is tuned to SLIM.

@@ -132,7 +132,7 @@ class ScheduleCosts:
         return durations, gradients
 
     def duration_s(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Benchmark durations at ``u`` and their gradients ``G`` (runs x 6)."""
+        """Benchmark durations at ``u`` and their gradients ``G`` (runs x fitted constants)."""
         return self._part("main", u)
 
     def predict(self, consts: SimConstants) -> "SimPrediction":

@@ -1,4 +1,4 @@
-"""Issue 20's accuracy goals per accelerator: `python workflow/bench/accelerator_goals.py [table.csv]`.
+"""The project's accuracy goals per accelerator: `python workflow/bench/accelerator_goals.py [table.csv]`.
 
 Reads the cross-accelerator table (default results/accelerators/cross_accelerator.csv, built by
 `snakemake --cores 2 accelerators --configfile config/config.yaml config/accelerators.yaml`) and

@@ -4,7 +4,7 @@ Run by hand from the repository root: ``python workflow/bench/benchmark_pipeline
 It copies the workflow to a temporary folder (so your results/ stay untouched), runs every
 rule from scratch, then runs `all` again (nothing to do), and prints both wall times, the
 wall seconds of every job grouped by rule (from Snakemake's job start/finish lines), and
-SLIM's MAPE on the public traces against the quality bars of the held-out-settings issue, and
+SLIM's MAPE on the public traces against the project's quality bars per held-out setting, and
 SIM's (the calibrated simulator as a predictor) against its aim on the unseen-model transfers.
 The goals on the 2-core development machine: fresh `all` <= 60 s, no-op rerun <= 3 s; the
 CPU seconds of the whole run (user + system of every job) are printed too, since on 2 cores with

@@ -1,4 +1,4 @@
-# The cross-accelerator table and figure (issue 20, item 4): the datasets of config
+# The cross-accelerator table and figure: the datasets of config
 # `cross_accelerator.datasets` that this run builds (config/accelerators.yaml adds them to
 # run_datasets), each evaluated on the same settings file.
 

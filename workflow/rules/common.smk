@@ -101,7 +101,7 @@ def absent_dataset_input(wildcards):
 
 
 def skipped_dataset_lines(wildcards):
-    """The skip line of every absent dataset, for the README's results section and the report."""
+    """The skip line of every absent dataset, for the generated results section and the report."""
     return [dataset.message for dataset in ABSENT_DATASETS.values()]
 
 
@@ -267,10 +267,15 @@ GENERALISATION = GeneralisationInputs(config, DATASETS)
 SENSITIVITY_DATASETS = [name for name in SETTINGS if "table" not in config["datasets"][name]]
 
 
+def results_order():
+    """The evaluated datasets in the order the results pages show them: the default first."""
+    return [DEFAULT_DATASET] + [name for name in EVALUATED_DATASETS if name != DEFAULT_DATASET]
+
+
 def readme_summaries(wildcards):
-    """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
+    """Markdown tables of docs/results.md: Table III of every evaluated dataset (default first),
     then Table VI and the advisor comparison of every real one."""
-    ordered = [DEFAULT_DATASET] + [name for name in EVALUATED_DATASETS if name != DEFAULT_DATASET]
+    ordered = results_order()
     summaries = []
     for name in ordered:
         if name in SETTINGS:
@@ -285,6 +290,25 @@ def readme_summaries(wildcards):
     if config.get("generalisation", {}).get("dataset") in DATASETS:
         summaries.append("results/generalisation/table_fig11.md")
     return summaries
+
+
+def headline_tables(wildcards):
+    """Table III's MAPEs and the reduction headline of every evaluated dataset, in results order."""
+    return {
+        "mapes": [f"results/{name}/table3.csv" for name in results_order()],
+        "reductions": [f"results/{name}/mape_reduction.csv" for name in results_order()],
+        "profiling_costs": [f"results/{name}/table6.csv" for name in results_order() if name in BCA_DATASETS],
+    }
+
+
+def headline_labels(wildcards):
+    """The headline's column labels, one per dataset of `headline_tables`."""
+    return [DATASETS[name].label for name in results_order()]
+
+
+def headline_profiled(wildcards):
+    """Per dataset of `headline_tables`: whether it has an advisor study (a Table VI)."""
+    return [name in BCA_DATASETS for name in results_order()]
 
 
 def dataset_artefacts(dataset):
@@ -333,7 +357,7 @@ def all_targets():
         targets += ["figures/table_sim_validation.tex", "figures/sim_validation.png"]
     if DEFAULT_DATASET in SETTINGS:
         targets += [f"figures/{artefact}" for artefact in dataset_artefacts(DEFAULT_DATASET)]
-        targets += ["results/readme_results.md"]
+        targets += ["results/readme_results.md", "results/readme_headline.md"]
     return targets
 
 

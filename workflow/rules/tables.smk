@@ -4,6 +4,7 @@ localrules:
     record_headlines,
     default_artefact,
     readme_results,
+    readme_headline,
 
 
 rule tables:
@@ -138,3 +139,21 @@ rule readme_results:
         "../../environment.yml"
     script:
         "../scripts/readme_results.py"
+
+
+rule readme_headline:
+    input:
+        unpack(headline_tables),
+        paper_settings="config/settings/paper.yaml",
+        reference="config/paper_reference.yaml",
+    output:
+        "results/readme_headline.md",
+    params:
+        labels=headline_labels,
+        profiled=headline_profiled,
+    log:
+        "logs/readme_headline.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/readme_headline.py"

@@ -1,5 +1,5 @@
 """Snakemake adapter: every reading of the two baselines on every held-out setting, with intervals, beside the
-paper's Table III, and the headline under each (issue 19); CSV, the report's HTML and the README's section."""
+paper's Table III, and the headline under each; CSV, the report's HTML and the results page's section."""
 import pandas as pd
 
 from slim.paper.baseline_sensitivity import baseline_sensitivity, sensitivity_html, why_the_headline_differs

@@ -1,4 +1,4 @@
-"""Measured vs predicted throughput per accelerator (issue 20, item 4): one panel per accelerator,
+"""Measured vs predicted throughput per accelerator: one panel per accelerator,
 every validation run of every held-out setting, one marker per predictor, on log axes with the
 identity line. The points are the predictions of each accelerator's evaluation
 (``results/<dataset>/evaluation/<setting>.parquet``), not recomputed."""

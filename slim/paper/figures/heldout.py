@@ -193,8 +193,8 @@ def _legend_rows(predictions: pd.DataFrame, setting: str) -> int:
 
 def _below_x_label(ax: Axes):
     """The axes' coordinates shifted down past its tick labels and x label, in points: a legend
-    anchored at y = 0 of an axes-fraction offset (the old -0.2) overlapped the label whenever a
-    tall legend shrank the axes (the simulated dataset's 40 curves)."""
+    anchored at a fixed axes-fraction offset would overlap the label whenever a tall legend shrinks
+    the axes (the simulated dataset's 40 curves)."""
     ticks, label = mpl.rcParams["xtick.major.size"] + mpl.rcParams["xtick.major.pad"], mpl.rcParams["axes.labelpad"]
     font = FontProperties(size=mpl.rcParams["font.size"]).get_size_in_points()
     # Log-axis tick labels (10^k) are about 1.5 lines tall; the x label one line; 4 points of margin.
