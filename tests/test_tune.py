@@ -246,6 +246,7 @@ print(json.dumps([i.get("architecture") for i in threadpool_info() if i.get("int
 """
 
 
+@pytest.mark.integration
 def test_the_replay_is_the_same_under_every_blas_kernel(tmp_path):
     from test_fit_invariance import supported_kernels
 

@@ -42,6 +42,7 @@ def test_the_plan_names_the_next_benchmark_as_exact_command_lines(tmp_path, caps
                             "--batch-size" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_path, capsys):
     traces = tmp_path / "runs"
     code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template())
@@ -61,6 +62,7 @@ def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_
     assert len(read_attempts(traces)) == ran
 
 
+@pytest.mark.integration
 def test_a_failed_run_is_reported_and_never_retried(tmp_path, capsys):
     traces = tmp_path / "runs"
     first, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"), "--budget-runs", "1")
@@ -75,6 +77,7 @@ def test_a_failed_run_is_reported_and_never_retried(tmp_path, capsys):
     assert row["failed"] and row["measured_throughput_per_s"] is None
 
 
+@pytest.mark.integration
 def test_a_relative_slo_measures_its_reference_first(tmp_path, capsys):
     code, body, _ = tune(capsys, tmp_path / "runs", "--slo-relative", "2", "--run", template(), "--budget-runs", "1")
     assert code == 4 and read_attempts(tmp_path / "runs")[0].max_num_seqs == 1
@@ -100,6 +103,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert "MODEL:INPUT_LEN:OUTPUT_LEN" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_broken_template_stops_the_loop_after_a_few_failures_and_settles_nothing(tmp_path, capsys):
     broken = f"{sys.executable} -c 'raise SystemExit(3)'"
     code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150", "--run", broken)

@@ -195,7 +195,8 @@ def build_plan(request: TuneRequest) -> TunePlan:
     for (_, group) in context.groupby(list(col.WORKLOAD_KEYS), sort=True):
         for _, run in group.groupby(col.MAX_NUM_SEQS, sort=True):
             row = {name: run.iloc[0][name] for name in CONFIG_COLUMNS}
-            row[WORKLOAD] = curve_label(run.iloc[:1]).iloc[0]
+            # Context, never a candidate: a run of another curve, or of a workload at a cap not asked for.
+            row[WORKLOAD] = f"{curve_label(run.iloc[:1]).iloc[0]} (context)"
             rows.append(row)
             measured[len(rows) - 1] = _measurement(run)
     candidates = pd.DataFrame(rows)

@@ -21,15 +21,17 @@ RESULTS_PAGE = Path("docs/results.md")
 
 
 GENERATED_SECTIONS: dict[Path, dict[str, Path]] = {
-    README: {"headline": Path("results/readme_headline.md")},
+    README: {"headline": Path("results/readme_headline.md"), "tuning": Path("results/tuning/headline.md")},
     RESULTS_PAGE: {"results": Path("results/readme_results.md"),
-                   "accelerators": Path("results/accelerators/cross_accelerator.md")},
+                   "accelerators": Path("results/accelerators/cross_accelerator.md"),
+                   "tuning": Path("results/tuning/summary.md")},
 }
 """Document -> section name -> the generated file copied into it."""
 
-OPTIONAL_SECTIONS = frozenset({"accelerators"})
-"""Sections whose file only some builds write (the cross-accelerator table: target `accelerators`,
-with config/accelerators.yaml); where it is absent, the section stays as it was."""
+OPTIONAL_SECTIONS = frozenset({"accelerators", "tuning"})
+"""Sections whose file only some builds write (the cross-accelerator table: target `accelerators`;
+the tuning replay: target `tuning`; both with config/accelerators.yaml for every accelerator);
+where it is absent, the section stays as it was."""
 
 
 def results_section(summaries: Sequence[str], skipped_lines: Sequence[str]) -> str:

@@ -49,6 +49,7 @@ rule tuning_summary:
     output:
         csv="results/tuning/summary.csv",
         md="results/tuning/summary.md",
+        headline="results/tuning/headline.md",
         pdf="figures/tuning/gpu_time_vs_regret.pdf",
         png=report(
             "figures/tuning/gpu_time_vs_regret.png",
@@ -69,5 +70,6 @@ rule tuning:
     input:
         "results/tuning/summary.csv",
         "results/tuning/summary.md",
+        "results/tuning/headline.md",
         "figures/tuning/gpu_time_vs_regret.pdf",
         "figures/tuning/gpu_time_vs_regret.png",

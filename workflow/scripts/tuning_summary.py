@@ -5,7 +5,7 @@ import pandas as pd
 
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.tuning import gpu_time_vs_regret_figure
-from slim.paper.tuning_replay import summarise, summary_markdown
+from slim.paper.tuning_replay import headline_markdown, summarise, summary_markdown
 from slim.pipeline.io import open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
@@ -16,5 +16,6 @@ notes = {label: Path(path).read_text().splitlines() for label, path in zip(label
 summary = summarise(replays)
 write_csv(summary, snakemake.output.csv)
 write_text(summary_markdown(summary, calibration, notes), snakemake.output.md)
+write_text(headline_markdown(summary), snakemake.output.headline)
 save_figure(gpu_time_vs_regret_figure(summary), snakemake.output.pdf, snakemake.output.png)
 log.info("tuning summary:\n%s", summary.to_string())
