@@ -208,7 +208,7 @@ def test_the_replay_charges_what_each_policy_measures_and_scores_its_regret(cata
     full = table[table["policy"] == "full_profile"]
     assert (full["gpu_seconds"] == full["full_profile_gpu_seconds"]).all() and (full["regret_pct"] == 0).all()
     tuned = table[table["policy"] == "tune_slim"]
-    assert tuned["settled"].all() and not tuned["slo_violated"].any()
+    assert not tuned["slo_violated"].any() and not any("open" in line for line in notes)
     assert (tuned["regret_pct"] <= 1.0 + 1e-9).all()
     assert tuned["gpu_seconds"].sum() < full["gpu_seconds"].sum()
     assert any("paper_plan" in line for line in notes) and any("tune_sim" in line for line in notes)
@@ -227,7 +227,7 @@ def test_the_replay_is_the_same_under_a_1e_9_perturbation_and_a_shuffled_table(c
     moved[col.E2E_LATENCY_S] /= factor
     moved = moved.sample(frac=1.0, random_state=3)
     other, _, _ = replay(moved, catalog, hardware)
-    keys = ["curve", "policy", "runs", "chosen_cap", "full_profile_cap", "settled"]
+    keys = ["curve", "policy", "runs", "chosen_cap", "full_profile_cap"]
     pd.testing.assert_frame_equal(reference[keys], other[keys])
 
 

@@ -56,7 +56,7 @@ from slim.specs.hardware import Hardware
 
 POLICIES = ("full_profile", "paper_plan", "model_free", "tune_slim", "tune_sim")
 REPLAY_COLUMNS = ("curve", "policy", "runs", "gpu_seconds", "full_profile_gpu_seconds", "chosen_cap",
-                  "full_profile_cap", "regret_pct", "slo_violated", "settled")
+                  "full_profile_cap", "regret_pct", "slo_violated")
 CALIBRATION_COLUMNS = ("policy", "quantity", "n_predicted", "coverage_pct", "confidence_pct")
 
 
@@ -96,7 +96,7 @@ def _measured_at(curve: ReplayCurve, cap: float, column: str) -> float:
     return float(match.iloc[0]) if len(match) else float("nan")
 
 
-def _row(curve: ReplayCurve, policy: str, caps, chosen: float, full_cap: float, settled: bool) -> dict[str, Any]:
+def _row(curve: ReplayCurve, policy: str, caps, chosen: float, full_cap: float) -> dict[str, Any]:
     t_full = _measured_at(curve, full_cap, col.TOTAL_TOKEN_THROUGHPUT) if np.isfinite(full_cap) else np.nan
     if np.isfinite(chosen):
         t_chosen = _measured_at(curve, chosen, col.TOTAL_TOKEN_THROUGHPUT)
@@ -106,7 +106,7 @@ def _row(curve: ReplayCurve, policy: str, caps, chosen: float, full_cap: float, 
         regret, violated = (100.0 if np.isfinite(t_full) else 0.0), False
     return {"curve": curve.label, "policy": policy, "runs": len(set(caps)), "gpu_seconds": curve.gpu_seconds(caps),
             "full_profile_gpu_seconds": curve.gpu_seconds(curve.curve.max_num_seqs), "chosen_cap": chosen,
-            "full_profile_cap": full_cap, "regret_pct": regret, "slo_violated": violated, "settled": settled}
+            "full_profile_cap": full_cap, "regret_pct": regret, "slo_violated": violated}
 
 
 # --- the model-free search and the paper's plan --------------------------------------------
@@ -181,6 +181,7 @@ class TuneReplay:
     rows: list[dict[str, Any]]
     calibration: list[dict[str, Any]]
     stopped: str
+    open_curves: list[str]      # decisions the loop left unsettled (their cap: the best measured one)
 
 
 def replay_tune(curves: list[ReplayCurve], prior: PriorPredictor, policy: str, epsilon: float,
@@ -195,15 +196,16 @@ def replay_tune(curves: list[ReplayCurve], prior: PriorPredictor, policy: str, e
     measured_caps: dict[str, list[float]] = {c.label: [] for c in curves}
     for step in outcome.steps:
         measured_caps[step.workload].append(step.max_num_seqs)
-    rows = [_row(c, policy, measured_caps[c.label], outcome.certificates[c.label].batch_cap, full_caps[c.label],
-                 outcome.certificates[c.label].settled) for c in curves]
+    rows = [_row(c, policy, measured_caps[c.label], outcome.certificates[c.label].batch_cap, full_caps[c.label])
+            for c in curves]
     calibration = []
     for quantity, attribute in (("throughput", "throughput_inside_interval"), ("e2e", "e2e_inside_interval")):
         inside = [getattr(s, attribute) for s in outcome.steps if getattr(s, attribute) is not None]
         calibration.append({"policy": policy, "quantity": quantity, "n_predicted": len(inside),
                             "coverage_pct": 100.0 * float(np.mean(inside)) if inside else float("nan"),
                             "confidence_pct": 100.0 * settings.confidence})
-    return TuneReplay(rows, calibration, outcome.stopped)
+    open_curves = [label for label, certificate in outcome.certificates.items() if not certificate.settled]
+    return TuneReplay(rows, calibration, outcome.stopped, open_curves)
 
 
 def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware, epsilon: float,
@@ -222,7 +224,7 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
     for curve in curves:
         full = full_profile_bca(curve.curve, curve.slo_s, epsilon).batch_cap
         full_caps[curve.label] = full
-        rows.append(_row(curve, "full_profile", curve.curve.max_num_seqs, full, full, True))
+        rows.append(_row(curve, "full_profile", curve.curve.max_num_seqs, full, full))
     if held_out_settings is None:
         notes.append("paper_plan: the dataset names no held-out settings; not replayed")
     else:
@@ -238,10 +240,10 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
                 caps = training.loc[trained == curve.label, col.MAX_NUM_SEQS].tolist()
                 chosen = slim_bca(curve.curve, fit.params, architectures[curve.curve.model], hw, curve.slo_s,
                                   epsilon).batch_cap
-                rows.append(_row(curve, "paper_plan", caps, chosen, full_caps[curve.label], False))
+                rows.append(_row(curve, "paper_plan", caps, chosen, full_caps[curve.label]))
     for curve in curves:
         caps, chosen = model_free_caps(curve, epsilon)
-        rows.append(_row(curve, "model_free", caps, chosen, full_caps[curve.label], False))
+        rows.append(_row(curve, "model_free", caps, chosen, full_caps[curve.label]))
     for policy in ("tune_slim", "tune_sim"):
         if policy not in priors:
             notes.append(f"{policy}: its prior predictor is not available for this dataset; not replayed")
@@ -249,8 +251,9 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
         replay = replay_tune(curves, priors[policy], policy, epsilon, settings, full_caps)
         rows += replay.rows
         calibration += replay.calibration
-        if replay.stopped != "settled":
-            notes.append(f"{policy}: the loop stopped with decisions open ({replay.stopped})")
+        if replay.open_curves:
+            notes.append(f"{policy}: the loop stopped ({replay.stopped}) with {len(replay.open_curves)} decision(s) "
+                         f"open: {', '.join(replay.open_curves)}")
     table = pd.DataFrame(rows, columns=list(REPLAY_COLUMNS))
     order = {name: i for i, name in enumerate(POLICIES)}
     table = table.sort_values(["curve", "policy"], key=lambda s: s.map(order) if s.name == "policy" else s,
@@ -274,7 +277,6 @@ def summarise(replays: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "max_regret_pct": float(part["regret_pct"].max()),
                 "mean_regret_pct": float(part["regret_pct"].mean()),
                 "slo_violations": int(part["slo_violated"].sum()),
-                "settled": int(part["settled"].sum()),
             })
     return pd.DataFrame(rows)
 
@@ -282,7 +284,7 @@ def summarise(replays: dict[str, pd.DataFrame]) -> pd.DataFrame:
 SUMMARY_HEADERS = {"dataset": "dataset", "policy": "policy", "curves": "curves", "runs": "runs",
                    "gpu_time_pct_of_full": "GPU time (% of full)", "within_1pct": "regret <= 1%",
                    "within_5pct": "regret <= 5%", "max_regret_pct": "worst regret (%)",
-                   "slo_violations": "SLO violated", "settled": "settled"}
+                   "slo_violations": "SLO violated"}
 
 
 def summary_markdown(summary: pd.DataFrame, calibration: pd.DataFrame, notes: dict[str, list[str]]) -> str:
@@ -291,7 +293,7 @@ def summary_markdown(summary: pd.DataFrame, calibration: pd.DataFrame, notes: di
     from slim.paper.table_format import to_markdown
 
     shown = summary[list(SUMMARY_HEADERS)].rename(columns=SUMMARY_HEADERS)
-    for name in ("curves", "runs", "regret <= 1%", "regret <= 5%", "SLO violated", "settled"):
+    for name in ("curves", "runs", "regret <= 1%", "regret <= 5%", "SLO violated"):
         shown[name] = shown[name].astype(int).astype(str)
     text = ["Replay of the tuning loop on every dataset's measured curves (target `tuning`): GPU time as a share "
             "of full profiling's, and the regret of the chosen `--max-num-seqs` against full profiling's "
