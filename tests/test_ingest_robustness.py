@@ -144,3 +144,13 @@ def test_one_crashing_directory_costs_only_that_directory(corpus, ingested, monk
     assert runs.loc["good_public_layout_larger_cap", col.STATUS] == "ok"
     record = next(r for r in caplog.records if "good_public_layout" in r.getMessage())
     assert record.exc_info is not None   # the traceback goes to the rule's log
+
+
+def test_one_reading_of_a_number_for_every_trace_format():
+    import math
+
+    from slim.traces.values import number
+
+    assert number(3) == 3.0 and number("2.5") == 2.5
+    assert math.isnan(number(True)) and math.isnan(number("x")) and math.isnan(number([1]))
+    assert math.isnan(number(10 ** 400)) and math.isnan(number(None)) and number(None, default=0.0) == 0.0

@@ -46,6 +46,7 @@ from slim.traces.server_log import (
 )
 from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout
 from slim.traces.tree import TreeDirectory, TreeFile, read_text, walk_tree
+from slim.traces.values import number
 from slim.traces.verdict import REASON_CODES, Verdict  # noqa: F401 (REASON_CODES: re-exported)
 from slim.traces.verdict import empty_row as _empty_row
 from slim.traces.verdict import with_verdict as _set
@@ -92,16 +93,6 @@ def find_runs(trace_root: Path, table_layout: TableLayout = DEFAULT_LAYOUT) -> l
 def find_run_dirs(trace_root: Path) -> list[Path]:
     """The directories of `find_runs`."""
     return [run.directory for run in find_runs(trace_root)]
-
-
-def _number(value: Any) -> float:
-    """A JSON value as a float: NaN for null, booleans, text that is not a number and lists."""
-    if isinstance(value, bool) or value is None:
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
 
 
 def _positive_int(value: Any) -> int | None:
@@ -241,7 +232,7 @@ def _nominal_lengths(client_args: dict[str, Any], input_mean: float, output_mean
         output_nominal = client_args.get("output_len") or client_args.get("random_output_len") or output_nominal
     elif dataset_name == "sharegpt" and (client_args.get("output_len") or client_args.get("sharegpt_output_len")):
         output_nominal = client_args.get("output_len") or client_args["sharegpt_output_len"]
-    return float(_number(input_nominal)), float(_number(output_nominal))
+    return float(number(input_nominal)), float(number(output_nominal))
 
 
 def _detailed_lengths(content: dict[str, Any], name: str) -> tuple[float, float] | Verdict | None:
@@ -255,8 +246,8 @@ def _detailed_lengths(content: dict[str, Any], name: str) -> tuple[float, float]
                        f"output_lens {len(output_lens)}", name.split("[", 1)[0])
     for key, values in (("input_lens", input_lens), ("output_lens", output_lens)):
         for position, value in enumerate(values):
-            number = _number(value)
-            if not (math.isfinite(number) and number >= 0) or isinstance(value, str):
+            tokens = number(value)
+            if not (math.isfinite(tokens) and tokens >= 0) or isinstance(value, str):
                 return Verdict("invalid_values", f"{name}: {key}[{position}] = {value!r} is not a token count",
                                name.split("[", 1)[0])
     pairs = [(float(i), float(o)) for i, o in zip(input_lens, output_lens) if o > 0]
@@ -297,19 +288,19 @@ class _RunIngest:
         row, content = self.row, self.content
         row[col.TRACE_FORMAT] = self.record.trace_format
         row[col.MODEL] = _model_name(content, self.client_args, self.catalog)
-        row[col.COMPLETED] = _number(content.get("completed"))
-        row[col.FAILED] = _number(content.get("failed"))
-        num_prompts = _number(content.get("num_prompts"))
+        row[col.COMPLETED] = number(content.get("completed"))
+        row[col.FAILED] = number(content.get("failed"))
+        num_prompts = number(content.get("num_prompts"))
         if math.isnan(num_prompts):
-            num_prompts = _number(self.client_args.get("num_prompts"))
+            num_prompts = number(self.client_args.get("num_prompts"))
         row[col.NUM_PROMPTS] = num_prompts
-        row[col.DURATION_S] = _number(content.get("duration"))
-        row[col.REQUEST_THROUGHPUT] = _number(content.get("request_throughput"))
-        row[col.TOTAL_TOKEN_THROUGHPUT] = _number(content.get("total_token_throughput"))
-        row[col.OUTPUT_TOKEN_THROUGHPUT] = _number(content.get("output_throughput"))
+        row[col.DURATION_S] = number(content.get("duration"))
+        row[col.REQUEST_THROUGHPUT] = number(content.get("request_throughput"))
+        row[col.TOTAL_TOKEN_THROUGHPUT] = number(content.get("total_token_throughput"))
+        row[col.OUTPUT_TOKEN_THROUGHPUT] = number(content.get("output_throughput"))
         for column, key in ((col.MEAN_TTFT_MS, "mean_ttft_ms"), (col.MEAN_TPOT_MS, "mean_tpot_ms"),
                             (col.MEAN_ITL_MS, "mean_itl_ms"), (col.MEAN_E2EL_MS, "mean_e2el_ms")):
-            row[column] = _number(content.get(key))
+            row[column] = number(content.get(key))
 
     def _batch_cap(self) -> tuple[int | None, str]:
         """The largest batch the server could run: its --max-num-seqs (from the result's metadata,
@@ -332,7 +323,7 @@ class _RunIngest:
         found = self.evidence.cache_config
         if found is not None:
             labels, name = found
-            blocks, block_size = _number(labels.get("num_gpu_blocks")), _number(labels.get("block_size", 16))
+            blocks, block_size = number(labels.get("num_gpu_blocks")), number(labels.get("block_size", 16))
             if not math.isnan(blocks) or not math.isnan(block_size):
                 for key, value in (("num_gpu_blocks", blocks), ("block_size", block_size)):
                     if not (math.isfinite(value) and value > 0):
@@ -414,7 +405,7 @@ class _RunIngest:
         completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
         if completed <= 0:
             return Verdict("incomplete", f"completed = {completed:g} of {num_prompts:g} prompts", self.record.path.name)
-        totals = (_number(self.content.get("total_input_tokens")), _number(self.content.get("total_output_tokens")))
+        totals = (number(self.content.get("total_input_tokens")), number(self.content.get("total_output_tokens")))
         required = {
             "completed": completed, "duration": row[col.DURATION_S], "total_input_tokens": totals[0],
             "total_output_tokens": totals[1], "request_throughput": row[col.REQUEST_THROUGHPUT],

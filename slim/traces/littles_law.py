@@ -15,25 +15,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from slim.traces.values import number
+
 SOURCE_LITTLES_LAW = "littles_law"
-
-
-def _number(content: dict[str, Any], key: str) -> float:
-    value = content.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    return float(value)
 
 
 def littles_law_batch(content: dict[str, Any]) -> tuple[float, str] | None:
     """(mean decode batch, the formula used), or None when the result lacks what it needs."""
-    completed, duration = _number(content, "completed"), _number(content, "duration")
+    completed, duration = number(content.get("completed")), number(content.get("duration"))
     if not (math.isfinite(completed) and math.isfinite(duration) and completed > 0 and duration > 0):
         return None
-    e2el_ms, ttft_ms = _number(content, "mean_e2el_ms"), _number(content, "mean_ttft_ms")
+    e2el_ms, ttft_ms = number(content.get("mean_e2el_ms")), number(content.get("mean_ttft_ms"))
     if math.isfinite(e2el_ms) and math.isfinite(ttft_ms) and e2el_ms > ttft_ms >= 0:
         return completed * (e2el_ms - ttft_ms) / 1000.0 / duration, "completed x (mean_e2el_ms - mean_ttft_ms)"
-    itl_ms, output_tokens = _number(content, "mean_itl_ms"), _number(content, "total_output_tokens")
+    itl_ms, output_tokens = number(content.get("mean_itl_ms")), number(content.get("total_output_tokens"))
     if math.isfinite(itl_ms) and itl_ms > 0 and math.isfinite(output_tokens) and output_tokens > completed:
         return itl_ms * (output_tokens - completed) / 1000.0 / duration, "mean_itl_ms x (output tokens - completed)"
     return None

@@ -32,6 +32,7 @@ from slim import columns as col
 from slim.errors import TraceFormatError
 from slim.traces.static_batch import OfflinePoint
 from slim.traces.tree import read_text
+from slim.traces.values import number
 from slim.traces.verdict import Verdict
 
 FORMAT_VLLM_BENCH_LATENCY = "vllm_bench_latency"
@@ -97,15 +98,6 @@ def benchmark_args(path: Path) -> tuple[dict[str, Any], str]:
     return {}, ""
 
 
-def _number(value: Any, default: float = math.nan) -> float:
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def offline_point(content: dict[str, Any], trace_format: str, path: Path) -> OfflinePoint | Verdict:
     """The point an offline result records, with its arguments; a `Verdict` where they are missing
     or describe something SLIM does not model."""
@@ -114,30 +106,30 @@ def offline_point(content: dict[str, Any], trace_format: str, path: Path) -> Off
         return Verdict("missing_metadata", f"{path.name}: no {path.name.removesuffix('.json')}{PYTORCH_SUFFIX}, "
                        f"no {path.name.removesuffix('.json')}{ARGS_SUFFIX} and a file name not of the form "
                        "<model>_bs<B>_in<IL>_out<OL>[_tp<T>].json: batch size, lengths and model unknown", path.name)
-    if _number(args.get("n"), 1) != 1 or args.get("use_beam_search"):
+    if number(args.get("n"), 1) != 1 or args.get("use_beam_search"):
         return Verdict("unsupported_benchmark", f"{path.name}: n = {args.get('n')}, use_beam_search = "
                        f"{args.get('use_beam_search')} (from {source}): SLIM models one sequence per request",
                        path.name)
-    common = dict(file=path.name, model=str(args.get("model") or ""), input_len=_number(args.get("input_len")),
-                  output_len=_number(args.get("output_len")),
-                  tensor_parallel=_number(args.get("tensor_parallel_size"), 1.0),
-                  hardware=args.get("hardware"), max_num_seqs=_number(args.get("max_num_seqs")))
+    common = dict(file=path.name, model=str(args.get("model") or ""), input_len=number(args.get("input_len")),
+                  output_len=number(args.get("output_len")),
+                  tensor_parallel=number(args.get("tensor_parallel_size"), 1.0),
+                  hardware=args.get("hardware"), max_num_seqs=number(args.get("max_num_seqs")))
     if trace_format == FORMAT_VLLM_BENCH_LATENCY:
         latencies = content.get("latencies")
         iterations = f"{len(latencies)} iterations" if isinstance(latencies, list) else "iterations unknown"
         return OfflinePoint(trace_format=trace_format, benchmark_mode=col.BenchmarkMode.OFFLINE_STATIC_BATCH,
-                            batch_size=_number(args.get("batch_size")), latency_s=_number(content.get("avg_latency")),
+                            batch_size=number(args.get("batch_size")), latency_s=number(content.get("avg_latency")),
                             note=f"arguments from {source}; avg_latency over {iterations}", **common)
-    requests = _number(content.get("num_requests"))
+    requests = number(content.get("num_requests"))
     if math.isnan(common["input_len"]) or math.isnan(common["output_len"]):
         return Verdict("missing_metadata", f"{path.name}: input_len and output_len not recorded (from {source}): "
                        "requests of a dataset's lengths, the static batch's IL and OL unknown", path.name)
-    tokens = _number(content.get("total_num_tokens"))
+    tokens = number(content.get("total_num_tokens"))
     expected = requests * (common["input_len"] + common["output_len"])
     if math.isfinite(tokens) and math.isfinite(expected) and abs(tokens - expected) > 0.05 * expected:
         return Verdict("implausible", f"{path.name}: total_num_tokens = {tokens:g}, but {requests:g} requests x "
                        f"({common['input_len']:g} + {common['output_len']:g}) = {expected:g}: lengths vary", path.name)
     return OfflinePoint(trace_format=trace_format, benchmark_mode=col.BenchmarkMode.OFFLINE_THROUGHPUT,
-                        batch_size=requests, latency_s=_number(content.get("elapsed_time")),
-                        total_token_throughput_per_s=_number(content.get("tokens_per_second")),
+                        batch_size=requests, latency_s=number(content.get("elapsed_time")),
+                        total_token_throughput_per_s=number(content.get("tokens_per_second")),
                         note=f"arguments from {source}", **common)

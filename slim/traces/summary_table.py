@@ -27,6 +27,7 @@ from slim import columns as col
 from slim.errors import ConfigError, TraceFormatError, UnreadableTraceError
 from slim.traces.static_batch import OfflinePoint
 from slim.traces.tree import read_text
+from slim.traces.values import number
 from slim.yaml_files import read_yaml_mapping
 
 FORMAT_SUMMARY_TABLE = "summary_table"
@@ -156,15 +157,6 @@ def _read_frame(path: Path) -> pd.DataFrame:
         raise TraceFormatError(f"{path.name}: not a readable table ({error})", path=path.name) from error
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def read_table_points(path: Path, layout: TableLayout = DEFAULT_LAYOUT) -> list[tuple[str, OfflinePoint]]:
     """Every row of a summary table as (row label ``file[i]``, point), in file order.
 
@@ -188,10 +180,10 @@ def read_table_points(path: Path, layout: TableLayout = DEFAULT_LAYOUT) -> list[
         point = OfflinePoint(
             trace_format=FORMAT_SUMMARY_TABLE, benchmark_mode=col.BenchmarkMode.OFFLINE_STATIC_BATCH, file=path.name,
             model="" if model is None or (isinstance(model, float) and math.isnan(model)) else str(model),
-            batch_size=_number(value(record, "batch_size")), input_len=_number(value(record, "input_len")),
-            output_len=_number(value(record, "output_len")), latency_s=_number(value(record, "latency_s")),
-            total_token_throughput_per_s=_number(value(record, "total_token_throughput_per_s")),
-            tensor_parallel=_number(value(record, "tensor_parallel", 1)),
-            hardware=value(record, "hardware", None), max_num_seqs=_number(value(record, "max_num_seqs")))
+            batch_size=number(value(record, "batch_size")), input_len=number(value(record, "input_len")),
+            output_len=number(value(record, "output_len")), latency_s=number(value(record, "latency_s")),
+            total_token_throughput_per_s=number(value(record, "total_token_throughput_per_s")),
+            tensor_parallel=number(value(record, "tensor_parallel", 1)),
+            hardware=value(record, "hardware", None), max_num_seqs=number(value(record, "max_num_seqs")))
         points.append((f"{path.name}[{index:0{width}d}]", point))
     return points
