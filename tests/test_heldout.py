@@ -194,3 +194,20 @@ def test_conformal_quantile_is_the_finite_sample_rank():
     low, high = conformal_bounds(np.array([10.0]), np.full(9, np.log(2.0)), 0.9)
     assert low[0] == pytest.approx(5.0) and high[0] == pytest.approx(20.0)
     assert np.isnan(conformal_bounds(np.array([10.0]), scores[:3], 0.9)[0]).all()
+
+
+def test_extrapolation_folds_step_along_the_coordinate_the_setting_extrapolates():
+    from slim.model.conformal import curve_folds, extrapolation_folds
+
+    train = pd.DataFrame({col.MODEL: ["a"] * 3 + ["b"] * 3, col.INPUT_LEN_NOMINAL: [128.0] * 6,
+                          col.OUTPUT_LEN_NOMINAL: [128.0, 256.0, 512.0] * 2, col.MAX_NUM_SEQS: [1.0] * 6,
+                          col.TENSOR_PARALLEL: [1] * 6})
+    longer = pd.DataFrame({col.MODEL: ["a"], col.INPUT_LEN_NOMINAL: [128.0], col.OUTPUT_LEN_NOMINAL: [1024.0],
+                           col.MAX_NUM_SEQS: [1.0], col.TENSOR_PARALLEL: [2]})
+    folds = extrapolation_folds(train, longer)
+    # OL 256 from OL 128, OL 512 from 128 + 256; tensor parallelism has one training value: no fold
+    assert [(sorted(set(fit[col.OUTPUT_LEN_NOMINAL])), sorted(set(rows[col.OUTPUT_LEN_NOMINAL])))
+            for fit, rows in folds] == [([128.0], [256.0]), ([128.0, 256.0], [512.0])]
+    other_model = longer.assign(**{col.MODEL: ["c"], col.OUTPUT_LEN_NOMINAL: [256.0], col.TENSOR_PARALLEL: [1]})
+    assert [sorted(set(rows[col.MODEL])) for _, rows in extrapolation_folds(train, other_model)] == [["a"], ["b"]]
+    assert len(curve_folds(train)) == 6

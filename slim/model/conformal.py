@@ -1,16 +1,20 @@
-"""Split-conformal prediction intervals: a predictor's errors on curves it was not fitted on,
-turned into an interval that covers a new run at a stated confidence.
+"""Split-conformal prediction intervals: a predictor's errors on runs it was not fitted on, turned
+into an interval that covers a new run at a stated confidence.
 
-**Scores.** Leave one curve out (`leave_one_curve_out_scores`): for each measured curve (one model,
-IL and OL) of the training runs, the predictor is refitted on the other curves and predicts the
-left-out curve's runs; each run's score is ``|log(measured / predicted)|``. A curve is the unit
-left out because runs of one curve share their errors: leaving out single runs would score
-interpolation within a curve that the held-out settings never ask for.
+**Scores.** Each fold refits the predictor on part of the training runs and predicts the rest; a
+predicted run's score is ``|log(measured / predicted)|``. Two kinds of fold:
+
+* leave one curve out (`curve_folds`): each measured curve (one model, IL and OL) predicted from the
+  others. A curve is the unit because its runs share their errors;
+* extrapolate as the held-out setting does (`extrapolation_folds`): where the validation runs lie
+  beyond the training runs along one coordinate (larger caps, longer lengths, a higher tensor
+  parallel degree, other models), each training value along it predicted from the values before it
+  (from the other models). These errors are one step of the setting's own extrapolation, which
+  leaving out a curve does not show.
 
 **Interval.** With ``n`` scores, the multiplier at confidence ``c`` is the ``ceil((n + 1) c)``-th
-smallest (`conformal_quantile`); a new run's interval is ``predicted x exp(+/- q)``. Under
-exchangeability of the scores this covers at least ``c`` of new runs; where ``ceil((n + 1) c) > n``
-no finite interval has that guarantee and the quantile is infinite (no interval).
+smallest (`conformal_quantile`); a new run's interval is ``predicted x exp(+/- q)``. Where
+``ceil((n + 1) c) > n`` no finite interval has that guarantee and the quantile is infinite.
 """
 
 from __future__ import annotations
@@ -36,13 +40,44 @@ FitPredict = Callable[[pd.DataFrame, pd.DataFrame], tuple[np.ndarray, np.ndarray
 fitted on those runs (too few of them)."""
 
 
-def leave_one_curve_out_scores(train: pd.DataFrame, fit_predict: FitPredict) -> tuple[np.ndarray, np.ndarray]:
-    """``|log(measured / predicted)|`` of throughput and of E2E for every training run, predicted
-    by the predictor fitted on the other curves (module docstring); folds it cannot fit give none."""
+Fold = tuple[pd.DataFrame, pd.DataFrame]
+"""(runs to fit on, runs to predict)."""
+
+ORDERED_COORDINATES = (col.MAX_NUM_SEQS, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.TENSOR_PARALLEL)
+
+
+def curve_folds(train: pd.DataFrame) -> list[Fold]:
+    """Each measured curve of `train` left out in turn."""
+    return [(train.drop(index=rows.index), rows) for _, rows in train.groupby(list(col.WORKLOAD_KEYS), sort=True)]
+
+
+def extrapolation_folds(train: pd.DataFrame, validate: pd.DataFrame) -> list[Fold]:
+    """Folds that extrapolate along each coordinate the validation runs lie beyond (module docstring):
+    for an ordered coordinate whose validation values are all above (below) the training values, each
+    training value but the first (last) predicted from the values below (above) it; for the model,
+    where no validation model is a training model, each training model from the others."""
+    folds: list[Fold] = []
+    for name in ORDERED_COORDINATES:
+        trained = np.sort(train[name].dropna().unique())
+        asked = validate[name].dropna().unique()
+        if len(trained) < 2 or not len(asked) or set(trained) & set(asked):
+            continue
+        if asked.min() > trained.max():
+            folds += [(train[train[name] < value], train[train[name] == value]) for value in trained[1:]]
+        elif asked.max() < trained.min():
+            folds += [(train[train[name] > value], train[train[name] == value]) for value in trained[:-1]]
+    models = sorted(set(train[col.MODEL]))
+    if len(models) > 1 and not set(models) & set(validate[col.MODEL]):
+        folds += [(train[train[col.MODEL] != model], train[train[col.MODEL] == model]) for model in models]
+    return folds
+
+
+def fold_scores(folds: list[Fold], fit_predict: FitPredict) -> tuple[np.ndarray, np.ndarray]:
+    """``|log(measured / predicted)|`` of throughput and of E2E for every run a fold predicts; folds
+    the predictor cannot be fitted on give none."""
     throughput_scores, e2e_scores = [], []
-    for _, rows in train.groupby(list(col.WORKLOAD_KEYS), sort=True):
-        rest = train.drop(index=rows.index)
-        if rest.empty:
+    for rest, rows in folds:
+        if rest.empty or rows.empty:
             continue
         predicted = fit_predict(rest, rows)
         if predicted is None:

@@ -140,8 +140,8 @@ NOTE = ("Throughput MAPE (%) on each setting's validation runs, with its 95% BCa
         "accelerator's Table III, results/<dataset>/table3.csv). SIM: the step-level simulator running each static "
         "batch (all B requests at t = 0), calibrated on that accelerator's training runs only. n/a: LLMVisor-Agg "
         "is not fitted on offline static batches, which record no inter-token latency. cov. N%: the share of the "
-        f"validation runs inside their {100 * BAND_CONFIDENCE:.0f}% conformal prediction interval (SLIM and SIM; "
-        "Table III's note).")
+        f"validation runs inside their {100 * BAND_CONFIDENCE:.0f}% conformal prediction interval (SLIM and SIM: "
+        "errors of refits on the training runs, Table III's note).")
 
 
 def cross_accelerator_markdown(display: pd.DataFrame, title: str = "Held-out accuracy per accelerator") -> str:

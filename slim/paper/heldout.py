@@ -130,13 +130,14 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
     return frame[list(col.PREDICTION_COLUMNS)]
 
 
-def conformal_intervals(train: pd.DataFrame, fit_predict, throughput: np.ndarray,
-                        e2e_s: np.ndarray) -> dict[str, np.ndarray]:
-    """The conformal interval at `BAND_CONFIDENCE` of predictions `throughput` and `e2e_s`, from the
-    predictor's leave-one-curve-out scores on `train` (`slim.model.conformal`)."""
-    from slim.model.conformal import conformal_bounds, leave_one_curve_out_scores
+def conformal_intervals(split: Split, fit_predict, throughput: np.ndarray, e2e_s: np.ndarray) -> dict[str, np.ndarray]:
+    """The conformal interval at `BAND_CONFIDENCE` of the validation predictions `throughput` and
+    `e2e_s`, from the predictor's scores on the training runs: each curve left out, and each step of
+    the setting's own extrapolation (`slim.model.conformal`)."""
+    from slim.model.conformal import conformal_bounds, curve_folds, extrapolation_folds, fold_scores
 
-    throughput_scores, e2e_scores = leave_one_curve_out_scores(train, fit_predict)
+    folds = curve_folds(split.train) + extrapolation_folds(split.train, split.validate)
+    throughput_scores, e2e_scores = fold_scores(folds, fit_predict)
     t_low, t_high = conformal_bounds(throughput, throughput_scores, BAND_CONFIDENCE)
     e_low, e_high = conformal_bounds(e2e_s, e2e_scores, BAND_CONFIDENCE)
     return {col.PREDICTED_THROUGHPUT_CONFORMAL_LOW: t_low, col.PREDICTED_THROUGHPUT_CONFORMAL_HIGH: t_high,
@@ -180,8 +181,8 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
         for role, rows in roles:
             e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
             band = prediction_band_frame(fit, catalog, hw, rows, BAND_CONFIDENCE, kind="curve")
-            conformal = (conformal_intervals(split.train, _slim_refit(fit, catalog, hw, setting.name), throughput,
-                                             e2e_s) if ablation == FULL and role == "validate" else None)
+            conformal = (conformal_intervals(split, _slim_refit(fit, catalog, hw, setting.name), throughput, e2e_s)
+                         if ablation == FULL and role == "validate" else None)
             frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s,
                                           e2e_band_s=(band.e2e_low_s, band.e2e_high_s), conformal=conformal))
         identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
@@ -289,7 +290,7 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
                                            f"SIM: {calibration.identifiability.describe()}")}
     for predictor, alternatives in ((SIM, sim_alternatives), (SLIM_PREDICTED_BATCH, slim_alternatives)):
         first = alternatives[0]
-        conformal = (conformal_intervals(split.train, _sim_refit(calibration, schedules, catalog, hw, setting),
+        conformal = (conformal_intervals(split, _sim_refit(calibration, schedules, catalog, hw, setting),
                                          first[col.THROUGHPUT_METRIC.name], first[col.E2E_METRIC.name])
                      if predictor == SIM else None)
         frames.append(prediction_rows(setting, predictor, validate, "validate", first[col.THROUGHPUT_METRIC.name],

@@ -99,9 +99,9 @@ def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) 
 NOT_FITTED_MARK = "n/a"
 COVERAGE_MARK = "cov."
 COVERAGE_NOTE = (f"{COVERAGE_MARK} N%: the share of the validation runs inside their {100 * BAND_CONFIDENCE:.0f}% "
-                 "conformal prediction "
-                 "interval (slim.model.conformal: the predictor refitted with each training curve left out, its "
-                 "errors on that curve); none where the training runs are one curve.")
+                 "conformal prediction interval (slim.model.conformal: the predictor's errors on training runs it "
+                 "was refitted without, each curve left out and each step of the setting's own extrapolation); none "
+                 "where the training runs give too few errors.")
 NOT_FITTED_NOTE = (f"{NOT_FITTED_MARK}: the predictor is not fitted on this dataset (LLMVisor-Agg on offline static "
                    "batches, which record no inter-token latency; the reason is in table3.csv, column unidentified).")
 NO_INTERVAL_MARK = "(no CI)"
