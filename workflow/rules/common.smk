@@ -178,7 +178,7 @@ def applicable_settings(dataset):
 
 
 def evaluation_files(wildcards):
-    return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
+    return dataset_setting_files(wildcards.dataset, "evaluation", "parquet")
 
 
 # Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
@@ -192,19 +192,40 @@ def observed_kind(wildcards):
     return "simulated" if DATASETS[wildcards.dataset].is_simulated else "measured"
 
 
-def sim_schedules_file(wildcards):
+def dataset_sim_schedules_files(dataset):
     """The dataset's cached simulator schedules, or nothing where SIM is not evaluated."""
-    return [f"results/{wildcards.dataset}/sim_schedules.parquet"] if wildcards.dataset in SIM_DATASETS else []
+    return [f"results/{dataset}/sim_schedules.parquet"] if dataset in SIM_DATASETS else []
+
+
+def dataset_sim_constants_files(dataset):
+    """The simulator's constants (fixed fields: scheduler, memory) where SIM is evaluated."""
+    return [config["simulator"]["constants"]] if dataset in SIM_DATASETS else []
+
+
+def sim_schedules_file(wildcards):
+    return dataset_sim_schedules_files(wildcards.dataset)
 
 
 def sim_constants_file(wildcards):
-    """The simulator's constants (fixed fields: scheduler, memory) where SIM is evaluated."""
-    return [config["simulator"]["constants"]] if wildcards.dataset in SIM_DATASETS else []
+    return dataset_sim_constants_files(wildcards.dataset)
+
+
+NOT_IN_RULE_NAMES = re.compile(r"\W")
+
+
+def evaluate_rule_name(dataset):
+    """The name of the rule that evaluates every held-out setting of `dataset` (evaluate.smk)."""
+    return f"evaluate_{NOT_IN_RULE_NAMES.sub('_', dataset)}"
+
+
+def dataset_setting_files(dataset, folder, extension):
+    """results/<dataset>/<folder>/<setting>.<extension> of each applicable setting, in settings order."""
+    return [f"results/{dataset}/{folder}/{name}.{extension}" for name in applicable_settings(dataset)]
 
 
 def fits_files(wildcards):
     """Each applicable setting's fits JSON (SLIM's fits and, on real data, SIM's calibration)."""
-    return [f"results/{wildcards.dataset}/fits/{name}.json" for name in applicable_settings(wildcards.dataset)]
+    return dataset_setting_files(wildcards.dataset, "fits", "json")
 
 
 def recorded_headline_tables(wildcards):
@@ -214,9 +235,7 @@ def recorded_headline_tables(wildcards):
 
 def identifiability_files(wildcards):
     """What each setting's training data leave undecided (one table per setting)."""
-    return [
-        f"results/{wildcards.dataset}/identifiability/{name}.parquet" for name in applicable_settings(wildcards.dataset)
-    ]
+    return dataset_setting_files(wildcards.dataset, "identifiability", "parquet")
 
 
 def bca_config_file(wildcards):

@@ -1,27 +1,35 @@
-rule evaluate_setting:
-    input:
-        clean="results/{dataset}/clean.parquet",
-        settings=settings_file,
-        models=config["models_file"],
-        hardware=config["hardware_file"],
-        sim_schedules=sim_schedules_file,
-        sim_constants=sim_constants_file,
-    output:
-        predictions="results/{dataset}/evaluation/{setting}.parquet",
-        identifiability="results/{dataset}/identifiability/{setting}.parquet",
-        fits="results/{dataset}/fits/{setting}.json",
-    params:
-        setting="{setting}",
-        hardware=hardware_name,
-    log:
-        "logs/{dataset}/evaluate_{setting}.log",
-    benchmark:
-        "benchmarks/{dataset}/evaluate_{setting}.tsv"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=15,
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/evaluate_setting.py"
+# Every held-out setting of a dataset is fitted in one job: the settings read the same inputs,
+# and one Python start-up with scikit-learn, SciPy and statsmodels (about 1.4 CPU-s) costs more
+# than most settings' fits. Its outputs name the dataset's settings, so the rule is defined once
+# per evaluated dataset (Snakemake's procedural rule definition); helpers live in common.smk.
+for evaluated_dataset in EVALUATED_DATASETS:
+
+    rule:
+        name:
+            evaluate_rule_name(evaluated_dataset)
+        input:
+            clean=f"results/{evaluated_dataset}/clean.parquet",
+            settings=str(DATASETS[evaluated_dataset].settings_file),
+            models=config["models_file"],
+            hardware=config["hardware_file"],
+            sim_schedules=dataset_sim_schedules_files(evaluated_dataset),
+            sim_constants=dataset_sim_constants_files(evaluated_dataset),
+        output:
+            predictions=dataset_setting_files(evaluated_dataset, "evaluation", "parquet"),
+            identifiability=dataset_setting_files(evaluated_dataset, "identifiability", "parquet"),
+            fits=dataset_setting_files(evaluated_dataset, "fits", "json"),
+        params:
+            settings=applicable_settings(evaluated_dataset),
+            hardware=DATASETS[evaluated_dataset].hardware.name,
+        log:
+            f"logs/{evaluated_dataset}/evaluate.log",
+        benchmark:
+            f"benchmarks/{evaluated_dataset}/evaluate.tsv"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=30,
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/evaluate_settings.py"
