@@ -52,7 +52,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from slim import columns as col
 from slim.errors import SlimError
@@ -221,6 +220,10 @@ def bootstrap_means(values: np.ndarray, resampling: Resampling, seed: int = BOOT
                 total = total + columns[index].sum(axis=-2)
                 count = count + index.shape[-1]
             return np.moveaxis(total / count * APE_RESOLUTION_PCT_POINTS, -1, 0)
+
+    # Imported here: scipy.stats costs about 0.9 CPU-s to import, which the jobs that only read
+    # this module's names (the headline check) would pay without resampling anything.
+    from scipy import stats
 
     with warnings.catch_warnings():
         # A degenerate BCa (NaN) is reported per column below, not as a warning.
@@ -448,6 +451,8 @@ def average_mape_reduction_interval(predictions: pd.DataFrame, curves: pd.Series
                 mean_steps = total / count
             setting_means.append(np.moveaxis(mean_steps * APE_RESOLUTION_PCT_POINTS, (-2, -1), (0, 1)))
         return means_from(setting_means)
+
+    from scipy import stats  # on use, as in `bootstrap_means`
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
