@@ -1,13 +1,11 @@
 # Fitting SLIM per target (Tables V-VI, Fig. 12) and leave-one-curve-out (the advisor
-# comparison) are cluster jobs; Fig. 13 only reads the measured curves. On real datasets the
-# simulator's cached schedules add SIM-BCA beside SLIM-BCA.
+# comparison) are cluster jobs; Fig. 13, which only reads the measured curves, is drawn in the
+# tables' job. On real datasets the simulator's cached schedules add SIM-BCA beside SLIM-BCA.
 
 
-localrules:
-    bca_memory,
-
-
-rule bca_tables:
+# Tables V and VI, the advisor comparison and Fig. 13 come from one job: they read the same
+# inputs, and a job of their own each cost about 1.3 CPU-s of start-up and imports.
+rule bca_study:
     input:
         clean="results/{dataset}/clean.parquet",
         settings=settings_file,
@@ -24,21 +22,30 @@ rule bca_tables:
         table6_html=report("figures/{dataset}/table6.html", caption="../report/table6.rst", category="Advisor"),
         table6_csv="results/{dataset}/table6.csv",
         table6_md="results/{dataset}/table6.md",
+        advisors="figures/{dataset}/table_advisors.tex",
+        advisors_html=report(
+            "figures/{dataset}/table_advisors.html", caption="../report/table_advisors.rst", category="Advisor"
+        ),
+        advisors_csv="results/{dataset}/table_advisors.csv",
+        advisors_md="results/{dataset}/table_advisors.md",
+        fig13_pdf=report("figures/{dataset}/fig13.pdf", caption="../report/fig13.rst", category="Advisor"),
+        fig13_png="figures/{dataset}/fig13.png",
+        memory="results/{dataset}/fig13.csv",
     params:
         dataset_label=dataset_label,
         hardware=hardware_name,
     log:
-        "logs/{dataset}/bca_tables.log",
+        "logs/{dataset}/bca_study.log",
     benchmark:
-        "benchmarks/{dataset}/bca_tables.tsv"
+        "benchmarks/{dataset}/bca_study.tsv"
     threads: 1
     resources:
         mem_mb=2000,
-        runtime=15,
+        runtime=45,
     conda:
         "../../environment.yml"
     script:
-        "../scripts/bca_tables.py"
+        "../scripts/bca_study.py"
 
 
 rule bca_sensitivity:
@@ -70,56 +77,3 @@ rule bca_sensitivity:
         "../../environment.yml"
     script:
         "../scripts/bca_sensitivity.py"
-
-
-rule bca_memory:
-    input:
-        clean="results/{dataset}/clean.parquet",
-        bca_config=bca_config_file,
-        models=config["models_file"],
-        hardware=config["hardware_file"],
-    output:
-        pdf=report("figures/{dataset}/fig13.pdf", caption="../report/fig13.rst", category="Advisor"),
-        png="figures/{dataset}/fig13.png",
-        memory="results/{dataset}/fig13.csv",
-    params:
-        dataset_label=dataset_label,
-        hardware=hardware_name,
-    log:
-        "logs/{dataset}/bca_memory.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/bca_memory.py"
-
-
-rule bca_advisors:
-    input:
-        clean="results/{dataset}/clean.parquet",
-        bca_config=bca_config_file,
-        models=config["models_file"],
-        hardware=config["hardware_file"],
-        sim_schedules=sim_schedules_file,
-        sim_constants=sim_constants_file,
-    output:
-        table="figures/{dataset}/table_advisors.tex",
-        table_html=report(
-            "figures/{dataset}/table_advisors.html", caption="../report/table_advisors.rst", category="Advisor"
-        ),
-        csv="results/{dataset}/table_advisors.csv",
-        md="results/{dataset}/table_advisors.md",
-    params:
-        dataset_label=dataset_label,
-        hardware=hardware_name,
-    log:
-        "logs/{dataset}/bca_advisors.log",
-    benchmark:
-        "benchmarks/{dataset}/bca_advisors.tsv"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/bca_advisors.py"
