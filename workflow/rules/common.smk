@@ -164,9 +164,9 @@ def dataset_labels(wildcards):
     return [dataset_label(wildcards)]
 
 
-def length_sweep_models(wildcards):
+def dataset_length_sweep_models(dataset):
     """The models Fig. 2 shows for the dataset (config length_sweeps.models), or None for all."""
-    return config.get("length_sweeps", {}).get("models", {}).get(wildcards.dataset)
+    return config.get("length_sweeps", {}).get("models", {}).get(dataset)
 
 
 def hardware_name(wildcards):
@@ -187,9 +187,9 @@ def evaluation_files(wildcards):
 SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated and "simulator" in config]
 
 
-def observed_kind(wildcards):
+def dataset_observed_kind(dataset):
     """What a dataset's ground truth is, as figure legends name it: simulated data is never "measured"."""
-    return "simulated" if DATASETS[wildcards.dataset].is_simulated else "measured"
+    return "simulated" if DATASETS[dataset].is_simulated else "measured"
 
 
 def dataset_sim_schedules_files(dataset):
@@ -213,9 +213,9 @@ def sim_constants_file(wildcards):
 NOT_IN_RULE_NAMES = re.compile(r"\W")
 
 
-def evaluate_rule_name(dataset):
-    """The name of the rule that evaluates every held-out setting of `dataset` (evaluate.smk)."""
-    return f"evaluate_{NOT_IN_RULE_NAMES.sub('_', dataset)}"
+def dataset_rule_name(prefix, dataset):
+    """`prefix`_`dataset`: the names of the rules defined once per dataset (evaluate.smk, figures.smk)."""
+    return f"{prefix}_{NOT_IN_RULE_NAMES.sub('_', dataset)}"
 
 
 def dataset_setting_files(dataset, folder, extension):
@@ -248,9 +248,16 @@ def table4_settings(wildcards):
     return table4_setting_names(SETTINGS[wildcards.dataset])
 
 
-def fig10_setting(wildcards):
-    """Fig. 10's setting: the one that says shown_in: [fig10], else the first with an unseen model."""
-    return FIG10_SETTINGS[wildcards.dataset]
+def fig10_outputs(dataset):
+    """Fig. 10's files where the dataset has a Fig. 10 setting (FIG10_SETTINGS), else none."""
+    if FIG10_SETTINGS[dataset] is None:
+        return {}
+    return {
+        "fig10_pdf": report(
+            f"figures/{dataset}/fig10.pdf", caption="../report/fig10.rst", category="Held-out accuracy"
+        ),
+        "fig10_png": f"figures/{dataset}/fig10.png",
+    }
 
 
 def default_artefact_source(wildcards):

@@ -6,7 +6,7 @@ for evaluated_dataset in EVALUATED_DATASETS:
 
     rule:
         name:
-            evaluate_rule_name(evaluated_dataset)
+            dataset_rule_name("evaluate", evaluated_dataset)
         input:
             clean=f"results/{evaluated_dataset}/clean.parquet",
             settings=str(DATASETS[evaluated_dataset].settings_file),
