@@ -293,6 +293,27 @@ GENERALISATION = GeneralisationInputs(config, DATASETS)
 SENSITIVITY_DATASETS = [name for name in SETTINGS if "table" not in config["datasets"][name]]
 
 
+def baseline_sensitivity_inputs(dataset):
+    """What the baselines' readings read beyond the evaluation's inputs (the paper's Table III), where the
+    dataset has them (SENSITIVITY_DATASETS)."""
+    return {"reference": "config/paper_reference.yaml"} if dataset in SENSITIVITY_DATASETS else {}
+
+
+def baseline_sensitivity_outputs(dataset):
+    """The baselines' readings (CSV, the report's HTML, the README's section) where the dataset has them."""
+    if dataset not in SENSITIVITY_DATASETS:
+        return {}
+    return {
+        "sensitivity": f"results/{dataset}/baseline_sensitivity.csv",
+        "sensitivity_html": report(
+            f"results/{dataset}/baseline_sensitivity.html",
+            caption="../report/baseline_sensitivity.rst",
+            category="Held-out accuracy",
+        ),
+        "sensitivity_md": f"results/{dataset}/baseline_sensitivity.md",
+    }
+
+
 def readme_summaries(wildcards):
     """Markdown tables printed in the README: Table III of every evaluated dataset (default first),
     then Table VI and the advisor comparison of every real one."""

@@ -41,39 +41,6 @@ rule tables:
         "../scripts/tables.py"
 
 
-rule baseline_sensitivity:
-    input:
-        predictions=evaluation_files,
-        clean="results/{dataset}/clean.parquet",
-        settings=settings_file,
-        reference="config/paper_reference.yaml",
-        models=config["models_file"],
-        hardware=config["hardware_file"],
-    output:
-        table="results/{dataset}/baseline_sensitivity.csv",
-        html=report(
-            "results/{dataset}/baseline_sensitivity.html",
-            caption="../report/baseline_sensitivity.rst",
-            category="Held-out accuracy",
-        ),
-        summary="results/{dataset}/baseline_sensitivity.md",
-    params:
-        dataset_label=dataset_label,
-        hardware=hardware_name,
-    log:
-        "logs/{dataset}/baseline_sensitivity.log",
-    benchmark:
-        "benchmarks/{dataset}/baseline_sensitivity.tsv"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/baseline_sensitivity.py"
-
-
 rule check_headlines:
     input:
         mapes="results/{dataset}/table3.csv",
