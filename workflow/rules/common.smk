@@ -260,6 +260,18 @@ def fig10_outputs(dataset):
     }
 
 
+def fig12_outputs(dataset):
+    """Fig. 12's files where the dataset's advisor config names a single-curve transfer (FIG12_DATASETS)."""
+    if dataset not in FIG12_DATASETS:
+        return {}
+    return {
+        "fig12_pdf": report(f"figures/{dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"),
+        "fig12_png": f"figures/{dataset}/fig12.png",
+        "fig12_grid": f"results/{dataset}/fig12.csv",
+        "fig12_efficiency": f"results/{dataset}/fig12_efficiency.csv",
+    }
+
+
 def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 

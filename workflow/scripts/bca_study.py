@@ -1,5 +1,6 @@
 """Snakemake adapter: Table V (SLIM-BCA and, on real data, SIM-BCA vs full-profile BCA), Table VI (cost), the knee
-advisor vs full-profile BCA vs SLIM-BCA (and SIM-BCA) on every curve, and Fig. 13 (GPU memory per model)."""
+advisor vs full-profile BCA vs SLIM-BCA (and SIM-BCA) on every curve, Fig. 13 (GPU memory per model) and, where the
+advisor config names its transfers, Fig. 12 (SLIM-BCA's and SIM-BCA's sensitivity to epsilon and the SLO)."""
 import pandas as pd
 
 from slim.paper.advisor_study import (
@@ -7,11 +8,13 @@ from slim.paper.advisor_study import (
     advisor_comparison,
     confidence_summary,
     memory_breakdown,
+    sensitivity_agreement,
+    sensitivity_study,
     table5,
     table6,
 )
 from slim.paper.advisor_study_config import load_bca_config
-from slim.paper.figures.advisor import plot_memory_breakdown
+from slim.paper.figures.advisor import plot_memory_breakdown, plot_sensitivity
 from slim.paper.figures.common import save_figure
 from slim.paper.splits import load_settings
 from slim.paper.tables import (
@@ -57,7 +60,8 @@ write_text(to_booktabs(latex_escaped_columns(shown), table5_caption, "tab:table5
 write_text(to_html_page(latex_escaped_columns(shown), table5_caption, "Table V"), output.table5_html)
 
 # Table VI
-cost = table6(every_run, load_settings(snakemake.input.settings))
+settings = load_settings(snakemake.input.settings)
+cost = table6(every_run, settings)
 write_csv(cost, output.table6_csv)
 log.info("Table VI:\n%s", cost.to_string())
 cost_shown = as_display(cost, ("Prof.", "Pred.")).set_index("setting")
@@ -93,3 +97,19 @@ write_csv(memory, output.memory)
 log.info("memory breakdown:\n%s", memory.to_string())
 save_figure(plot_memory_breakdown(memory, label, study.epsilon, study.strict_slo_multiplier), output.fig13_pdf,
             output.fig13_png)
+
+# Fig. 12
+if "fig12_pdf" in output.keys():
+    by_name = {setting.name: setting for setting in settings}
+    studies = [sensitivity_study(clean, by_name[name], catalog, hardware, study.sensitivity_epsilons,
+                                 study.sensitivity_slo_multipliers, study.slo_reference_max_num_seqs, schedules)
+               for name in study.fig12_transfers]
+    grid = pd.concat([grid for grid, _ in studies], ignore_index=True)
+    efficiency = pd.concat([efficiency for _, efficiency in studies], ignore_index=True)
+    write_csv(grid, output.fig12_grid)
+    write_csv(efficiency, output.fig12_efficiency)
+    log.info("sensitivity grid:\n%s", grid.to_string())
+    log.info("batching efficiency of each advisor's curve:\n%s", efficiency.to_string())
+    for advisor, (same, cells) in sensitivity_agreement(grid).items():
+        log.info("%s picks full-profile BCA's cap in %d of %d cells", advisor, same, cells)
+    save_figure(plot_sensitivity(grid, label, efficiency), output.fig12_pdf, output.fig12_png)
