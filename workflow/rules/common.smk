@@ -305,12 +305,6 @@ GENERALISATION = GeneralisationInputs(config, DATASETS)
 SENSITIVITY_DATASETS = [name for name in SETTINGS if "table" not in config["datasets"][name]]
 
 
-def baseline_sensitivity_inputs(dataset):
-    """What the baselines' readings read beyond the evaluation's inputs (the paper's Table III), where the
-    dataset has them (SENSITIVITY_DATASETS)."""
-    return {"reference": "config/paper_reference.yaml"} if dataset in SENSITIVITY_DATASETS else {}
-
-
 def baseline_sensitivity_outputs(dataset):
     """The baselines' readings (CSV, the report's HTML, the README's section) where the dataset has them."""
     if dataset not in SENSITIVITY_DATASETS:

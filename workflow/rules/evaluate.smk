@@ -1,30 +1,51 @@
-# Every held-out setting of a dataset is fitted in one job, and so are the baselines' readings
-# (baseline_sensitivity.csv, where the dataset has them): they read the same inputs, and one
-# Python start-up with scikit-learn, SciPy and statsmodels (about 1.6 CPU-s) costs more than most
-# settings' fits. Its outputs name the dataset's settings, so the rule is defined once per
-# evaluated dataset (Snakemake's procedural rule definition); helpers live in common.smk.
+# Every held-out setting of a dataset is fitted in one job, which also writes Tables III and IV
+# (with their bootstrap intervals) and the baselines' readings (baseline_sensitivity.csv, where
+# the dataset has them): they read the same inputs, and one Python start-up with scikit-learn,
+# SciPy and statsmodels (about 1.6 CPU-s) costs more than most settings' fits. Its outputs name
+# the dataset's settings, so the rule is defined once per evaluated dataset (Snakemake's
+# procedural rule definition); helpers live in common.smk.
 for evaluated_dataset in EVALUATED_DATASETS:
 
     rule:
         name:
             dataset_rule_name("evaluate", evaluated_dataset)
         input:
-            **baseline_sensitivity_inputs(evaluated_dataset),
             clean=f"results/{evaluated_dataset}/clean.parquet",
             settings=str(DATASETS[evaluated_dataset].settings_file),
             models=config["models_file"],
             hardware=config["hardware_file"],
             sim_schedules=dataset_sim_schedules_files(evaluated_dataset),
             sim_constants=dataset_sim_constants_files(evaluated_dataset),
+            reference="config/paper_reference.yaml",
         output:
             **baseline_sensitivity_outputs(evaluated_dataset),
             predictions=dataset_setting_files(evaluated_dataset, "evaluation", "parquet"),
             identifiability=dataset_setting_files(evaluated_dataset, "identifiability", "parquet"),
             fits=dataset_setting_files(evaluated_dataset, "fits", "json"),
+            mapes=f"results/{evaluated_dataset}/table3.csv",
+            comparisons=f"results/{evaluated_dataset}/mape_comparisons.csv",
+            reduction=f"results/{evaluated_dataset}/mape_reduction.csv",
+            sim_constants_table=f"results/{evaluated_dataset}/sim_constants.csv",
+            sim_constants_md=f"results/{evaluated_dataset}/sim_constants.md",
+            table3=f"figures/{evaluated_dataset}/table3.tex",
+            table3_html=report(
+                f"figures/{evaluated_dataset}/table3.html",
+                caption="../report/table3.rst",
+                category="Held-out accuracy",
+            ),
+            table3_paper=f"figures/{evaluated_dataset}/table3_paper.tex",
+            table4=f"figures/{evaluated_dataset}/table4.tex",
+            table4_html=report(
+                f"figures/{evaluated_dataset}/table4.html",
+                caption="../report/table4.rst",
+                category="Held-out accuracy",
+            ),
+            summary=f"results/{evaluated_dataset}/table3.md",
         params:
             dataset=evaluated_dataset,
             dataset_label=DATASETS[evaluated_dataset].label,
             settings=applicable_settings(evaluated_dataset),
+            ablation_transfers=table4_setting_names(SETTINGS[evaluated_dataset]),
             hardware=DATASETS[evaluated_dataset].hardware.name,
         log:
             f"logs/{evaluated_dataset}/evaluate.log",

@@ -1,44 +1,8 @@
 localrules:
-    tables,
     check_headlines,
     record_headlines,
     default_artefact,
     readme_results,
-
-
-rule tables:
-    input:
-        predictions=evaluation_files,
-        identifiability=identifiability_files,
-        fits=fits_files,
-        settings=settings_file,
-        reference="config/paper_reference.yaml",
-        clean="results/{dataset}/clean.parquet",
-    output:
-        mapes="results/{dataset}/table3.csv",
-        comparisons="results/{dataset}/mape_comparisons.csv",
-        reduction="results/{dataset}/mape_reduction.csv",
-        sim_constants="results/{dataset}/sim_constants.csv",
-        sim_constants_md="results/{dataset}/sim_constants.md",
-        table3="figures/{dataset}/table3.tex",
-        table3_html=report(
-            "figures/{dataset}/table3.html", caption="../report/table3.rst", category="Held-out accuracy"
-        ),
-        table3_paper="figures/{dataset}/table3_paper.tex",
-        table4="figures/{dataset}/table4.tex",
-        table4_html=report(
-            "figures/{dataset}/table4.html", caption="../report/table4.rst", category="Held-out accuracy"
-        ),
-        summary="results/{dataset}/table3.md",
-    params:
-        dataset_label=dataset_label,
-        ablation_transfers=table4_settings,
-    log:
-        "logs/{dataset}/tables.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/tables.py"
 
 
 rule check_headlines:

@@ -1,14 +1,19 @@
-"""Snakemake adapter: fit SLIM (+ ablations) and the baselines on every held-out setting of a dataset; where the
-dataset has them, every reading of the two baselines on every held-out setting, with intervals, beside the paper's
-Table III, and the headline under each (issue 19; CSV, the report's HTML and the README's section)."""
+"""Snakemake adapter: fit SLIM (+ ablations) and the baselines on every held-out setting of a dataset; Tables III and
+IV (ours and the paper's; LaTeX, and HTML for the report) from the predictions, with bootstrap intervals of every
+MAPE, the paired comparisons and the average-reduction headline, and SIM's constants per setting from the fits (empty
+where SIM is not evaluated); and, where the dataset has them, every reading of the two baselines on every held-out
+setting, with intervals, beside the paper's Table III, and the headline under each (issue 19; CSV, the report's HTML
+and the README's section)."""
 import json
+from pathlib import Path
 
 import pandas as pd
 
 from slim.paper.baseline_sensitivity import baseline_sensitivity, sensitivity_html, why_the_headline_differs
-from slim.paper.heldout import evaluate_settings
+from slim.paper.heldout import applicable_setting_names, evaluate_settings, mape_table
+from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals, with_intervals
 from slim.paper.splits import load_settings
-from slim.paper.tables import load_paper_reference
+from slim.paper.tables import heldout_tables, load_paper_reference, sim_constants_markdown, sim_constants_table
 from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_parquet, write_text
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
@@ -37,12 +42,35 @@ for name, evaluation, predictions, identifiability, fits in zip(
     write_parquet(evaluation.identifiability, identifiability)
     write_text(json.dumps(evaluation.fits_as_dict(), indent=2, sort_keys=True) + "\n", fits)
 
-if "sensitivity" in snakemake.output.keys():
-    # The readings start from the predictions as written (and as the tables read them).
-    result = baseline_sensitivity(
-        clean, pd.concat([pd.read_parquet(path) for path in snakemake.output.predictions], ignore_index=True),
-        every_setting, catalog, hardware, load_paper_reference(snakemake.input.reference))
-    label = snakemake.params.dataset_label
+# Tables III and IV, and the baselines' readings, start from the predictions as written.
+output, label = snakemake.output, snakemake.params.dataset_label
+predictions = pd.concat([pd.read_parquet(path) for path in output.predictions], ignore_index=True)
+reference = load_paper_reference(snakemake.input.reference)
+curves = curve_labels(clean)
+intervals, comparisons = mape_intervals(predictions, curves)
+mapes = with_intervals(mape_table(predictions, pd.concat([pd.read_parquet(path) for path in output.identifiability],
+                                                         ignore_index=True)), intervals)
+write_csv(mapes, output.mapes)
+write_csv(comparisons, output.comparisons)
+reduction = average_mape_reduction_interval(predictions, curves, applicable_setting_names(every_setting))
+write_csv(reduction.to_frame(), output.reduction)
+log.info("average MAPE reduction of SLIM vs the baselines: %.1f%% (CI %.1f%% to %.1f%%)", reduction.estimate_pct,
+         reduction.ci_low_pct, reduction.ci_high_pct)
+tables = heldout_tables(mapes, every_setting, reference, label, tuple(snakemake.params.ablation_transfers), reduction,
+                        comparisons)
+write_text(tables.table3_latex, output.table3)
+write_text(tables.table3_html, output.table3_html)
+write_text(tables.table3_paper_latex, output.table3_paper)
+write_text(tables.table4_latex, output.table4)
+write_text(tables.table4_html, output.table4_html)
+write_text(tables.summary_markdown, output.summary)
+fitted = {Path(path).stem: json.loads(Path(path).read_text()) for path in output.fits}
+constants = sim_constants_table(fitted, every_setting)
+write_csv(constants, output.sim_constants_table)
+write_text(sim_constants_markdown(constants, every_setting, label), output.sim_constants_md)
+
+if "sensitivity" in output.keys():
+    result = baseline_sensitivity(clean, predictions, every_setting, catalog, hardware, reference)
     write_csv(result.table, snakemake.output.sensitivity)
     write_text(sensitivity_html(result.table, label), snakemake.output.sensitivity_html)
     write_text(why_the_headline_differs(result.table, label), snakemake.output.sensitivity_md)
