@@ -124,6 +124,11 @@ def dataset_table_section(wildcards):
     return config["datasets"][wildcards.dataset].get("table")
 
 
+def dataset_rows(wildcards):
+    """The dataset's own rows of a shared table (config datasets.<name>.rows), or {} for all."""
+    return config["datasets"][wildcards.dataset].get("rows", {})
+
+
 def trace_dir(wildcards):
     """The dataset's trace folder (read in place for real data)."""
     return str(DATASETS[wildcards.dataset].trace_dir)

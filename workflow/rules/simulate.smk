@@ -32,7 +32,7 @@ rule sim_schedules:
         schedules="results/{dataset}/sim_schedules.parquet",
     params:
         hardware=hardware_name,
-        rows=lambda wildcards: config["datasets"][wildcards.dataset].get("rows", {}),
+        rows=dataset_rows,
     log:
         "logs/{dataset}/sim_schedules.log",
     benchmark:
