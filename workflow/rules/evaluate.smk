@@ -1,5 +1,5 @@
 # Every held-out setting of a dataset is fitted in one job, which also writes Tables III and IV
-# (with their bootstrap intervals) and the baselines' readings (baseline_sensitivity.csv, where
+# (with their bootstrap intervals), their check against config/headlines.yaml and the baselines' readings (baseline_sensitivity.csv, where
 # the dataset has them): they read the same inputs, and one Python start-up with scikit-learn,
 # SciPy and statsmodels (about 1.6 CPU-s) costs more than most settings' fits. Its outputs name
 # the dataset's settings, so the rule is defined once per evaluated dataset (Snakemake's
@@ -17,6 +17,7 @@ for evaluated_dataset in EVALUATED_DATASETS:
             sim_schedules=dataset_sim_schedules_files(evaluated_dataset),
             sim_constants=dataset_sim_constants_files(evaluated_dataset),
             reference="config/paper_reference.yaml",
+            expected="config/headlines.yaml",
         output:
             **baseline_sensitivity_outputs(evaluated_dataset),
             predictions=dataset_setting_files(evaluated_dataset, "evaluation", "parquet"),
@@ -41,6 +42,8 @@ for evaluated_dataset in EVALUATED_DATASETS:
                 category="Held-out accuracy",
             ),
             summary=f"results/{evaluated_dataset}/table3.md",
+            check=f"results/{evaluated_dataset}/headline_check.txt",
+            measured=f"results/{evaluated_dataset}/headlines_measured.yaml",
         params:
             dataset=evaluated_dataset,
             dataset_label=DATASETS[evaluated_dataset].label,

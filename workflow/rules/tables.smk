@@ -1,26 +1,7 @@
 localrules:
-    check_headlines,
     record_headlines,
     default_artefact,
     readme_results,
-
-
-rule check_headlines:
-    input:
-        mapes="results/{dataset}/table3.csv",
-        comparisons="results/{dataset}/mape_comparisons.csv",
-        expected="config/headlines.yaml",
-    output:
-        check="results/{dataset}/headline_check.txt",
-        measured="results/{dataset}/headlines_measured.yaml",
-    params:
-        dataset="{dataset}",
-    log:
-        "logs/{dataset}/check_headlines.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/check_headlines.py"
 
 
 # Not part of `all`: re-records config/headlines.yaml from the current tables, on request
