@@ -182,10 +182,6 @@ def applicable_settings(dataset):
     return [setting.name for setting in SETTINGS[dataset] if setting.applicable]
 
 
-def evaluation_files(wildcards):
-    return dataset_setting_files(wildcards.dataset, "evaluation", "parquet")
-
-
 # Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
 # ones, where the config has the simulator's section (its rules exist only then). On simulated
 # data it would predict its own output (a circular score).
@@ -207,14 +203,6 @@ def dataset_sim_constants_files(dataset):
     return [config["simulator"]["constants"]] if dataset in SIM_DATASETS else []
 
 
-def sim_schedules_file(wildcards):
-    return dataset_sim_schedules_files(wildcards.dataset)
-
-
-def sim_constants_file(wildcards):
-    return dataset_sim_constants_files(wildcards.dataset)
-
-
 NOT_IN_RULE_NAMES = re.compile(r"\W")
 
 
@@ -228,29 +216,9 @@ def dataset_setting_files(dataset, folder, extension):
     return [f"results/{dataset}/{folder}/{name}.{extension}" for name in applicable_settings(dataset)]
 
 
-def fits_files(wildcards):
-    """Each applicable setting's fits JSON (SLIM's fits and, on real data, SIM's calibration)."""
-    return dataset_setting_files(wildcards.dataset, "fits", "json")
-
-
 def recorded_headline_tables(wildcards):
     """The table3.csv of every evaluated dataset, in EVALUATED_DATASETS order."""
     return [f"results/{name}/table3.csv" for name in EVALUATED_DATASETS]
-
-
-def identifiability_files(wildcards):
-    """What each setting's training data leave undecided (one table per setting)."""
-    return dataset_setting_files(wildcards.dataset, "identifiability", "parquet")
-
-
-def bca_config_file(wildcards):
-    """The dataset's advisor configuration (config datasets.<name>.bca)."""
-    return str(DATASETS[wildcards.dataset].bca_file)
-
-
-def table4_settings(wildcards):
-    """Table IV's rows: the settings that say shown_in: [table4], else every applicable one."""
-    return table4_setting_names(SETTINGS[wildcards.dataset])
 
 
 def fig10_outputs(dataset):
