@@ -25,10 +25,12 @@ from urllib.parse import unquote_to_bytes
 
 from slim.errors import SlimError
 
-#: The first positional argument of a `report(...)` flag in a rule file: a string literal.
+#: The first positional argument of a `report(...)` flag in a rule file: a string literal, or an
+#: f-string whose fields (a loop variable of a rule defined per dataset) stand for one path component.
 _REPORT_CALL = re.compile(r"\breport\(")
-_REPORT_LITERAL = re.compile(r"""\breport\(\s*(['"])(?P<pattern>.+?)\1""", re.DOTALL)
-_RULE_HEADER = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.MULTILINE)
+_REPORT_LITERAL = re.compile(r"""\breport\(\s*f?(['"])(?P<pattern>.+?)\1""", re.DOTALL)
+#: `rule NAME:`, or `rule:` of a rule defined in a loop (its name is computed: `name:`).
+_RULE_HEADER = re.compile(r"^[ \t]*(?:rule|checkpoint)(?:[ \t]+(\w+))?[ \t]*:", re.MULTILINE)
 _WILDCARD = re.compile(r"\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:,(?P<regex>[^{}]+))?\}")
 class ReportCheckError(SlimError):
     """The report misses an artefact, embeds an empty or stale one, or does not render."""
@@ -57,7 +59,8 @@ class ReportContents:
 
 @dataclass(frozen=True, order=True)
 class ReportDeclaration:
-    """One `report(...)`-flagged output: the rule that writes it and its output pattern."""
+    """One `report(...)`-flagged output: the rule that writes it ("" for a rule defined in a loop,
+    whose name is computed: any rule) and its output pattern."""
 
     rule: str
     pattern: str
@@ -83,7 +86,7 @@ def report_patterns(rule_files: Iterable[Path]) -> list[ReportDeclaration]:
                     f"{rule_file}:{line}: report(...) is not a string literal inside a rule's output; "
                     "write the output path as a literal so the report check can expect it"
                 )
-            declarations.add(ReportDeclaration(rule=rules_above[-1], pattern=match.group("pattern")))
+            declarations.add(ReportDeclaration(rule=rules_above[-1] or "", pattern=match.group("pattern")))
     return sorted(declarations)
 
 
@@ -131,7 +134,7 @@ def select_report_artefacts(
 ) -> list[str]:
     """The output files whose rule flags a matching pattern with `report(...)`, sorted."""
     regexes = [(declaration.rule, pattern_regex(declaration.pattern)) for declaration in declarations]
-    return sorted({path for path, rule in outputs if any(r == rule and rx.match(path) for r, rx in regexes)})
+    return sorted({path for path, rule in outputs if any(r in ("", rule) and rx.match(path) for r, rx in regexes)})
 
 
 def expected_report_artefacts(

@@ -19,7 +19,19 @@ for studied_dataset in BCA_DATASETS:
             sim_schedules=dataset_sim_schedules_files(studied_dataset),
             sim_constants=dataset_sim_constants_files(studied_dataset),
         output:
-            **fig12_outputs(studied_dataset),
+            # Fig. 12 where the advisor config names a single-curve transfer (FIG12_DATASETS).
+            **(
+                {
+                    "fig12_pdf": report(
+                        f"figures/{studied_dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"
+                    ),
+                    "fig12_png": f"figures/{studied_dataset}/fig12.png",
+                    "fig12_grid": f"results/{studied_dataset}/fig12.csv",
+                    "fig12_efficiency": f"results/{studied_dataset}/fig12_efficiency.csv",
+                }
+                if studied_dataset in FIG12_DATASETS
+                else {}
+            ),
             table5=f"figures/{studied_dataset}/table5.tex",
             table5_html=report(
                 f"figures/{studied_dataset}/table5.html", caption="../report/table5.rst", category="Advisor"

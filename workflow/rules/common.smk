@@ -221,30 +221,6 @@ def recorded_headline_tables(wildcards):
     return [f"results/{name}/table3.csv" for name in EVALUATED_DATASETS]
 
 
-def fig10_outputs(dataset):
-    """Fig. 10's files where the dataset has a Fig. 10 setting (FIG10_SETTINGS), else none."""
-    if FIG10_SETTINGS[dataset] is None:
-        return {}
-    return {
-        "fig10_pdf": report(
-            f"figures/{dataset}/fig10.pdf", caption="../report/fig10.rst", category="Held-out accuracy"
-        ),
-        "fig10_png": f"figures/{dataset}/fig10.png",
-    }
-
-
-def fig12_outputs(dataset):
-    """Fig. 12's files where the dataset's advisor config names a single-curve transfer (FIG12_DATASETS)."""
-    if dataset not in FIG12_DATASETS:
-        return {}
-    return {
-        "fig12_pdf": report(f"figures/{dataset}/fig12.pdf", caption="../report/fig12.rst", category="Advisor"),
-        "fig12_png": f"figures/{dataset}/fig12.png",
-        "fig12_grid": f"results/{dataset}/fig12.csv",
-        "fig12_efficiency": f"results/{dataset}/fig12_efficiency.csv",
-    }
-
-
 def default_artefact_source(wildcards):
     return f"figures/{DEFAULT_DATASET}/{wildcards.artefact}"
 
@@ -276,21 +252,6 @@ GENERALISATION = GeneralisationInputs(config, DATASETS)
 # read from summary tables, which hold offline static batches (one latency per batch, no ITL) on
 # which LLMVisor-Agg is not fitted, so its readings have nothing to show there.
 SENSITIVITY_DATASETS = [name for name in SETTINGS if "table" not in config["datasets"][name]]
-
-
-def baseline_sensitivity_outputs(dataset):
-    """The baselines' readings (CSV, the report's HTML, the README's section) where the dataset has them."""
-    if dataset not in SENSITIVITY_DATASETS:
-        return {}
-    return {
-        "sensitivity": f"results/{dataset}/baseline_sensitivity.csv",
-        "sensitivity_html": report(
-            f"results/{dataset}/baseline_sensitivity.html",
-            caption="../report/baseline_sensitivity.rst",
-            category="Held-out accuracy",
-        ),
-        "sensitivity_md": f"results/{dataset}/baseline_sensitivity.md",
-    }
 
 
 def readme_summaries(wildcards):
