@@ -10,6 +10,11 @@ import yaml
 
 from slim.errors import ConfigError
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""`yaml.safe_load`'s loader with libyaml's parser where PyYAML has it: the same constructor and
+resolver (so the same values), parsed about seven times faster, which every job pays for its
+catalogs and the simulator's constants."""
+
 
 def parse_yaml(path: str | Path, text: str | None = None) -> Any:
     """The content of a YAML file (or of `text`, read from it).
@@ -18,7 +23,7 @@ def parse_yaml(path: str | Path, text: str | None = None) -> Any:
     """
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text() if text is None else text)
+        return yaml.load(path.read_text() if text is None else text, Loader=SAFE_LOADER)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -105,7 +105,7 @@ class Evaluation:
 
 
 def evaluate_with_bands(clean: pd.DataFrame, dataset: str, schedules: ScheduleTable | None) -> Evaluation:
-    """Table III with its intervals (as workflow/scripts/tables.py builds it), the paired
+    """Table III with its intervals (as workflow/scripts/evaluate_settings.py builds it), the paired
     comparisons, the headline with its interval, and every prediction's band."""
     catalog, hardware = load_architectures(), load_hardware()["h100-64gb"]
     settings = load_settings(SETTINGS_FILES[dataset])

@@ -184,9 +184,8 @@ def test_save_figure_writes_byte_identical_files_twice(predictions, tmp_path):
     assert b"Software" not in (tmp_path / "a" / "fig.png").read_bytes()
 
 
-@pytest.mark.parametrize("script, params", [("plot_fig9.py", {"observed": "simulated"}),
-                                            ("plot_fig10.py", {"setting": "model", "observed": "measured"})])
-def test_adapters_write_pdf_png_and_log(predictions, tmp_path, script, params):
+@pytest.mark.parametrize("fig10_setting", ["model", None])
+def test_the_dataset_figures_adapter_writes_pdf_png_and_log(predictions, tmp_path, fig10_setting):
     paths = []
     for setting, rows in predictions.groupby("setting"):
         paths.append(str(tmp_path / f"{setting}.parquet"))
@@ -199,14 +198,28 @@ def test_adapters_write_pdf_png_and_log(predictions, tmp_path, script, params):
         {"name": "model", "label": "Model (big, OL 390)", "train": {"model": ["small"]},
          "validate": {"model": ["big"]}},
     ]}))
-    out = SimpleNamespace(pdf=str(tmp_path / "fig.pdf"), png=str(tmp_path / "fig.png"))
-    snakemake = SimpleNamespace(input=SimpleNamespace(predictions=paths, settings=str(settings_file)),
-                                output=out, params=SimpleNamespace(dataset_label=LABEL, **params),
-                                log=[str(tmp_path / "logs" / "fig.log")])
-    runpy.run_path(str(REPO / "workflow" / "scripts" / script), init_globals={"snakemake": snakemake})
-    assert Path(out.pdf).read_bytes().startswith(b"%PDF")
-    assert Path(out.png).read_bytes().startswith(b"\x89PNG")
-    assert LABEL in (tmp_path / "logs" / "fig.log").read_text()
+    # Fig. 2 draws the cleaned runs: those the predictions were made on.
+    runs = predictions.drop_duplicates("run_id")
+    pd.DataFrame({col.MODEL: runs["model"], col.MAX_NUM_SEQS: runs["max_num_seqs"], col.INPUT_LEN_NOMINAL: 250.0,
+                  col.OUTPUT_LEN_NOMINAL: runs["output_len_nominal"], col.MEAN_BATCH_SIZE: runs["mean_batch_size"],
+                  col.TOTAL_TOKEN_THROUGHPUT: runs["measured_throughput"], col.STATUS: "ok"}
+                 ).to_parquet(tmp_path / "clean.parquet", index=False)
+    names = ["fig9", "fig2"] + (["fig10"] if fig10_setting else [])
+    out = SimpleNamespace(**{f"{name}_{ext}": str(tmp_path / f"{name}.{ext}")
+                             for name in names for ext in ("pdf", "png")})
+    snakemake = SimpleNamespace(input=SimpleNamespace(predictions=paths, settings=str(settings_file),
+                                                      clean=str(tmp_path / "clean.parquet")),
+                                output=out, params=SimpleNamespace(dataset="synthetic", dataset_label=LABEL,
+                                                                   observed="measured", fig10_setting=fig10_setting,
+                                                                   length_sweep_models=None),
+                                log=[str(tmp_path / "logs" / "figures.log")])
+    runpy.run_path(str(REPO / "workflow" / "scripts" / "plot_dataset_figures.py"),
+                   init_globals={"snakemake": snakemake})
+    for name in names:
+        assert (tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF")
+        assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+    assert not (tmp_path / "fig10.pdf").exists() or fig10_setting
+    assert LABEL in (tmp_path / "logs" / "figures.log").read_text()
 
 
 def test_sim_joins_figs_9_and_10_where_the_predictions_hold_it(predictions):

@@ -38,7 +38,7 @@ def _config() -> dict:
 
 @pytest.fixture(scope="module")
 def bench(shared_traces_dir):
-    """The dataset as the pipeline ingests and cleans it (rule ingest, rule clean)."""
+    """The dataset as the pipeline ingests and cleans it (rule ingest, which cleans too)."""
     if not (shared_traces_dir.parent / NAME).is_dir():
         pytest.skip(f"{shared_traces_dir.parent / NAME} not present")
     dataset = check_config(_config(), REPO)[NAME]

@@ -227,3 +227,20 @@ def test_the_summary_states_only_supported_claims():
     assert "| Setting S | SLIM better | undecided |" in tables.summary_markdown
     assert "(CI " in tables.table3_latex and "\\%" in tables.table3_latex
     assert "<table" in tables.table3_html
+
+
+def test_sum_of_drawn_equals_the_indexed_sum():
+    # The bootstrap's statistic sums the drawn rows through counts; on whole numbers (error steps,
+    # curve sizes) that is exactly the indexed sum, whatever the shapes.
+    from slim.paper.mape_intervals import sum_of_drawn
+
+    rng = np.random.default_rng(0)
+    for shape in [(43, 5), (10, 3, 2), (7,)]:
+        steps = rng.integers(-10**9, 10**9, size=shape)
+        sizes = rng.integers(1, 20, size=shape).astype(float)
+        for index_shape in [(shape[0],), (999, shape[0]), (4, 5, shape[0] - 1)]:
+            index = rng.integers(0, shape[0], size=index_shape)
+            for values in (steps, sizes):
+                expected = values[index].sum(axis=index.ndim - 1)
+                summed = sum_of_drawn(values, index)
+                assert summed.dtype == expected.dtype and np.array_equal(summed, expected)

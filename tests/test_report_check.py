@@ -113,6 +113,18 @@ def test_report_patterns_refuse_a_non_literal_path(tmp_path: Path) -> None:
         report_patterns([rules])
 
 
+def test_report_patterns_read_rules_defined_per_dataset(tmp_path: Path) -> None:
+    # A rule defined in a loop has a computed name and f-string paths: its fields stand for one
+    # path component, and the declaration matches whichever rule writes such a path.
+    rules = tmp_path / "loop.smk"
+    rules.write_text('for dataset in DATASETS:\n\n    rule:\n        name:\n            f"fig_{dataset}"\n'
+                     '        output:\n            pdf=report(f"figures/{dataset}/fig9.pdf", caption="c.rst"),\n')
+    assert report_patterns([rules]) == [ReportDeclaration(rule="", pattern="figures/{dataset}/fig9.pdf")]
+    selected = select_report_artefacts([("figures/a/fig9.pdf", "fig_a"), ("figures/a/fig9.png", "fig_a")],
+                                       report_patterns([rules]))
+    assert selected == ["figures/a/fig9.pdf"]
+
+
 def test_pattern_regex_matches_one_path_component_per_wildcard() -> None:
     regex = pattern_regex("figures/{dataset}/fig9.pdf")
     assert regex.match("figures/simulated/fig9.pdf")

@@ -162,3 +162,30 @@ def test_the_xformers_latency_is_paid_per_layer_and_step_by_xformers_models_only
             np.array([0, 1, 300]))
         extra = arch.n_layers * 7e-6 if pays else 0.0
         np.testing.assert_allclose(with_latency - without, [0.0, extra, extra], rtol=1e-12, atol=0.0)
+
+
+def test_jitter_drawn_in_pieces_equals_whole_blocks():
+    # Blocks are drawn as far as steps need them; the factors must be those of one draw per block.
+    from slim.sim.jitter import JITTER_BLOCK_BITS, StepJitter
+
+    block = 1 << JITTER_BLOCK_BITS
+    whole = [1.0 + 0.02 * np.clip(np.random.default_rng([7, b]).standard_normal(block), -3.0, 3.0) for b in (0, 1)]
+    jitter = StepJitter(7, 0.02)
+    assert jitter.factor(5) == whole[0][5]
+    assert np.array_equal(jitter.factors(10, 5000), whole[0][10:5010])
+    assert jitter.factor(40_000) == whole[0][40_000]
+    assert np.array_equal(jitter.factors(block - 3, 10), np.concatenate((whole[0][-3:], whole[1][:7])))
+
+
+def test_affordable_decode_steps_match_the_cumulative_block_demand():
+    from slim.sim.scheduler import MAX_STRETCH_STEPS, Scheduler
+
+    rng = np.random.default_rng(3)
+    scheduler = Scheduler.__new__(Scheduler)   # only the block accounting is exercised
+    scheduler.block_size = 16
+    for _ in range(2000):
+        scheduler.block_demand_by_phase = [int(v) for v in rng.choice([0, 0, 1, 2, 5, 30], size=16)]
+        step, free = int(rng.integers(0, 10**6)), int(rng.integers(0, 5000))
+        demand = scheduler.stretch_block_demand(step, MAX_STRETCH_STEPS)
+        affordable = min(MAX_STRETCH_STEPS, scheduler._affordable_steps(step, free))
+        assert affordable == int(np.searchsorted(demand, free, side="right"))

@@ -79,14 +79,14 @@ def test_tables_are_built_from_the_users_settings(built):
         assert "| Model (OPT-2.7B, OL 128) |" in table and "| Model (OPT-2.7B, OL 256) |" in table
     # The paper's table keeps both model rows (their labels share the prefix "Model").
     assert "| Model (OPT-2.7B, OL 128) |" in paper and "| Model (OPT-2.7B, OL 256) |" in paper
-    assert "setting 'model_short'" in (built / "logs" / "mine" / "fig10.log").read_text()
+    assert "setting 'model_short'" in (built / "logs" / "mine" / "figures.log").read_text()
 
 
 @pytest.mark.integration
 def test_a_rerun_does_nothing_and_a_failing_job_logs_its_traceback(built):
     assert "Nothing to be done" in _snakemake(built, "-n", "all").stdout
     (built / "results" / "mine" / "evaluation" / "model_short.parquet").write_text("not a parquet file\n")
-    failed = _snakemake(built, "--cores", "1", "figures/mine/fig10.pdf", "--forcerun", "fig10")
+    failed = _snakemake(built, "--cores", "1", "figures/mine/fig10.pdf", "--forcerun", "dataset_figures_mine")
     assert failed.returncode != 0
-    log = (built / "logs" / "mine" / "fig10.log").read_text()
+    log = (built / "logs" / "mine" / "figures.log").read_text()
     assert "CRITICAL slim: the job failed" in log and "Traceback (most recent call last)" in log

@@ -135,8 +135,8 @@ def test_editing_the_models_file_plans_the_jobs_that_read_it(tmp_path, shared_tr
     models.write_text(models.read_text() + "# edited\n")
     replanned = _snakemake("-n", "all", cwd=workdir)
     assert replanned.returncode == 0, replanned.stderr[-3000:]
-    readers = {"simulate", "calibrate_simulator", "ingest", "evaluate_setting", "bca_tables", "bca_sensitivity",
-               "bca_memory", "bca_advisors", "generalisation", "modelled_characterisation", "table1"}
+    readers = {"simulate", "calibrate_simulator", "ingest", "evaluate_simulated", "evaluate_h100_public",
+               "bca_study_simulated", "bca_study_h100_public", "generalisation", "modelled_characterisation", "table1"}
     assert readers <= _planned_rules(replanned.stdout)
 
 

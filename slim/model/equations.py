@@ -165,20 +165,35 @@ class E2EComponents(NamedTuple):
 
 def prefill_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, batch) -> np.ndarray:
     """``T_pre = F_pre / (eta_c F_max)`` (Eq. 7)."""
-    return prefill_flops(arch, il, batch) / (params.eta_compute * hw.peak_flops_per_s)
+    return _prefill_s(prefill_flops(arch, il, batch), hw, params)
 
 
 def dense_decode_time_s(arch: ArchitectureLike, params: SlimParams, ol) -> np.ndarray:
     """``T_d = alpha OL + gamma L (D / 1024)^2 OL`` (Eq. 10)."""
-    n_layers, d, ol = _as_float(arch.n_layers), _as_float(arch.hidden_dim), _as_float(ol)
-    width_factor = n_layers * (d / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
-    return params.alpha_s_per_token * ol + params.gamma_s_per_token * width_factor * ol
+    return _dense_decode_s(_width_factor(arch), _as_float(ol), params)
 
 
 def kv_scan_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch) -> np.ndarray:
     """``(B + B0) M_dec / (eta_m BW_max)``, the KV-scan part of Eq. 9."""
-    bytes_read = (_as_float(batch) + params.batch_offset) * kv_bytes_read_per_request(arch, il, ol)
-    return bytes_read / (params.eta_memory * hw.hbm_bandwidth_bytes_per_s)
+    return _kv_scan_s(kv_bytes_read_per_request(arch, il, ol), _as_float(batch), hw, params)
+
+
+def _prefill_s(flops: np.ndarray, hw: Hardware, params: SlimParams) -> np.ndarray:
+    return flops / (params.eta_compute * hw.peak_flops_per_s)
+
+
+def _width_factor(arch: ArchitectureLike) -> np.ndarray:
+    """``L (D / 1024)^2`` of Eq. 10."""
+    n_layers, d = _as_float(arch.n_layers), _as_float(arch.hidden_dim)
+    return n_layers * (d / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
+
+
+def _dense_decode_s(width_factor: np.ndarray, ol: np.ndarray, params: SlimParams) -> np.ndarray:
+    return params.alpha_s_per_token * ol + params.gamma_s_per_token * width_factor * ol
+
+
+def _kv_scan_s(kv_bytes: np.ndarray, batch: np.ndarray, hw: Hardware, params: SlimParams) -> np.ndarray:
+    return (batch + params.batch_offset) * kv_bytes / (params.eta_memory * hw.hbm_bandwidth_bytes_per_s)
 
 
 def decode_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
@@ -188,16 +203,40 @@ def decode_time_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, 
     return components.dense_decode_s + components.kv_scan_s
 
 
+class WorkloadTerms(NamedTuple):
+    """What Eqs. 7-12 compute from the configurations alone (broadcast to one shape), before
+    SLIM's constants enter: a fit evaluates the model at thousands of trial constants on the
+    same rows, so it computes these once (`workload_terms`, then `components_at`)."""
+
+    il: np.ndarray
+    ol: np.ndarray
+    batch: np.ndarray
+    prefill_flops: np.ndarray   # F_pre (Eq. 8)
+    kv_bytes: np.ndarray        # M_dec (Eq. 11)
+    width_factor: np.ndarray    # L (D / 1024)^2 (Eq. 10)
+    zeros: np.ndarray
+
+
+def workload_terms(arch: ArchitectureLike, il, ol, batch) -> WorkloadTerms:
+    il, ol, batch = np.broadcast_arrays(_as_float(il), _as_float(ol), _as_float(batch))
+    flops = prefill_flops(arch, il, batch)
+    return WorkloadTerms(il, ol, batch, flops, kv_bytes_read_per_request(arch, il, ol), _width_factor(arch),
+                         np.zeros(np.broadcast(flops, il).shape))
+
+
+def components_at(terms: WorkloadTerms, hw: Hardware, params: SlimParams, ablation: Ablation = FULL) -> E2EComponents:
+    """The terms of Eq. 5 at `params` for the configurations of `terms`; an ablated term is zero."""
+    zeros = terms.zeros
+    prefill = _prefill_s(terms.prefill_flops, hw, params)
+    dense = _dense_decode_s(terms.width_factor, terms.ol, params) if ablation.use_dense_decode else zeros
+    kv_scan = _kv_scan_s(terms.kv_bytes, terms.batch, hw, params) if ablation.use_kv_scan else zeros
+    return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, zeros + params.t_fixed_s)
+
+
 def e2e_components_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
                      ablation: Ablation = FULL) -> E2EComponents:
     """The terms of Eq. 5, broadcast to a common shape; an ablated term is zero."""
-    il, ol, batch = np.broadcast_arrays(_as_float(il), _as_float(ol), _as_float(batch))
-    prefill = prefill_time_s(arch, hw, params, il, batch)
-    zeros = np.zeros(np.broadcast(prefill, il).shape)
-    dense = dense_decode_time_s(arch, params, ol) if ablation.use_dense_decode else zeros
-    kv_scan = kv_scan_time_s(arch, hw, params, il, ol, batch) if ablation.use_kv_scan else zeros
-    fixed = zeros + params.t_fixed_s
-    return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, fixed)
+    return components_at(workload_terms(arch, il, ol, batch), hw, params, ablation)
 
 
 def e2e_derivatives_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,

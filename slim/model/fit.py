@@ -28,11 +28,12 @@ from slim.model.equations import (
     ArchitectureLookup,
     SlimParams,
     architectures_for_frame,
-    e2e_components_s,
+    components_at,
     frame_workload,
     kv_bytes_read_per_request,
     prefill_flops,
     throughput_from_e2e,
+    workload_terms,
 )
 from slim.model.metrics import mape_pct
 from slim.specs.architecture import ArchitectureArrays
@@ -357,12 +358,13 @@ class _Objective:
         self.kv_bytes = kv_bytes_read_per_request(data.arch, data.il, data.ol)
         self.width_factor_ol = (data.arch.n_layers * (data.arch.hidden_dim / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
                                 * data.ol)
+        self._terms = workload_terms(data.arch, data.il, data.ol, data.batch)   # the same at every trial point
         self._predict = _LastPoint(self._predict_at)
 
     def _predict_at(self, free_values: np.ndarray):
         params = _params_from_vector(free_values, self.free_names)
         data = self.data
-        components = e2e_components_s(data.arch, self.hw, params, data.il, data.ol, data.batch, self.ablation)
+        components = components_at(self._terms, self.hw, params, self.ablation)
         e2e_s = components.total_s
         return params, components, e2e_s, throughput_from_e2e(data.il, data.ol, data.batch, e2e_s)
 

@@ -13,12 +13,11 @@ from typing import Any
 
 import jsonschema
 import pandas as pd
-import yaml
 
 from slim.advisor.bca import DEFAULT_EPSILON
 from slim.errors import ConfigError
 from slim.paper.splits import Selector, select_rows
-from slim.yaml_files import read_yaml_mapping
+from slim.yaml_files import parse_yaml, read_yaml_mapping
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def load_bca_config(path: str | Path) -> BcaStudyConfig:
     path = Path(path)
     raw = read_yaml_mapping(path, f"BCA config not found: {path}; see config/bca/ for examples")
     try:
-        jsonschema.validate(raw, yaml.safe_load(BCA_SCHEMA.read_text()))
+        jsonschema.validate(raw, parse_yaml(BCA_SCHEMA))
     except jsonschema.ValidationError as error:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ConfigError(f"{path}: {where}: {error.message}") from error

@@ -25,7 +25,7 @@ from slim.gpu.roofline import (
 from slim.paper.table_format import to_booktabs, to_html_page
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
-from slim.yaml_files import require_keys
+from slim.yaml_files import SAFE_LOADER, require_keys
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def load_paper_table1(path: str | Path = "config/paper_table1.yaml") -> PaperTab
     """Read the paper's Table I; raise `ConfigError` naming the file and the missing key."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except FileNotFoundError as error:
         raise ConfigError(f"paper Table I file not found: {path}") from error
     for key in ("source", "model", "hardware", "rows"):

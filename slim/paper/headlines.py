@@ -22,6 +22,7 @@ import yaml
 from slim import columns as col
 from slim.errors import ConfigError
 from slim.paper.heldout import SIM, SLIM
+from slim.yaml_files import SAFE_LOADER
 
 DEFAULT_TOLERANCE_PCT_POINTS = 0.5
 MUST_BEAT_KEYS = {"slim_must_beat": SLIM, "sim_must_beat": SIM}
@@ -44,7 +45,7 @@ def load_record(path: str | Path) -> dict:
     """The whole record (every dataset); an empty mapping if the file is empty."""
     path = Path(path)
     try:
-        record = yaml.safe_load(path.read_text()) or {}
+        record = yaml.load(path.read_text(), Loader=SAFE_LOADER) or {}
     except FileNotFoundError as error:
         raise ConfigError(f"headline record not found: {path}") from error
     except yaml.YAMLError as error:

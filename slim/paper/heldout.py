@@ -13,7 +13,7 @@ quantities: total-token throughput and the Little's-law E2E latency of each vali
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -214,6 +214,13 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
     return SettingEvaluation(pd.concat(frames, ignore_index=True), fits,
                              pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)),
                              calibration)
+
+
+def evaluate_settings(clean: pd.DataFrame, settings: Sequence[HeldOutSetting], catalog: ArchitectureCatalog,
+                      hw: Hardware, sim_schedules: ScheduleTable | None = None) -> list[SettingEvaluation]:
+    """`evaluate_setting` of each of `settings`, in order (one process fits them all: the
+    workflow evaluates a dataset in one job)."""
+    return [evaluate_setting(clean, setting, catalog, hw, sim_schedules) for setting in settings]
 
 
 def _slim_refit(fit: SlimFit, catalog: ArchitectureCatalog, hw: Hardware, setting: str):

@@ -13,7 +13,6 @@ from typing import Any
 
 import jsonschema
 import pandas as pd
-import yaml
 
 from slim import columns as col
 from slim.errors import ConfigError, SplitError
@@ -64,7 +63,7 @@ def load_settings(path: str | Path) -> list[HeldOutSetting]:
     """Read and schema-check a settings file; resolve `train_union` references."""
     path = Path(path)
     raw = parse_yaml(path)
-    schema = yaml.safe_load(SETTINGS_SCHEMA.read_text())
+    schema = parse_yaml(SETTINGS_SCHEMA)
     try:
         jsonschema.validate(raw, schema)
     except jsonschema.ValidationError as error:

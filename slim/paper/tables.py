@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from slim import columns as col
 from slim.paper.heldout import (
@@ -34,6 +33,7 @@ from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters
     to_html_page,
     to_markdown,
 )
+from slim.yaml_files import parse_yaml
 
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
 SIM_METRICS = (*METRICS, (col.MEAN_BATCH_METRIC, "Batch"))
@@ -59,7 +59,7 @@ UNDETERMINED_NOTE = (f"{UNDETERMINED_MARK}: the training data do not determine t
 def load_paper_reference(path: str | Path = "config/paper_reference.yaml") -> dict:
     """The paper's reported numbers (Tables III, IV and VI, the Section VI-F and VII-B headlines),
     for side-by-side columns only."""
-    return yaml.safe_load(Path(path).read_text())
+    return parse_yaml(path)
 
 
 def mape_cell(row: pd.Series, metric: col.PredictionMetric, precision: int = 1) -> object:

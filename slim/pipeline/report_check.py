@@ -43,8 +43,11 @@ import numpy as np
 from slim.errors import SlimError
 
 _REPORT_CALL = re.compile(r"\breport\(")
-_REPORT_LITERAL = re.compile(r"""\breport\(\s*(['"])(?P<pattern>.+?)\1""", re.DOTALL)
-_RULE_HEADER = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.MULTILINE)
+#: The output pattern of a `report(...)` flag: a string literal, or an f-string whose fields (a loop
+#: variable of a rule defined per dataset) stand for one path component.
+_REPORT_LITERAL = re.compile(r"""\breport\(\s*f?(['"])(?P<pattern>.+?)\1""", re.DOTALL)
+#: `rule NAME:`, or `rule:` of a rule defined in a loop (its name is computed: `name:`).
+_RULE_HEADER = re.compile(r"^[ \t]*(?:rule|checkpoint)(?:[ \t]+(\w+))?[ \t]*:", re.MULTILINE)
 _WILDCARD = re.compile(r"\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:,(?P<regex>[^{}]+))?\}")
 
 LATEX_MARKERS = ("\\begin{", "\\end{", "\\toprule", "\\midrule", "\\bottomrule", "\\\\", "\\%", "\\emph")
@@ -59,7 +62,8 @@ class ReportCheckError(SlimError):
 
 @dataclass(frozen=True, order=True)
 class ReportDeclaration:
-    """One `report(...)`-flagged output: the rule that writes it and its output pattern."""
+    """One `report(...)`-flagged output: the rule that writes it ("" for a rule defined in a loop,
+    whose name is computed: any rule) and its output pattern."""
 
     rule: str
     pattern: str
@@ -80,7 +84,7 @@ def report_patterns(rule_files: Iterable[Path]) -> list[ReportDeclaration]:
                 line = text.count("\n", 0, call.start()) + 1
                 raise ReportCheckError(f"{rule_file}:{line}: report(...) is not a string literal inside a rule's "
                                        "output; write the output path as a literal so the report check can expect it")
-            declarations.add(ReportDeclaration(rule=rules_above[-1], pattern=match.group("pattern")))
+            declarations.add(ReportDeclaration(rule=rules_above[-1] or "", pattern=match.group("pattern")))
     return sorted(declarations)
 
 
@@ -111,7 +115,7 @@ def select_report_artefacts(outputs: Iterable[tuple[str, str]],
                             declarations: Iterable[ReportDeclaration]) -> list[str]:
     """The output files whose own rule flags a pattern they match with `report(...)`, sorted."""
     regexes = [(declaration.rule, pattern_regex(declaration.pattern)) for declaration in declarations]
-    return sorted({path for path, rule in outputs if any(r == rule and rx.match(path) for r, rx in regexes)})
+    return sorted({path for path, rule in outputs if any(r in ("", rule) and rx.match(path) for r, rx in regexes)})
 
 
 def expected_report_artefacts(workdir: Path, target: str = "all", rule_files: Sequence[Path] | None = None,

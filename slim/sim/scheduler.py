@@ -11,6 +11,7 @@ size of its bin.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from typing import NamedTuple
 
@@ -257,8 +258,18 @@ class Scheduler:
         limit = min(finish - step + 1, MAX_STRETCH_STEPS) if finish >= 0 else MAX_STRETCH_STEPS
         if limit < 2:
             return 0
-        demand = self.stretch_block_demand(step, limit)
-        return int(min(limit, np.searchsorted(demand, free, side="right")))
+        return min(limit, self._affordable_steps(step, free))
+
+    def _affordable_steps(self, step: int, free: int) -> int:
+        """How many steps from `step` on the decodes' cumulative block demand stays within `free`
+        blocks: ``searchsorted(stretch_block_demand(step, n), free, side="right")`` for a long
+        enough ``n``, from one block-size period of the demand (it repeats with that period)."""
+        size, by_phase = self.block_size, self.block_demand_by_phase
+        period = list(itertools.accumulate(by_phase[(step + offset) % size] for offset in range(size)))
+        if period[-1] == 0:
+            return MAX_STRETCH_STEPS
+        periods, left = divmod(free, period[-1])
+        return periods * size + next(offset for offset, demand in enumerate(period) if demand > left)
 
     def stretch_block_demand(self, step: int, steps: int) -> np.ndarray:
         """Cumulative new blocks the decodes need over `steps` steps from `step`."""

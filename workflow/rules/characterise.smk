@@ -1,11 +1,11 @@
-# Characterisation artefacts (paper Section V): Fig. 1, Fig. 2 and Table I.
+# Characterisation artefacts (paper Section V): Fig. 1 and Table I (Fig. 2 is drawn with each
+# dataset's figures, figures.smk).
 # Input functions dataset_label, batch_scaling_* live in common.smk.
 
 
 localrules:
     fig1,
     fig1_datasets,
-    fig2,
     table1,
 
 
@@ -45,27 +45,6 @@ rule fig1_datasets:
         "../../environment.yml"
     script:
         "../scripts/plot_fig1.py"
-
-
-rule fig2:
-    input:
-        clean="results/{dataset}/clean.parquet",
-    output:
-        pdf=report(
-            "figures/{dataset}/fig2.pdf",
-            caption="../report/fig2.rst",
-            category="Characterisation",
-        ),
-        png="figures/{dataset}/fig2.png",
-    params:
-        dataset_label=dataset_label,
-        models=length_sweep_models,
-    log:
-        "logs/{dataset}/fig2.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/plot_fig2.py"
 
 
 rule table1:

@@ -124,6 +124,11 @@ def dataset_table_section(wildcards):
     return config["datasets"][wildcards.dataset].get("table")
 
 
+def dataset_rows(wildcards):
+    """The dataset's own rows of a shared table (config datasets.<name>.rows), or {} for all."""
+    return config["datasets"][wildcards.dataset].get("rows", {})
+
+
 def trace_dir(wildcards):
     """The dataset's trace folder (read in place for real data)."""
     return str(DATASETS[wildcards.dataset].trace_dir)
@@ -164,9 +169,9 @@ def dataset_labels(wildcards):
     return [dataset_label(wildcards)]
 
 
-def length_sweep_models(wildcards):
+def dataset_length_sweep_models(dataset):
     """The models Fig. 2 shows for the dataset (config length_sweeps.models), or None for all."""
-    return config.get("length_sweeps", {}).get("models", {}).get(wildcards.dataset)
+    return config.get("length_sweeps", {}).get("models", {}).get(dataset)
 
 
 def hardware_name(wildcards):
@@ -177,61 +182,43 @@ def applicable_settings(dataset):
     return [setting.name for setting in SETTINGS[dataset] if setting.applicable]
 
 
-def evaluation_files(wildcards):
-    return [f"results/{wildcards.dataset}/evaluation/{name}.parquet" for name in applicable_settings(wildcards.dataset)]
-
-
 # Datasets SIM (the calibrated simulator as a held-out predictor) is evaluated on: the real
 # ones, where the config has the simulator's section (its rules exist only then). On simulated
 # data it would predict its own output (a circular score).
 SIM_DATASETS = [name for name in SETTINGS if not DATASETS[name].is_simulated and "simulator" in config]
 
 
-def observed_kind(wildcards):
+def dataset_observed_kind(dataset):
     """What a dataset's ground truth is, as figure legends name it: simulated data is never "measured"."""
-    return "simulated" if DATASETS[wildcards.dataset].is_simulated else "measured"
+    return "simulated" if DATASETS[dataset].is_simulated else "measured"
 
 
-def sim_schedules_file(wildcards):
+def dataset_sim_schedules_files(dataset):
     """The dataset's cached simulator schedules, or nothing where SIM is not evaluated."""
-    return [f"results/{wildcards.dataset}/sim_schedules.parquet"] if wildcards.dataset in SIM_DATASETS else []
+    return [f"results/{dataset}/sim_schedules.parquet"] if dataset in SIM_DATASETS else []
 
 
-def sim_constants_file(wildcards):
+def dataset_sim_constants_files(dataset):
     """The simulator's constants (fixed fields: scheduler, memory) where SIM is evaluated."""
-    return [config["simulator"]["constants"]] if wildcards.dataset in SIM_DATASETS else []
+    return [config["simulator"]["constants"]] if dataset in SIM_DATASETS else []
 
 
-def fits_files(wildcards):
-    """Each applicable setting's fits JSON (SLIM's fits and, on real data, SIM's calibration)."""
-    return [f"results/{wildcards.dataset}/fits/{name}.json" for name in applicable_settings(wildcards.dataset)]
+NOT_IN_RULE_NAMES = re.compile(r"\W")
+
+
+def dataset_rule_name(prefix, dataset):
+    """`prefix`_`dataset`: the names of the rules defined once per dataset (evaluate.smk, figures.smk)."""
+    return f"{prefix}_{NOT_IN_RULE_NAMES.sub('_', dataset)}"
+
+
+def dataset_setting_files(dataset, folder, extension):
+    """results/<dataset>/<folder>/<setting>.<extension> of each applicable setting, in settings order."""
+    return [f"results/{dataset}/{folder}/{name}.{extension}" for name in applicable_settings(dataset)]
 
 
 def recorded_headline_tables(wildcards):
     """The table3.csv of every evaluated dataset, in EVALUATED_DATASETS order."""
     return [f"results/{name}/table3.csv" for name in EVALUATED_DATASETS]
-
-
-def identifiability_files(wildcards):
-    """What each setting's training data leave undecided (one table per setting)."""
-    return [
-        f"results/{wildcards.dataset}/identifiability/{name}.parquet" for name in applicable_settings(wildcards.dataset)
-    ]
-
-
-def bca_config_file(wildcards):
-    """The dataset's advisor configuration (config datasets.<name>.bca)."""
-    return str(DATASETS[wildcards.dataset].bca_file)
-
-
-def table4_settings(wildcards):
-    """Table IV's rows: the settings that say shown_in: [table4], else every applicable one."""
-    return table4_setting_names(SETTINGS[wildcards.dataset])
-
-
-def fig10_setting(wildcards):
-    """Fig. 10's setting: the one that says shown_in: [fig10], else the first with an unseen model."""
-    return FIG10_SETTINGS[wildcards.dataset]
 
 
 def default_artefact_source(wildcards):
@@ -450,6 +437,11 @@ def tuning_dataset_labels(wildcards):
     return [DATASETS[name].label for name in BCA_DATASETS]
 
 
+def tuning_bca_config(wildcards):
+    """The dataset's advisor configuration (datasets.<name>.bca): its epsilon and SLO."""
+    return str(DATASETS[wildcards.dataset].bca_file)
+
+
 def tuning_settings_file(wildcards):
     """The dataset's held-out settings (the paper plan's training sets), or nothing."""
     dataset = DATASETS[wildcards.dataset]
@@ -459,7 +451,13 @@ def tuning_settings_file(wildcards):
 def tuning_sim_inputs(name):
     """SIM's schedules or constants for the replay's SIM prior, where the config has the simulator."""
     return lambda wildcards: (
-        [f"results/{wildcards.dataset}/sim_schedules.parquet" if name == "schedules" else config["simulator"]["constants"]]
+        [
+            (
+                f"results/{wildcards.dataset}/sim_schedules.parquet"
+                if name == "schedules"
+                else config["simulator"]["constants"]
+            )
+        ]
         if "simulator" in config
         else []
     )

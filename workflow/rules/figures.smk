@@ -1,52 +1,52 @@
-# Paper figures of the held-out evaluation: Fig. 9 (every setting) and Fig. 10 (unseen model).
-# Input functions evaluation_files, settings_file and dataset_label live in common.smk.
+# Figures of one evaluated dataset, drawn in one job (starting Python with pandas and matplotlib
+# costs more than drawing most of them): Fig. 9 (every held-out setting), Fig. 2 (the length
+# sweeps) and, where a setting predicts an unseen model, Fig. 10. Its outputs depend on the
+# dataset's settings, so the rule is defined once per evaluated dataset; helpers live in common.smk.
+for figured_dataset in EVALUATED_DATASETS:
 
-
-localrules:
-    fig9,
-    fig10,
-
-
-rule fig9:
-    input:
-        predictions=evaluation_files,
-        settings=settings_file,
-    output:
-        pdf=report(
-            "figures/{dataset}/fig9.pdf",
-            caption="../report/fig9.rst",
-            category="Held-out accuracy",
-        ),
-        png="figures/{dataset}/fig9.png",
-    params:
-        dataset_label=dataset_label,
-        observed=observed_kind,
-    log:
-        "logs/{dataset}/fig9.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/plot_fig9.py"
-
-
-rule fig10:
-    input:
-        predictions=evaluation_files,
-        settings=settings_file,
-    output:
-        pdf=report(
-            "figures/{dataset}/fig10.pdf",
-            caption="../report/fig10.rst",
-            category="Held-out accuracy",
-        ),
-        png="figures/{dataset}/fig10.png",
-    params:
-        dataset_label=dataset_label,
-        setting=fig10_setting,
-        observed=observed_kind,
-    log:
-        "logs/{dataset}/fig10.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/plot_fig10.py"
+    rule:
+        name:
+            dataset_rule_name("dataset_figures", figured_dataset)
+        input:
+            predictions=dataset_setting_files(figured_dataset, "evaluation", "parquet"),
+            settings=str(DATASETS[figured_dataset].settings_file),
+            clean=f"results/{figured_dataset}/clean.parquet",
+        output:
+            # Fig. 10 where a setting predicts an unseen model (FIG10_SETTINGS).
+            **(
+                {
+                    "fig10_pdf": report(
+                        f"figures/{figured_dataset}/fig10.pdf",
+                        caption="../report/fig10.rst",
+                        category="Held-out accuracy",
+                    ),
+                    "fig10_png": f"figures/{figured_dataset}/fig10.png",
+                }
+                if FIG10_SETTINGS[figured_dataset] is not None
+                else {}
+            ),
+            fig9_pdf=report(
+                f"figures/{figured_dataset}/fig9.pdf",
+                caption="../report/fig9.rst",
+                category="Held-out accuracy",
+            ),
+            fig9_png=f"figures/{figured_dataset}/fig9.png",
+            fig2_pdf=report(
+                f"figures/{figured_dataset}/fig2.pdf",
+                caption="../report/fig2.rst",
+                category="Characterisation",
+            ),
+            fig2_png=f"figures/{figured_dataset}/fig2.png",
+        params:
+            dataset=figured_dataset,
+            dataset_label=DATASETS[figured_dataset].label,
+            observed=dataset_observed_kind(figured_dataset),
+            fig10_setting=FIG10_SETTINGS[figured_dataset],
+            length_sweep_models=dataset_length_sweep_models(figured_dataset),
+        log:
+            f"logs/{figured_dataset}/figures.log",
+        localrule: True
+        conda:
+            "../../environment.yml"
+        script:
+            "../scripts/plot_dataset_figures.py"

@@ -4,10 +4,6 @@
 # naming the key.
 
 
-localrules:
-    fig11,
-
-
 rule generalisation:
     input:
         clean=GENERALISATION.clean_table,
@@ -23,6 +19,12 @@ rule generalisation:
             caption="../report/table_fig11.rst",
             category=GENERALISATION.report_category(),
         ),
+        fig11_pdf=report(
+            "figures/fig11.pdf",
+            caption="../report/fig11.rst",
+            category=GENERALISATION.report_category(),
+        ),
+        fig11_png="figures/fig11.png",
     params:
         dataset=GENERALISATION.dataset_name,
         dataset_label=GENERALISATION.dataset_label,
@@ -41,24 +43,3 @@ rule generalisation:
         "../../environment.yml"
     script:
         "../scripts/generalisation.py"
-
-
-rule fig11:
-    input:
-        predictions="results/generalisation/fig11_predictions.csv",
-    output:
-        pdf=report(
-            "figures/fig11.pdf",
-            caption="../report/fig11.rst",
-            category=GENERALISATION.report_category(),
-        ),
-        png="figures/fig11.png",
-    params:
-        dataset_label=GENERALISATION.dataset_label,
-        train_models=GENERALISATION.train_models,
-    log:
-        "logs/generalisation/fig11.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/plot_fig11.py"

@@ -1,7 +1,3 @@
-localrules:
-    sim_validation_table,
-
-
 rule simulate:
     input:
         grid=config["simulator"]["grid"],
@@ -36,7 +32,7 @@ rule sim_schedules:
         schedules="results/{dataset}/sim_schedules.parquet",
     params:
         hardware=hardware_name,
-        rows=lambda wildcards: config["datasets"][wildcards.dataset].get("rows", {}),
+        rows=dataset_rows,
     log:
         "logs/{dataset}/sim_schedules.log",
     benchmark:
@@ -61,6 +57,12 @@ rule calibrate_simulator:
     output:
         constants="results/simulator/h100-64gb-sim.yaml",
         validation="results/simulator/validation_per_curve.csv",
+        table="figures/table_sim_validation.tex",
+        table_html=report(
+            "figures/table_sim_validation.html", caption="../report/table_sim_validation.rst", category="Simulator"
+        ),
+        pdf="figures/sim_validation.pdf",
+        png=report("figures/sim_validation.png", caption="../report/table_sim_validation.rst", category="Simulator"),
     params:
         hardware=simulator_calibration_hardware,
     log:
@@ -75,21 +77,3 @@ rule calibrate_simulator:
         "../../environment.yml"
     script:
         "../scripts/calibrate_simulator.py"
-
-
-rule sim_validation_table:
-    input:
-        validation="results/simulator/validation_per_curve.csv",
-    output:
-        table="figures/table_sim_validation.tex",
-        table_html=report(
-            "figures/table_sim_validation.html", caption="../report/table_sim_validation.rst", category="Simulator"
-        ),
-        pdf="figures/sim_validation.pdf",
-        png=report("figures/sim_validation.png", caption="../report/table_sim_validation.rst", category="Simulator"),
-    log:
-        "logs/simulator/validation_table.log",
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/sim_validation_table.py"

@@ -12,7 +12,7 @@ localrules:
 rule tuning_replay:
     input:
         clean="results/{dataset}/clean.parquet",
-        bca_config=bca_config_file,
+        bca_config=tuning_bca_config,
         settings=tuning_settings_file,
         models=config["models_file"],
         hardware=config["hardware_file"],

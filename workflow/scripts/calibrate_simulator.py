@@ -1,8 +1,12 @@
-"""Snakemake adapter: fit the simulator's constants on the real traces and validate it per curve."""
+"""Snakemake adapter: fit the simulator's constants on the real traces and validate it per curve; the validation
+table and figure."""
 import pandas as pd
 
 from slim import columns as col
-from slim.pipeline.io import open_log, write_csv
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.sim_validation import plot_validation
+from slim.paper.sim_validation import validation_html, validation_latex
+from slim.pipeline.io import open_log, write_csv, write_text
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
 from slim.sim.constants import load_sim_constants
 from slim.sim.schedules import read_schedules
@@ -23,3 +27,9 @@ write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,
 write_csv(curves, snakemake.output.validation)
 log.info("calibrated on %d runs; median curve throughput MAPE %.2f%%, worst %.2f%%", len(fit_rows),
          curves["throughput_mape"].median(), curves["throughput_mape"].max())
+
+# The table and figure show the validation as written (the CSV keeps six significant digits).
+written = pd.read_csv(snakemake.output.validation)
+write_text(validation_latex(written), snakemake.output.table)
+write_text(validation_html(written), snakemake.output.table_html)
+save_figure(plot_validation(written), snakemake.output.pdf, snakemake.output.png)

@@ -1,8 +1,11 @@
-"""Snakemake adapter: Fig. 11's fit (SLIM on the training models only) and its predictions and table."""
+"""Snakemake adapter: Fig. 11's fit (SLIM on the training models only), its predictions and table, and Fig. 11
+(measured vs SLIM for the unseen models)."""
 import json
 
 import pandas as pd
 
+from slim.paper.figures.common import save_figure
+from slim.paper.figures.generalisation import plot_generalisation
 from slim.paper.generalisation import (
     GeneralisationConfig,
     evaluate_generalisation,
@@ -33,3 +36,10 @@ log.info("SLIM fitted on %d runs (train MAPE %.1f%%): %s", result.n_train_runs,
          result.fit.train_mape_throughput_pct, result.fit.params)
 for record in mapes.itertuples(index=False):
     log.info("%s (TP %s, %d runs): throughput MAPE %.1f%%, E2E MAPE %.1f%%", *record)
+
+# The figure draws the predictions as written (the CSV keeps six significant digits).
+predictions = pd.read_csv(snakemake.output.predictions)
+save_figure(plot_generalisation(predictions, snakemake.params.dataset_label, ", ".join(config.train_models)),
+            snakemake.output.fig11_pdf, snakemake.output.fig11_png)
+log.info("Fig. 11 of %s: %d target run(s) of %d model(s)", snakemake.params.dataset_label, len(predictions),
+         predictions["model"].nunique())

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 
 from slim import columns as col
 from slim.errors import PlotInputError
+from slim.paper.figures.colormaps import mako
 
 SENSITIVITY_METRICS = (
     ("throughput_retained_pct", "Throughput retained (% of profiled peak)", "viridis", ".0f"),
@@ -51,9 +53,6 @@ def plot_sensitivity(grid: pd.DataFrame, dataset_label: str, efficiency: pd.Data
                     *(metric[0] for metric in SENSITIVITY_METRICS)), "sensitivity")
     if efficiency is not None:
         _require(efficiency, ("transfer", "advisor", "batch_cap", "batching_efficiency"), "batching efficiency")
-    # seaborn (its heatmap and the "mako" colour map) is imported only here: it adds about
-    # 0.7 s to every job that imports this module, and only this figure uses it.
-    import seaborn as sns
     from matplotlib.patches import Rectangle
 
     if "advisor" not in grid.columns:
@@ -82,7 +81,7 @@ def plot_sensitivity(grid: pd.DataFrame, dataset_label: str, efficiency: pd.Data
                                for value_row, cap_row in zip(values, caps.to_numpy(dtype=float))])
             low, high = ((0.0, 100.0) if metric == "throughput_retained_pct"
                          else (min(0.0, float(of_transfer[metric].min())), float(of_transfer[metric].max())))
-            _annotated_heatmap(ax, matrix, labels, sns.color_palette(cmap, as_cmap=True), low,
+            _annotated_heatmap(ax, matrix, labels, _colormap(cmap), low,
                                high if high > low else low + 1.0)
             for i, j in zip(*np.nonzero(np.isnan(values))):
                 ax.text(j + 0.5, i + 0.5, NO_CAP_LABELS.get(reasons[i, j], "none"), ha="center", va="center",
@@ -101,6 +100,11 @@ def plot_sensitivity(grid: pd.DataFrame, dataset_label: str, efficiency: pd.Data
                     f"cell: metric and chosen cap B; outlined: ε changed the choice (the SLO alone picks a larger "
                     f"cap); none: no cap meets the SLO / the floor ε / both", fontsize=10)
     return figure
+
+
+def _colormap(name: str) -> Colormap:
+    """A colour map by name: matplotlib's, or seaborn's "mako" (`slim.paper.figures.colormaps`)."""
+    return mako() if name == "mako" else colormaps[name]
 
 
 def _annotated_heatmap(ax, matrix: pd.DataFrame, labels: np.ndarray, cmap: Colormap, vmin: float, vmax: float,
