@@ -260,18 +260,6 @@ def test_sensitivity_grid_shape_and_monotone_slo(frame):
     assert len(figure.axes) == 2 + 2   # one transfer, one advisor: two heatmaps and their colour bars
     assert len(plot_sensitivity(both, "synthetic").axes) == 2 * (2 + 2)
 
-
-def test_figure_12s_mako_is_seaborns():
-    # Fig. 12 takes "mako" from a copy of seaborn's table (importing seaborn costs ~2 CPU-s a job):
-    # the colours must be seaborn's own, or the figure's bytes change.
-    sns = pytest.importorskip("seaborn")
-    from slim.paper.figures.colormaps import mako
-
-    ours, seaborns = mako(), sns.color_palette("mako", as_cmap=True)
-    assert ours.N == seaborns.N
-    assert np.array_equal(np.asarray(ours.colors), np.asarray(seaborns.colors))
-
-
 def test_epsilon_binds_in_the_sensitivity_grid_where_the_slo_is_loose(frame):
     # Each cell must be Eq. 13 at that cell's epsilon: a grid that ignored epsilon (or always used
     # the default 0.1) showed the same cap in every column of Fig. 12, and this test fails on it.

@@ -15,7 +15,6 @@ from matplotlib.figure import Figure
 
 from slim import columns as col
 from slim.errors import PlotInputError
-from slim.paper.figures.colormaps import mako
 
 SENSITIVITY_METRICS = (
     ("throughput_retained_pct", "Throughput retained (% of profiled peak)", "viridis", ".0f"),
@@ -103,8 +102,13 @@ def plot_sensitivity(grid: pd.DataFrame, dataset_label: str, efficiency: pd.Data
 
 
 def _colormap(name: str) -> Colormap:
-    """A colour map by name: matplotlib's, or seaborn's "mako" (`slim.paper.figures.colormaps`)."""
-    return mako() if name == "mako" else colormaps[name]
+    """A colour map by name: matplotlib's, or seaborn's "mako". seaborn (with the scipy.stats and
+    statsmodels it imports, about 2 CPU-s) is imported only here, by the one figure that uses it."""
+    if name == "mako":
+        import seaborn as sns
+
+        return sns.color_palette("mako", as_cmap=True)
+    return colormaps[name]
 
 
 def _annotated_heatmap(ax, matrix: pd.DataFrame, labels: np.ndarray, cmap: Colormap, vmin: float, vmax: float,
