@@ -26,6 +26,8 @@ _FENCE = re.compile(r"^```(?P<kind>\w*)\n(?P<code>.*?)^```$", re.M | re.S)
 _SPAN = re.compile(r"`([^`\n]+)`")
 _MODULE = re.compile(r"(?:slim|baselines)(?:\.[A-Za-z_]\w*)+")
 _RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.M)
+_SETTING_FILES = re.compile(r'dataset_setting_files\(\w+, "(?P<folder>[^"]+)", "(?P<extension>[^"]+)"\)')
+"""An output list of `common.smk`'s `dataset_setting_files`: results/<dataset>/<folder>/<setting>.<extension>."""
 _PATH_DIRECTIVE = re.compile(r"^(?P<indent>\s+)(?:output|log|benchmark):\s*$")
 _PLACEHOLDER = re.compile(r"<[^<>/]+>|\{[^{}/]+\}")
 _OPTION_VALUE = {"--cores", "-c", "--jobs", "-j", "--profile", "--report", "--executor", "--forcerun", "-R",
@@ -51,6 +53,8 @@ class Workflow:
         rules, patterns = set(), []
         for text in (path.read_text() for path in files):
             rules |= set(_RULE.findall(text))
+            patterns += [f"results/{{dataset}}/{m['folder']}/{{setting}}.{m['extension']}"
+                         for m in _SETTING_FILES.finditer(text)]
             lines = text.splitlines()
             for number, line in enumerate(lines):
                 directive = _PATH_DIRECTIVE.match(line)
