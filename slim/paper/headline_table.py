@@ -63,7 +63,8 @@ def headline_table(datasets: Sequence[DatasetHeadline], paper_settings: list[Hel
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     note = ("MAPE cells: the fit the identifiability rule picks, `[a-b]` its range over equally good fits where the "
-            "training data leave it open, `(CI a-b)` its 95% bootstrap interval. The reduction is SLIM's average MAPE "
+            "training data leave it open, `(CI a-b)` its 95% bootstrap interval, `cov. N%` the share of validation "
+            "runs inside their 90% conformal prediction interval. The reduction is SLIM's average MAPE "
             "reduction against LLMVisor-Agg and IMAI OOD-LR over the settings each dataset has (negative: SLIM's "
             "MAPE is higher). `--`: the dataset has no such setting or no advisor study. Every table behind these "
             "numbers is in [docs/results.md](docs/results.md).")
