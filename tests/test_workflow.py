@@ -32,8 +32,8 @@ def test_lint_is_clean(shared_traces_dir):
 def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
     result = _snakemake("-n", "all", "--forceall")
     assert result.returncode == 0, result.stdout + result.stderr
-    stages = {"simulate", "ingest", "clean", "evaluate_setting", "tables", "bca_tables", "fig9", "readme_results",
-              "readme_headline"}
+    stages = {"simulate", "ingest", "evaluate_simulated", "evaluate_h100_public", "bca_study_simulated",
+              "dataset_figures_simulated", "readme_results", "readme_headline"}
     assert stages <= _planned_rules(result.stdout)
     planned = {path.strip() for line in result.stdout.splitlines() if line.strip().startswith("output:")
                for path in line.split(":", 1)[1].split(",")}
