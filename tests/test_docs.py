@@ -198,7 +198,9 @@ EXAMPLES = [(page, match["command"], match["printed"])
 
 @pytest.mark.parametrize("page, command, printed", [
     pytest.param(page, command, printed, id=f"{page.name}:{command.split()[1]}:{number}",
-                 marks=[pytest.mark.traces] if "../shared" in command else [])
+                 # an example on the real traces runs a stage on all of them (slim tune simulates every
+                 # candidate's schedule): the slow tier
+                 marks=[pytest.mark.traces, pytest.mark.integration] if "../shared" in command else [])
     for number, (page, command, printed) in enumerate(EXAMPLES)])
 def test_every_example_prints_what_its_page_shows(page, command, printed, capsys, monkeypatch, request):
     if "../shared" in command:

@@ -198,6 +198,7 @@ def _run_adapter(script: str, inputs: dict, outputs: dict, params: dict, log: Pa
     runpy.run_path(str(REPO / "workflow" / "scripts" / script), init_globals={"snakemake": snakemake})
 
 
+@pytest.mark.integration   # workflow jobs end to end: the adapters, twice
 def test_adapters_write_identical_artefacts_twice(clean, tmp_path):
     models_file, hardware_file = _write_config_files(tmp_path)
     clean.to_parquet(tmp_path / "clean.parquet")

@@ -184,6 +184,7 @@ def test_save_figure_writes_byte_identical_files_twice(predictions, tmp_path):
     assert b"Software" not in (tmp_path / "a" / "fig.png").read_bytes()
 
 
+@pytest.mark.integration   # a workflow job end to end: the figures adapter
 @pytest.mark.parametrize("fig10_setting", ["model", None])
 def test_the_dataset_figures_adapter_writes_pdf_png_and_log(predictions, tmp_path, fig10_setting):
     paths = []
