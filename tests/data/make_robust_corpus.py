@@ -1,5 +1,5 @@
 """Write the robustness corpus: run directories of every kind that once crashed ingest, was
-misclassified, or was left out of the cleaning report (issue 13), each with the status and the
+misclassified, or was left out of the cleaning report, each with the status and the
 file at fault that ingest must give it.
 
 The corpus is written at test time (``build_corpus(root)``), never committed: symlink loops and

@@ -4,7 +4,7 @@ intervals of every MAPE, the paired comparisons and the average-reduction headli
 (empty where SIM is not evaluated); checks those MAPEs against config/headlines.yaml (never fails on drift; a
 must-beat counts only where the paired bootstrap interval of the difference supports it); and, where the dataset has
 them, writes every reading of the two baselines on every held-out setting, with intervals, beside the paper's Table
-III, and the headline under each (issue 19; CSV, the report's HTML and the README's section)."""
+III, and the headline under each (CSV, the report's HTML and the results page's section)."""
 import json
 from pathlib import Path
 
