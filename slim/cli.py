@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help="the simulator's constants file, --predictor sim only (its fixed scheduler and "
                                     "memory fields are used; default: the H100 constants shipped with slim, "
                                     f"slim/sim/{SIM_CONSTANTS_FILE.name})")
-    add_tune_parser(commands, _OneLineErrorParser, _positive_int, _positive_float, _fraction, _candidates)
+    add_tune_parser(commands, _positive_int, _positive_float, _fraction, _candidates)
     check_parser = commands.add_parser(
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
         description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "

@@ -48,7 +48,7 @@ example (online: one server at the largest cap, the client's --max-concurrency v
 """
 
 
-def add_tune_parser(commands: argparse._SubParsersAction, parser_class: type, positive_int: Callable,
+def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable,
                     positive_float: Callable, fraction: Callable, candidates: Callable) -> None:
     tune = commands.add_parser(
         "tune", help="measure only what the --max-num-seqs decision needs: the next benchmarks, or run them",

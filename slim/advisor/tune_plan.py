@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -96,7 +96,6 @@ class TuneRequest:
     hardware_file: Path = HARDWARE_FILE
     sim_constants_file: Path = SIM_CONSTANTS_FILE
     table_columns: Path | None = None
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.workloads:
@@ -189,7 +188,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
                          col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: request.tensor_parallel,
                          col.KV_CAPACITY_TOKENS: capacity, WORKLOAD: workload.label})
             if at_cap.any():
-                measured[len(rows) - 1] = _measurement(runs[at_cap])
+                measured[len(rows) - 1] = measurement_of_runs(runs[at_cap])
                 claimed |= at_cap
     context = runs[~claimed]
     for (_, group) in context.groupby(list(col.WORKLOAD_KEYS), sort=True):
@@ -198,7 +197,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
             # Context, never a candidate: a run of another curve, or of a workload at a cap not asked for.
             row[WORKLOAD] = f"{curve_label(run.iloc[:1]).iloc[0]} (context)"
             rows.append(row)
-            measured[len(rows) - 1] = _measurement(run)
+            measured[len(rows) - 1] = measurement_of_runs(run)
     candidates = pd.DataFrame(rows)
     prior = (SlimPrior(catalog, hw) if request.predictor == "slim"
              else SimPrior(catalog, hw, _empty_schedules(request.sim_constants_file)))
@@ -216,7 +215,7 @@ def _empty_schedules(constants_file: Path):
     return ScheduleTable([], load_sim_constants(constants_file))
 
 
-def _measurement(runs: pd.DataFrame) -> Measurement:
+def measurement_of_runs(runs: pd.DataFrame) -> Measurement:
     """Repeated runs of one configuration: their mean, with their scatter."""
     throughput = runs[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)
     e2e = runs[col.E2E_LATENCY_S].to_numpy(dtype=float)

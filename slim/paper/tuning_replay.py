@@ -158,7 +158,7 @@ def candidates_of(curves: list[ReplayCurve]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def oracle(curves: list[ReplayCurve], candidates: pd.DataFrame) -> Callable[[Proposal], Measurement | None]:
+def oracle(curves: list[ReplayCurve]) -> Callable[[Proposal], Measurement | None]:
     """Reveals a recorded run when the loop asks for it; the charge is its recorded GPU time."""
     by_label = {curve.label: curve for curve in curves}
 
@@ -192,7 +192,7 @@ def replay_tune(curves: list[ReplayCurve], prior: PriorPredictor, policy: str, e
     workloads = [Workload(c.curve.model, c.curve.input_len_nominal, c.curve.output_len_nominal, c.slo_s, epsilon)
                  for c in curves]
     session = TuneSession(workloads, candidates, prior.predict(candidates), settings)
-    outcome = run_loop(session, oracle(curves, candidates))
+    outcome = run_loop(session, oracle(curves))
     measured_caps: dict[str, list[float]] = {c.label: [] for c in curves}
     for step in outcome.steps:
         measured_caps[step.workload].append(step.max_num_seqs)
