@@ -86,6 +86,14 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class Unusable:
+    """A run that gave no usable result: the GPU-seconds it took all the same, and where to look."""
+
+    gpu_seconds: float = 0.0
+    hint: str = ""
+
+
+@dataclass(frozen=True)
 class Proposal:
     """The next benchmark: a candidate (row of the candidates table), why, its predicted cost."""
 
@@ -272,12 +280,15 @@ class LoopStep:
 class LoopOutcome:
     steps: tuple[LoopStep, ...]
     certificates: dict[str, Certificate]
-    stopped: str        # "settled", "no proposal", "run budget", "GPU budget"
+    stopped: str        # "settled", "no proposal", "run budget", "GPU budget", or failed runs in a row
 
 
-def run_loop(session: TuneSession, measure: Callable[[Proposal], Measurement | None],
-             budget_runs: int | None = None, budget_gpu_seconds: float | None = None) -> LoopOutcome:
-    """Propose, measure and update until settled or a budget is spent (module docstring)."""
+def run_loop(session: TuneSession, measure: Callable[[Proposal], Measurement | Unusable | None],
+             budget_runs: int | None = None, budget_gpu_seconds: float | None = None,
+             max_failures_in_a_row: int | None = None) -> LoopOutcome:
+    """Propose, measure and update until settled, a budget is spent, or `max_failures_in_a_row`
+    runs in a row gave nothing usable (module docstring). `measure` returns the run's measurement,
+    or `Unusable` (None: unusable, charged nothing)."""
     steps: list[LoopStep] = []
     spent = 0.0
     while True:
@@ -293,17 +304,19 @@ def run_loop(session: TuneSession, measure: Callable[[Proposal], Measurement | N
         proposal = proposals[0]
         b = session.belief
         i = proposal.candidate
-        measurement = measure(proposal)
+        result = measure(proposal)
+        measurement = result if isinstance(result, Measurement) else None
         session.record(i, measurement)
         usable = i in session.measurements
-        seconds = measurement.gpu_seconds if measurement is not None else 0.0
+        seconds = result.gpu_seconds if result is not None else 0.0
         spent += seconds
         steps.append(LoopStep(
             i, proposal.workload, proposal.max_num_seqs, usable, seconds,
             bool(b.throughput_low[i] <= measurement.throughput_per_s <= b.throughput_high[i]) if usable else None,
             bool(b.e2e_low[i] <= measurement.e2e_latency_s <= b.e2e_high[i]) if usable else None))
+        failures = max_failures_in_a_row
+        if failures is not None and len(steps) >= failures and not any(s.usable for s in steps[-failures:]):
+            hint = result.hint if isinstance(result, Unusable) and result.hint else ""
+            return LoopOutcome(tuple(steps), session.certificates(),
+                               f"{failures} runs in a row gave no usable result" + (f"; {hint}" if hint else ""))
 
-
-def final_choice(certificate: Certificate) -> float:
-    """The cap to deploy: the incumbent (measured, within the SLO) whether settled or not; NaN if none."""
-    return certificate.batch_cap

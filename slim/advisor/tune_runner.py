@@ -27,8 +27,8 @@ from typing import Callable
 
 from slim import columns as col
 from slim.advisor.training_runs import trace_options, usable_runs
-from slim.advisor.tune import LoopStep, Proposal
-from slim.advisor.tune_plan import TUNE_FOLDER, TunePlan, _measurement, placeholders, run_folder_name
+from slim.advisor.tune import LoopStep, Measurement, Proposal, Unusable, run_loop
+from slim.advisor.tune_plan import TUNE_FOLDER, TunePlan, measurement_of_runs, placeholders
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"
@@ -104,8 +104,7 @@ def mark_failed_attempts(plan: TunePlan) -> None:
                                         & (session.candidates[col.MAX_NUM_SEQS] == attempt.max_num_seqs)]
         for index in rows:
             if int(index) not in session.measurements:
-                session.failed.add(int(index))
-    session._belief = None
+                session.record(int(index), None)
 
 
 def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tuple[int, float]:
@@ -138,49 +137,36 @@ def ingest_run(plan: TunePlan, folder: Path):
         runs = usable_runs(folder, plan.catalog, options, hardware=request.hardware)
     except (NoUsableRunsError, TraceFormatError):
         return None
-    return _measurement(runs) if len(runs) else None
+    return measurement_of_runs(runs) if len(runs) else None
 
 
 def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = None,
                     budget_gpu_seconds: float | None = None, timeout_s: float | None = None,
                     on_step: Callable[[Proposal, Attempt], None] | None = None) -> tuple[list[LoopStep], str]:
-    """Propose, run through `template`, ingest and update until settled or a budget is spent; the
-    steps and why the loop stopped ("settled", "no proposal", "run budget", "GPU budget", or
-    `MAX_FAILURES_IN_A_ROW` failed runs in a row)."""
+    """`slim.advisor.tune.run_loop` with each proposal run through `template` and ingested, every
+    attempt written to the ledger; the steps and why the loop stopped ("settled", "no proposal",
+    "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in a row)."""
     mark_failed_attempts(plan)
-    session, request = plan.session, plan.request
+    request = plan.request
     ledger = request.traces / TUNE_FOLDER / LEDGER
-    steps: list[LoopStep] = []
-    spent = 0.0
-    while True:
-        proposals = session.proposals()
-        if not proposals:
-            settled = all(c.settled for c in session.certificates().values())
-            return steps, "settled" if settled else "no proposal"
-        if budget_runs is not None and len(steps) >= budget_runs:
-            return steps, "run budget"
-        if budget_gpu_seconds is not None and spent >= budget_gpu_seconds:
-            return steps, "GPU budget"
-        proposal = proposals[0]
+
+    def measure(proposal: Proposal) -> Measurement | Unusable:
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
         values = placeholders(request, spec, cap)
         folder = Path(values["result_dir"])
         code, seconds = execute(render_template(template, values), folder, timeout_s)
         measurement = ingest_run(plan, folder) if code == 0 else None
-        session.record(proposal.candidate, measurement)
-        usable = measurement is not None
-        charged = measurement.gpu_seconds if usable else seconds * request.tensor_parallel
-        spent += charged
-        attempt = Attempt(proposal.workload, float(cap), str(folder.relative_to(request.traces)), code, usable, charged)
+        result = measurement if measurement is not None else Unusable(
+            seconds * request.tensor_parallel,
+            f"check the --run template (the last run's output: {folder / 'stderr.log'})")
+        attempt = Attempt(proposal.workload, float(cap), str(folder.relative_to(request.traces)), code,
+                          measurement is not None, result.gpu_seconds)
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with open(ledger, "a") as handle:
             handle.write(attempt.to_json() + "\n")
-        steps.append(LoopStep(proposal.candidate, proposal.workload, float(cap), usable, charged, None, None))
         if on_step is not None:
             on_step(proposal, attempt)
-        if len(steps) >= MAX_FAILURES_IN_A_ROW and not any(s.usable for s in steps[-MAX_FAILURES_IN_A_ROW:]):
-            return steps, (f"{MAX_FAILURES_IN_A_ROW} runs in a row gave no usable result; check the --run template "
-                           f"(the last run's output: {folder / 'stderr.log'})")
+        return result
 
-
-__all__ = ["render_template", "run_tuning_loop", "read_attempts", "execute", "run_folder_name"]
+    outcome = run_loop(plan.session, measure, budget_runs, budget_gpu_seconds, MAX_FAILURES_IN_A_ROW)
+    return list(outcome.steps), outcome.stopped
