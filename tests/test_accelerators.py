@@ -28,7 +28,8 @@ from slim.paper.splits import HeldOutSetting, load_settings, split_setting
 from slim.pipeline.config import check_config, with_catalog_defaults
 from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
-from slim.sim.schedule_fit import ScheduleCosts, calibrate_schedules
+from slim.sim.schedule_costs import ScheduleCosts
+from slim.sim.schedule_fit import calibrate_schedules
 from slim.sim.schedules import ScheduleKey, ScheduleTable, key_of_row, simulate_schedule
 from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware

@@ -41,7 +41,7 @@ from slim.paper.tables import (
     full_profile_agreement,
     latex_escaped_columns,
 )
-from slim.sim.schedule_fit import SimPrediction
+from slim.sim.schedule_costs import SimPrediction
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 

@@ -15,9 +15,9 @@ import pytest
 import slim.model.fit as fit_module
 from slim import columns as col
 from slim.errors import FitError
+from slim.model.calibration import EQUIVALENT_COST_TOLERANCE
 from slim.model.equations import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
 from slim.model.fit import (
-    EQUIVALENT_COST_TOLERANCE,
     FIT_PARAMETERS,
     SlimFit,
     _Objective,

@@ -224,6 +224,7 @@ def test_the_tp_step_overhead_fit_does_not_depend_on_noise_or_start_order(bench)
     reverse, lands on the same constants and the same TP 4 MAPE (to 0.05 points)."""
     import numpy as np
 
+    import slim.sim.schedule_costs as schedule_costs
     import slim.sim.schedule_fit as schedule_fit
     from slim.model.metrics import mape_pct
     from slim.paper.splits import load_settings, split_setting
@@ -238,7 +239,7 @@ def test_the_tp_step_overhead_fit_does_not_depend_on_noise_or_start_order(bench)
     schedules = schedules_of_runs(pd.concat([split.train, split.validate]), catalog, hardware,
                                   load_sim_constants(REPO / "slim/sim/h100-64gb-sim.yaml"), workers=1)
     measured = split.validate[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)
-    costs = schedule_fit.prediction_costs(split.validate, schedules, catalog, hardware)
+    costs = schedule_costs.prediction_costs(split.validate, schedules, catalog, hardware)
 
     def calibrated(train: pd.DataFrame, starts=None):
         calibration = schedule_fit.calibrate_schedules(

@@ -6,7 +6,7 @@ import pytest
 from slim import columns as col
 from slim.sim import SimConstants, load_sim_constants, simulate_run
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
-from slim.sim.schedule_fit import prediction_costs
+from slim.sim.schedule_costs import prediction_costs
 from slim.sim.schedules import keys_of_frame, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware

@@ -8,7 +8,8 @@ from slim.errors import FitError
 from slim.sim import SimConstants
 from slim.sim.constants import FITTED_CONSTANTS
 from slim.sim.linear_cost import coordinates_of
-from slim.sim.schedule_fit import STARTS, ScheduleCosts, calibrate_schedules
+from slim.sim.schedule_costs import ScheduleCosts
+from slim.sim.schedule_fit import STARTS, calibrate_schedules
 from slim.sim.schedules import ScheduleKey, simulate_schedules
 
 TRUTH = SimConstants().with_fitted({"gemm_compute_efficiency": 0.45, "gemm_memory_efficiency": 0.85,

@@ -8,7 +8,7 @@ import pytest
 
 from slim.sim import SimConstants, StepCostModel, simulate_run
 from slim.sim.linear_cost import LinearCost, StatsMatrix, constants_at, coordinates_of
-from slim.sim.schedule_fit import ScheduleCosts
+from slim.sim.schedule_costs import ScheduleCosts
 from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedule, simulate_schedules
 
 OTHER = SimConstants().with_fitted({"gemm_compute_efficiency": 0.25, "gemm_memory_efficiency": 0.95,

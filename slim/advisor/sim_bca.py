@@ -19,7 +19,7 @@ from slim import columns as col
 from slim.advisor.bca import BcaResult, select_batch_cap, throughput_at_one
 from slim.errors import AdvisorError
 from slim.sim.constants import SimConstants
-from slim.sim.schedule_fit import ScheduleCosts, SimPrediction, prediction_costs
+from slim.sim.schedule_costs import ScheduleCosts, SimPrediction, prediction_costs
 from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware

@@ -130,7 +130,7 @@ class SimPrior:
     name: str = "SIM"
 
     def predict(self, configs: pd.DataFrame) -> PriorPrediction:
-        from slim.sim.schedule_fit import prediction_costs
+        from slim.sim.schedule_costs import prediction_costs
         from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 
         table = self.schedules

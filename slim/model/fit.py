@@ -16,10 +16,22 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from slim import columns as col
 from slim.errors import ConfigError, FitError
+from slim.model.calibration import (
+    POLISH_TOLERANCE,
+    VALLEY_SAMPLES,
+    VALLEY_SEED,
+    IdentifiabilitySummary,
+    LastPoint,
+    best_of_starts,
+    bounded_least_squares,
+    equivalent_solutions,
+    identifiability_summary,
+    json_float,
+    parameter_uncertainty,
+)
 from slim.model.equations import (
     FULL,
     GAMMA_REFERENCE_HIDDEN_DIM,
@@ -49,23 +61,6 @@ Small enough that it moves no identified quantity measurably (validation MAPEs o
 public traces change by at most 0.001 points against the unregularised fit), large
 enough that the optimum along an unidentified direction is fixed far above
 floating-point noise (the prior's curvature there is 1e10 times the noise level)."""
-
-NULL_SINGULAR_VALUE_RATIO = 1e-8
-"""A direction of the data Jacobian (optimiser units) whose singular value is below this
-fraction of the largest is reported as unidentified."""
-
-EQUIVALENT_COST_TOLERANCE = 1e-6
-"""Training-equivalent solutions: data cost within this relative tolerance of the fit's
-(training RMS relative error within 5e-7 relative)."""
-
-VALLEY_SAMPLES = 32
-"""Seeded reference points projected onto the set of training-equivalent solutions."""
-
-VALLEY_SEED = 0
-
-POLISH_TOLERANCE = 1e-14
-"""``xtol = ftol = gtol`` of the final refinement from the best start."""
-
 
 @dataclass(frozen=True)
 class FitParameter:
@@ -126,46 +121,16 @@ def start_at(params: SlimParams) -> Callable[[Sequence[FitParameter]], list[tupl
 
 
 @dataclass(frozen=True)
-class IdentifiabilitySummary:
-    """The part of a fit's identifiability that is the same for SLIM and SIM: how many
-    directions the training data leave flat, the parameters in them, those at a bound."""
-
-    unidentified_dimensions: int
-    unidentified_parameters: tuple[str, ...]
-    at_bounds: tuple[str, ...]
-
-    @property
-    def identified(self) -> bool:
-        return self.unidentified_dimensions == 0
-
-    def describe(self) -> str:
-        """One line for tables and logs, e.g. ``2 unidentified directions (alpha, t_fixed)``."""
-        parts = []
-        if self.unidentified_dimensions:
-            plural = "s" if self.unidentified_dimensions > 1 else ""
-            parts.append(f"{self.unidentified_dimensions} unidentified direction{plural} "
-                         f"({', '.join(self.unidentified_parameters)})")
-        if self.at_bounds:
-            parts.append(f"at bound: {', '.join(self.at_bounds)}")
-        return "; ".join(parts) or "identified"
-
-    def summary_dict(self) -> dict[str, Any]:
-        return {"unidentified_dimensions": self.unidentified_dimensions,
-                "unidentified_parameters": list(self.unidentified_parameters),
-                "at_bounds": list(self.at_bounds)}
-
-
-@dataclass(frozen=True)
 class Identifiability(IdentifiabilitySummary):
     """What the training data of a fit determine (see `fit_slim`).
 
     ``unidentified_dimensions`` is the number of directions of the free, not-at-bound
     parameters along which the training cost is flat (relative singular value below
-    `NULL_SINGULAR_VALUE_RATIO`); ``unidentified_parameters`` are the parameters with a
+    `slim.model.calibration.NULL_SINGULAR_VALUE_RATIO`); ``unidentified_parameters`` are the parameters with a
     share of at least 1e-3 in that null space (basis-independent: the diagonal of its
     projector). ``at_bounds`` are free parameters the optimum pushed onto a bound.
     ``equivalent_params`` are distinct training-equivalent solutions (data cost within
-    `EQUIVALENT_COST_TOLERANCE` of the fit's), found by projecting `VALLEY_SAMPLES`
+    `slim.model.calibration.EQUIVALENT_COST_TOLERANCE` of the fit's), found by projecting `VALLEY_SAMPLES`
     seeded reference points onto that set; they bound what the data cannot decide.
     """
 
@@ -238,7 +203,7 @@ class SlimFit:
             "split_name": self.split_name,
             "ablation": self.ablation.to_dict(),
             "params": self.params.to_dict(),
-            "standard_errors": {name: _json_float(value) for name, value in self.standard_errors.items()},
+            "standard_errors": {name: json_float(value) for name, value in self.standard_errors.items()},
             "free_parameters": list(self.free_parameters),
             "train_mape_throughput_pct": self.train_mape_throughput_pct,
             "train_mape_e2e_pct": self.train_mape_e2e_pct,
@@ -250,7 +215,7 @@ class SlimFit:
             "n_converged_starts": self.n_converged_starts,
             "identifiability": self.identifiability.to_dict(),
             "residuals": [float(value) for value in self.residuals],
-            "covariance": [[_json_float(value) for value in row] for row in self.covariance],
+            "covariance": [[json_float(value) for value in row] for row in self.covariance],
         }
 
     @classmethod
@@ -279,10 +244,6 @@ class SlimFit:
             )
         except KeyError as error:
             raise ConfigError(f"SLIM fit record lacks key {error}") from error
-
-
-def _json_float(value: float) -> float | None:
-    return None if not math.isfinite(value) else float(value)
 
 
 @dataclass(frozen=True)
@@ -330,24 +291,6 @@ def _params_from_vector(free_values: np.ndarray, free_names: tuple[str, ...]) ->
     return SlimParams(**values)
 
 
-class _LastPoint:
-    """The value of a function of the optimiser's vector at the last vector it was asked for.
-
-    `least_squares` evaluates the residuals at a trial point and, when it accepts the step, the
-    Jacobian at that same point; both start from the same prediction. Keeping the last one
-    (keyed by the vector's exact bytes) computes it once instead of twice, with the same result.
-    """
-
-    def __init__(self, compute: Callable[[np.ndarray], Any]):
-        self.compute, self.key, self.value = compute, None, None
-
-    def __call__(self, free_values: np.ndarray) -> Any:
-        key = np.asarray(free_values, dtype=float).tobytes()
-        if key != self.key:
-            self.value, self.key = self.compute(free_values), key
-        return self.value
-
-
 class _Objective:
     """Relative throughput residuals and their analytic Jacobian in optimiser units."""
 
@@ -359,7 +302,7 @@ class _Objective:
         self.width_factor_ol = (data.arch.n_layers * (data.arch.hidden_dim / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
                                 * data.ol)
         self._terms = workload_terms(data.arch, data.il, data.ol, data.batch)   # the same at every trial point
-        self._predict = _LastPoint(self._predict_at)
+        self._predict = LastPoint(self._predict_at)
 
     def _predict_at(self, free_values: np.ndarray):
         params = _params_from_vector(free_values, self.free_names)
@@ -430,7 +373,7 @@ class _RooflinePrior:
         self.ideal_prefill_s = prefill_flops(data.arch, data.il, data.batch) / hw.peak_flops_per_s
         self.kv_per_request_s = objective.kv_bytes / hw.hbm_bandwidth_bytes_per_s
         self.ideal_kv_scan_s = data.batch * self.kv_per_request_s
-        self._terms = _LastPoint(self._terms_at)
+        self._terms = LastPoint(self._terms_at)
 
     def _terms_at(self, free_values: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
         """(excess seconds per row, {parameter: d excess / d parameter in SI}) per free term."""
@@ -473,67 +416,19 @@ class _RooflinePrior:
         return np.vstack(blocks) * self.objective.units
 
 
-def _solve(objective: _Objective, prior: _RooflinePrior, start: np.ndarray, lower: np.ndarray,
-           upper: np.ndarray, tolerance: float, split_name: str):
+def _solver(objective: _Objective, lower: np.ndarray, upper: np.ndarray, split_name: str,
+            reference: RooflineReference = IDEAL_ROOFLINE) -> Callable[[np.ndarray, float], Any]:
+    """``solve(start, tolerance)`` of the data term plus the roofline prior toward `reference`."""
+    prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT, reference)
+
     def residuals(x: np.ndarray) -> np.ndarray:
         return np.concatenate([objective.residuals(x), prior.residuals(x)])
 
     def jacobian(x: np.ndarray) -> np.ndarray:
         return np.vstack([objective.jacobian(x), prior.jacobian(x)])
 
-    try:
-        return least_squares(residuals, np.clip(start, lower, upper), jac=jacobian, bounds=(lower, upper),
-                             method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance, max_nfev=2000)
-    except ValueError as error:  # non-finite residuals at a start
-        raise FitError(f"split '{split_name}': least squares failed from start {start}: {error}") from error
-
-
-def _standard_errors_free(jacobian: np.ndarray, cost: float, n_points: int) -> np.ndarray:
-    """``sqrt(diag((J^T J)^-1) s^2)`` with ``s^2 = 2 cost / (n - p)``, NaN where unidentifiable.
-
-    A parameter with a component along a null direction of ``J`` (relative singular value
-    below `NULL_SINGULAR_VALUE_RATIO`) cannot be identified; the others' variances come
-    from the non-null part of the SVD, which equals the inverse on the identifiable subspace.
-    """
-    n_free = jacobian.shape[1]
-    if n_points <= n_free:
-        return np.full(n_free, np.nan)
-    residual_variance = 2.0 * cost / (n_points - n_free)
-    _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=False)
-    null = singular_values <= NULL_SINGULAR_VALUE_RATIO * (singular_values[0] if singular_values.size else 0.0)
-    variances = (vt[~null].T ** 2) @ (1.0 / singular_values[~null] ** 2) * residual_variance
-    unidentifiable = (np.abs(vt[null]) > 1e-6).any(axis=0) if null.any() else np.zeros(n_free, dtype=bool)
-    return np.where(unidentifiable, np.nan, np.sqrt(variances))
-
-
-def covariance_free(jacobian: np.ndarray, cost: float, n_points: int) -> np.ndarray:
-    """``s^2 (J^T J)^+`` on the identified subspace, ``s^2 = 2 cost / (n - p)`` (optimiser units).
-
-    The pseudo-inverse keeps the directions of the SVD ``J = U S V^T`` whose singular value is
-    above `NULL_SINGULAR_VALUE_RATIO` of the largest: ``V_k S_k^-2 V_k^T s^2``. Along the
-    unidentified directions it is zero, not infinite: what the data leave open there is
-    `Identifiability.equivalent_params`, not a variance. Where a parameter has no null-space
-    component its variance equals `_standard_errors_free`'s squared. All NaN when ``n <= p``.
-    """
-    n_free = jacobian.shape[1]
-    if n_points <= n_free:
-        return np.full((n_free, n_free), np.nan)
-    residual_variance = 2.0 * cost / (n_points - n_free)
-    _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=False)
-    kept = singular_values > NULL_SINGULAR_VALUE_RATIO * (singular_values[0] if singular_values.size else 0.0)
-    basis = vt[kept] / singular_values[kept, None]
-    return basis.T @ basis * residual_variance
-
-
-def null_space_shares(jacobian: np.ndarray) -> np.ndarray:
-    """Diagonal of the projector onto the Jacobian's null space (basis-independent)."""
-    if jacobian.shape[1] == 0:
-        return np.zeros(0)
-    _, singular_values, vt = np.linalg.svd(jacobian, full_matrices=True)
-    padded = np.zeros(jacobian.shape[1])
-    padded[:singular_values.size] = singular_values
-    null = padded <= NULL_SINGULAR_VALUE_RATIO * padded[0]
-    return (vt[null] ** 2).sum(axis=0)
+    return lambda start, tolerance: bounded_least_squares(residuals, jacobian, start, lower, upper, tolerance,
+                                                          f"split '{split_name}': least squares failed")
 
 
 def _valley_references(prior: _RooflinePrior, rng: np.random.Generator, count: int) -> list[RooflineReference]:
@@ -561,26 +456,16 @@ def _valley_references(prior: _RooflinePrior, rng: np.random.Generator, count: i
 def _identifiability(objective: _Objective, best_x: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                      split_name: str, sample_valley: bool) -> Identifiability:
     names = objective.free_names
-    scale = np.maximum(1.0, np.abs(best_x))
-    at_bound = (np.abs(best_x - lower) <= 1e-9 * scale) | (np.abs(best_x - upper) <= 1e-9 * scale)
-    shares = null_space_shares(objective.jacobian(best_x)[:, ~at_bound])
-    interior = [name for name, bound in zip(names, at_bound) if not bound]
-    unidentified = tuple(name for name, share in zip(interior, shares) if share >= 1e-3)
-    dimensions = int(round(float(shares.sum())))
-
-    best_cost = objective.cost(best_x)
-    threshold = best_cost * (1.0 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * len(objective.data.il)
-    rng = np.random.default_rng(VALLEY_SEED)
-    probe_prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT)
+    summary = identifiability_summary(names, best_x, lower, upper, objective.jacobian(best_x))
     equivalent = []
-    if dimensions and sample_valley:
-        for reference in _valley_references(probe_prior, rng, VALLEY_SAMPLES):
-            prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT, reference)
-            result = _solve(objective, prior, best_x, lower, upper, POLISH_TOLERANCE, split_name)
-            if np.isfinite(result.x).all() and objective.cost(result.x) <= threshold:
-                equivalent.append(_params_from_vector(result.x, names))
-    return Identifiability(dimensions, unidentified, tuple(name for name, bound in zip(names, at_bound) if bound),
-                           tuple(equivalent))
+    if summary.unidentified_dimensions and sample_valley:
+        references = _valley_references(_RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT),
+                                        np.random.default_rng(VALLEY_SEED), VALLEY_SAMPLES)
+        equivalent = equivalent_solutions(
+            lambda reference: _solver(objective, lower, upper, split_name, reference)(best_x, POLISH_TOLERANCE),
+            references, objective.cost, best_x, len(objective.data.il))
+    return Identifiability(summary.unidentified_dimensions, summary.unidentified_parameters, summary.at_bounds,
+                           tuple(_params_from_vector(x, names) for x in equivalent))
 
 
 def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
@@ -613,7 +498,7 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
 
     What the data cannot decide is recorded in `SlimFit.identifiability`: the unidentified
     directions (from the SVD of the data Jacobian), the parameters on a bound, and a seeded
-    sample of training-equivalent solutions (data cost within `EQUIVALENT_COST_TOLERANCE`),
+    sample of training-equivalent solutions (data cost within `slim.model.calibration.EQUIVALENT_COST_TOLERANCE`),
     over which a validation MAPE can be given as a range. Sampling costs `VALLEY_SAMPLES`
     refinements; callers that use only the chosen fit (the advisor) pass
     ``sample_valley=False`` and get the directions without the sample.
@@ -632,28 +517,19 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
             f"parameters ({', '.join(free_names)}); add training configurations"
         )
     objective = _Objective(data, hw, ablation, free_names)
-    prior = _RooflinePrior(objective, ROOFLINE_PRIOR_WEIGHT)
     lower = np.array([p.lower for p in free_specs])
     upper = np.array([p.upper for p in free_specs])
-    start_points = (starts or start_grid)(free_specs)
-    results = [_solve(objective, prior, np.array(start, dtype=float), lower, upper, 1e-10, split_name)
-               for start in start_points]
-    converged = [result for result in results if result.status > 0]
-    if not converged:
-        raise FitError(
-            f"split '{split_name}': no start of the SLIM fit converged "
-            f"(last message: {results[-1].message}); check the training data"
-        )
-    best = _solve(objective, prior, min(converged, key=lambda result: result.cost).x, lower, upper,
-                  POLISH_TOLERANCE, split_name)
+    search = best_of_starts(_solver(objective, lower, upper, split_name), (starts or start_grid)(free_specs),
+                            f"split '{split_name}': no start of the SLIM fit converged")
+    best = search.best
     if not np.isfinite(best.x).all() or not np.isfinite(best.cost):
         raise FitError(f"split '{split_name}': SLIM fit produced non-finite parameters {best.x}")
 
     params = _params_from_vector(best.x, free_names)
     cost = objective.cost(best.x)
-    jacobian = objective.jacobian(best.x)
-    free_se = _standard_errors_free(jacobian, cost, n_points) * objective.units
-    covariance = covariance_free(jacobian, cost, n_points) * np.outer(objective.units, objective.units)
+    uncertainty = parameter_uncertainty(objective.jacobian(best.x), cost, n_points)
+    free_se = uncertainty.standard_errors * objective.units
+    covariance = uncertainty.covariance * np.outer(objective.units, objective.units)
     standard_errors = {name: math.nan for name in PARAM_NAMES}
     standard_errors.update({name: float(se) for name, se in zip(free_names, free_se)})
 
@@ -671,8 +547,8 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
         ablation=ablation,
         split_name=split_name,
         free_parameters=free_names,
-        n_starts=len(start_points),
-        n_converged_starts=len(converged),
+        n_starts=search.n_starts,
+        n_converged_starts=search.n_converged_starts,
         identifiability=_identifiability(objective, best.x, lower, upper, split_name, sample_valley),
         residuals=residuals,
         covariance=covariance,

@@ -6,7 +6,7 @@ The band at a configuration ``x = (arch, IL, OL, B)`` has two parts.
 1. **Delta method on the identified directions.** The fit minimises squared relative throughput
    residuals ``r_i = T_pred,i / T_meas,i - 1``, which to first order are
    ``log T_pred,i - log T_meas,i``. Its parameter covariance is
-   ``Sigma = s^2 (J^T J)^+`` with ``s^2 = 2 cost / (n - p)`` (`slim.model.fit.covariance_free`,
+   ``Sigma = s^2 (J^T J)^+`` with ``s^2 = 2 cost / (n - p)`` (`slim.model.calibration.parameter_uncertainty`,
    the pseudo-inverse over the directions the data identify). Since ``log T = log B (IL + OL)
    - log E2E`` (Eq. 6), both metrics share one standard deviation on the log scale,
 
@@ -29,7 +29,7 @@ The band at a configuration ``x = (arch, IL, OL, B)`` has two parts.
        ``E2E_high(x) = max_k E2E(x; theta_k) exp(+q sigma(x))``
        ``T_low(x) = B (IL + OL) / E2E_high(x)``, ``T_high(x) = B (IL + OL) / E2E_low(x)`` (Eq. 6).
 
-   The envelope is a set, not a probability: the sample is seeded (`slim.model.fit.VALLEY_SEED`)
+   The envelope is a set, not a probability: the sample is seeded (`slim.model.calibration.VALLEY_SEED`)
    and bounded by the physically admissible box, so it is a lower bound of what is open.
 
 Everything is a closed-form function of the fit, vectorised over configurations, with no

@@ -246,7 +246,8 @@ def _sim_refit(calibration: SimCalibration, schedules: ScheduleTable, catalog: A
                setting: str):
     """SIM recalibrated on some training runs (one refinement from `calibration`), predicting others
     from their configuration; None where the recalibration does not converge."""
-    from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+    from slim.sim.schedule_costs import prediction_costs
+    from slim.sim.schedule_fit import calibrate_on_rows
 
     start = [[getattr(calibration.constants, name) for name in col.SIM_FITTED_CONSTANTS]]
 
@@ -268,7 +269,8 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
     """SIM calibrated on the training runs, predicting the validation runs from their
     configurations, and SLIM at SIM's predicted mean batch; with the MAPE ranges over both
     predictors' training-equivalent solutions."""
-    from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+    from slim.sim.schedule_costs import prediction_costs
+    from slim.sim.schedule_fit import calibrate_on_rows
 
     calibration = calibrate_on_rows(split.train, schedules, catalog, hw, split_name=setting)
     validate = split.validate

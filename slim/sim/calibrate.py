@@ -24,7 +24,8 @@ import yaml
 from slim import columns as col
 from slim.errors import FitError
 from slim.sim.constants import FITTED_CONSTANTS, SimConstants
-from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs
+from slim.sim.schedule_costs import prediction_costs
+from slim.sim.schedule_fit import calibrate_on_rows
 from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware

@@ -27,23 +27,27 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.model.fit import (
-    EQUIVALENT_COST_TOLERANCE,
+from slim.model.calibration import (
     POLISH_TOLERANCE,
-    ROOFLINE_PRIOR_WEIGHT,
     VALLEY_SAMPLES,
     VALLEY_SEED,
     IdentifiabilitySummary,
-    null_space_shares,
+    LastPoint,
+    best_of_starts,
+    bounded_least_squares,
+    equivalent_solutions,
+    identifiability_summary,
+    json_float,
+    parameter_uncertainty,
 )
+from slim.model.fit import ROOFLINE_PRIOR_WEIGHT
 from slim.model.metrics import mape_pct
 from slim.sim.constants import BOUNDS, FITTED_CONSTANTS, SimConstants
-from slim.sim.linear_cost import EFFICIENCIES, LinearCost, StatsMatrix, constants_at, coordinates_of
-from slim.sim.metrics import ScheduleStats
+from slim.sim.linear_cost import EFFICIENCIES, constants_at
+from slim.sim.schedule_costs import ScheduleCosts
 from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
@@ -84,80 +88,6 @@ def start_points(starts: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return points
 
 
-def _window(stats: ScheduleStats | None) -> ScheduleStats:
-    """A window's statistics; a missing one (a static batch has no test prompt) takes no time."""
-    if stats is not None:
-        return stats
-    empty = ScheduleStats(np.zeros(1), np.zeros(1))
-    empty.running_weighted = ScheduleStats(np.zeros(1), np.zeros(1))
-    return empty
-
-
-class ScheduleCosts:
-    """Durations, throughputs and mean batches of many cached schedules at any constants."""
-
-    def __init__(self, schedules: Sequence[RunSchedule], architectures: ArchitectureCatalog, hw: Hardware,
-                 consts: SimConstants):
-        failed = [schedule.key for schedule in schedules if not schedule.ok]
-        if failed:
-            raise FitError(f"{len(failed)} run(s) cannot start in the simulator (KV cache or weights do not fit), "
-                           f"e.g. {failed[0]}; leave them out")
-        self.consts = consts
-        self.completed = np.array([s.completed for s in schedules], dtype=float)
-        self.tokens_per_request = np.array([s.tokens_per_request for s in schedules], dtype=float)
-        self.num_preemptions = np.array([s.num_preemptions for s in schedules])
-        self.static_batch = np.array([s.key.static_batch for s in schedules], dtype=bool)
-        self._groups = []
-        by_arch: dict[tuple[str, int], list[int]] = {}
-        for index, schedule in enumerate(schedules):
-            by_arch.setdefault((schedule.key.model, schedule.key.tensor_parallel), []).append(index)
-        for (model, tensor_parallel), rows in by_arch.items():
-            members = [schedules[i] for i in rows]
-            tests = [_window(s.test) for s in members]
-            stats = {"main": [s.main for s in members], "main_running": [s.main.running_weighted for s in members],
-                     "test": tests, "test_running": [test.running_weighted for test in tests]}
-            width = max(len(one.w_sampled) for parts in stats.values() for one in parts) - 1
-            cost = LinearCost(architectures[model], hw, consts, tensor_parallel, max_sampled=max(width, 1))
-            self._groups.append((np.array(rows), cost, stats, {}))
-        self.n_runs = len(schedules)
-
-    def _part(self, name: str, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(durations, their gradients in u) of one stats part of every run."""
-        durations = np.zeros(self.n_runs)
-        gradients = np.zeros((self.n_runs, len(u)))
-        for rows, cost, stats, forms in self._groups:
-            if name not in forms:
-                forms[name] = cost.form(StatsMatrix.stack(stats[name]))
-            durations[rows], gradients[rows] = forms[name].duration_s(u)
-        return durations, gradients
-
-    def duration_s(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Benchmark durations at ``u`` and their gradients ``G`` (runs x fitted constants)."""
-        return self._part("main", u)
-
-    def predict(self, consts: SimConstants) -> "SimPrediction":
-        """Throughput, mean batch and Little's-law E2E of every run at `consts`, measured as
-        the pipeline measures real runs (E2E = mean batch / request throughput; for a static
-        batch, whose requests all finish with it, the batch's latency, as ingest reads it)."""
-        u = coordinates_of(consts)
-        main, main_running, test, test_running = (self._part(name, u)[0]
-                                                  for name in ("main", "main_running", "test", "test_running"))
-        batch = (main_running + test_running) / (main + test)
-        return SimPrediction(self.completed * self.tokens_per_request / main, batch,
-                             np.where(self.static_batch, main, batch * main / self.completed),
-                             self.num_preemptions.copy())
-
-
-@dataclass(frozen=True)
-class SimPrediction:
-    """SIM's prediction of some runs from their configuration alone (arrays, one value per run)."""
-
-    throughput_per_s: np.ndarray
-    mean_batch_size: np.ndarray
-    e2e_latency_s: np.ndarray
-    num_preemptions: np.ndarray
-
-
 @dataclass(frozen=True)
 class SimIdentifiability(IdentifiabilitySummary):
     """What a calibration's training runs determine (the analogue of `slim.model.fit.Identifiability`)."""
@@ -193,7 +123,7 @@ class SimCalibration:
         """JSON-friendly form (NaN becomes ``None``): the fitted constants in SI units."""
         return {
             "split_name": self.split_name, "constants": _fitted_dict(self.constants),
-            "standard_errors": {k: (None if not math.isfinite(v) else v) for k, v in self.standard_errors.items()},
+            "standard_errors": {k: json_float(v) for k, v in self.standard_errors.items()},
             "train_mape_throughput_pct": self.train_mape_throughput_pct, "n_train_points": self.n_train_points,
             "cost": self.cost, "converged": self.converged, "message": self.message, "n_starts": self.n_starts,
             "n_converged_starts": self.n_converged_starts, "unidentified": self.identifiability.describe(),
@@ -249,35 +179,14 @@ class _Problem:
                 blocks[j * n:(j + 1) * n, j] = prior_jacobian[:, j]
             return np.concatenate([residuals, excess.T.ravel()]), np.vstack([jacobian, blocks])
 
-        cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-
-        def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            key = x.tobytes()
-            if key not in cache:
-                cache.clear()
-                cache[key] = stacked(x)
-            return cache[key]
-
+        evaluate = LastPoint(stacked)
         free = self.free
-        try:
-            result = least_squares(lambda x: evaluate(self.full(x))[0], np.clip(start[free], LOWER[free], UPPER[free]),
-                                   jac=lambda x: evaluate(self.full(x))[1][:, free], bounds=(LOWER[free], UPPER[free]),
-                                   method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance, max_nfev=2000)
-        except ValueError as error:
-            raise FitError(f"split '{split_name}': simulator calibration failed from {start}: {error}") from error
+        result = bounded_least_squares(lambda x: evaluate(self.full(x))[0],
+                                       lambda x: evaluate(self.full(x))[1][:, free], start[free],
+                                       LOWER[free], UPPER[free], tolerance,
+                                       f"split '{split_name}': simulator calibration failed")
         result.x = self.full(result.x)
         return result
-
-
-def _standard_errors(jacobian: np.ndarray, cost: float, n_points: int, identifiable: np.ndarray) -> np.ndarray:
-    """``sqrt(diag((J^T J)^-1) s^2)`` in optimiser units, NaN for unidentifiable columns."""
-    n_free = jacobian.shape[1]
-    if n_points <= n_free or n_free == 0:
-        return np.full(n_free, np.nan)
-    _, singular, vt = np.linalg.svd(jacobian, full_matrices=False)
-    keep = singular > 1e-8 * singular[0]
-    variances = (vt[keep].T ** 2) @ (1.0 / singular[keep] ** 2) * (2.0 * cost / (n_points - n_free))
-    return np.where(identifiable, np.sqrt(variances), np.nan)
 
 
 def _valley_references(rng: np.random.Generator, count: int) -> list[np.ndarray]:
@@ -292,29 +201,21 @@ def _valley_references(rng: np.random.Generator, count: int) -> list[np.ndarray]
 
 def _identifiability(problem: _Problem, best_x: np.ndarray, initial: SimConstants, split_name: str,
                      sample_valley: bool) -> tuple[SimIdentifiability, np.ndarray]:
-    scale = np.maximum(1.0, np.abs(best_x))
-    jacobian = problem.data(best_x)[1]
     # A constant no training run pays (the XFormers latency without an XFormers model, the TP step
     # overhead without a run at tensor_parallel > 1) is not a finding about the data: it is held at
     # zero (`_Problem.free`) and reported neither as on a bound nor as open.
-    unpaid = ~problem.free
-    at_bound = ((np.abs(best_x - LOWER) <= 1e-9 * scale) | (np.abs(best_x - UPPER) <= 1e-9 * scale)) & ~unpaid
-    free = ~at_bound & ~unpaid
-    shares = null_space_shares(jacobian[:, free])
-    interior = [name for name, keep in zip(FITTED_CONSTANTS, free) if keep]
-    unidentified = tuple(name for name, share in zip(interior, shares) if share >= 1e-3)
-    dimensions = int(round(float(shares.sum())))
-    identifiable = np.array([keep and name not in unidentified for name, keep in zip(FITTED_CONSTANTS, free)])
+    summary = identifiability_summary(FITTED_CONSTANTS, best_x, LOWER, UPPER, problem.data(best_x)[1],
+                                      held=~problem.free)
+    identifiable = np.array([keep and name not in summary.unidentified_parameters and name not in summary.at_bounds
+                             for name, keep in zip(FITTED_CONSTANTS, problem.free)])
     equivalent = []
-    if dimensions and sample_valley:
-        threshold = problem.cost(best_x) * (1.0 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * len(best_x)
-        for reference in _valley_references(np.random.default_rng(VALLEY_SEED), VALLEY_SAMPLES):
-            result = problem.solve(best_x, reference, POLISH_TOLERANCE, split_name)
-            if np.isfinite(result.x).all() and problem.cost(result.x) <= threshold:
-                equivalent.append(constants_at(initial, result.x * UNITS))
-    return (SimIdentifiability(dimensions, unidentified,
-                               tuple(name for name, bound in zip(FITTED_CONSTANTS, at_bound) if bound),
-                               tuple(equivalent)), identifiable)
+    if summary.unidentified_dimensions and sample_valley:
+        equivalent = equivalent_solutions(
+            lambda reference: problem.solve(best_x, reference, POLISH_TOLERANCE, split_name),
+            _valley_references(np.random.default_rng(VALLEY_SEED), VALLEY_SAMPLES), problem.cost, best_x,
+            len(problem.measured_duration_s))
+    return (SimIdentifiability(summary.unidentified_dimensions, summary.unidentified_parameters, summary.at_bounds,
+                               tuple(constants_at(initial, x * UNITS) for x in equivalent)), identifiable)
 
 
 def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: np.ndarray,
@@ -343,20 +244,16 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
     if len(schedules) < needed:
         raise FitError(f"split '{split_name}': {len(schedules)} training run(s) for {needed} "
                        "simulator constants; add training runs")
-    points = start_points(STARTS if starts is None else starts)
-    results = [problem.solve(start, IDEAL_MACHINE, 1e-10, split_name) for start in points]
-    converged = [result for result in results if result.status > 0]
-    if not converged:
-        raise FitError(f"split '{split_name}': no start of the simulator calibration converged "
-                       f"({results[-1].message})")
-    best = problem.solve(min(converged, key=lambda r: (r.cost, tuple(r.x))).x, IDEAL_MACHINE, POLISH_TOLERANCE,
-                         split_name)
+    search = best_of_starts(lambda start, tolerance: problem.solve(start, IDEAL_MACHINE, tolerance, split_name),
+                            start_points(STARTS if starts is None else starts),
+                            f"split '{split_name}': no start of the simulator calibration converged")
+    best = search.best
     if not np.isfinite(best.x).all():
         raise FitError(f"split '{split_name}': simulator calibration produced non-finite constants {best.x}")
     residuals, jacobian, _ = problem.data(best.x)
     cost = 0.5 * float(residuals @ residuals)
     identifiability, identifiable = _identifiability(problem, best.x, initial, split_name, sample_valley)
-    u_errors = _standard_errors(jacobian, cost, len(measured), identifiable) * UNITS
+    u_errors = parameter_uncertainty(jacobian, cost, len(measured), identifiable).standard_errors * UNITS
     u = best.x * UNITS
     # Standard errors of an efficiency eta = 1/u: |d eta / du| = 1/u^2.
     errors = np.where(np.arange(len(u)) < len(EFFICIENCIES), u_errors / u**2, u_errors)
@@ -365,7 +262,7 @@ def calibrate_schedules(schedules: Sequence[RunSchedule], measured_throughput: n
         standard_errors={name: float(value) for name, value in zip(FITTED_CONSTANTS, errors)},
         train_mape_throughput_pct=mape_pct(measured * (1.0 + residuals), measured),
         n_train_points=len(measured), cost=cost, message=str(best.message), split_name=split_name,
-        n_starts=len(results), n_converged_starts=len(converged), identifiability=identifiability,
+        n_starts=search.n_starts, n_converged_starts=search.n_converged_starts, identifiability=identifiability,
         residuals=residuals)
 
 
@@ -379,10 +276,3 @@ def calibrate_on_rows(frame: pd.DataFrame, schedules: ScheduleTable, architectur
     col.require_columns(frame, (col.TOTAL_TOKEN_THROUGHPUT,), f"split '{split_name}': training table", FitError)
     return calibrate_schedules(schedules.for_frame(frame), frame[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float),
                                architectures, hw, schedules.constants, split_name, **options)
-
-
-def prediction_costs(frame: pd.DataFrame, schedules: ScheduleTable, architectures: ArchitectureCatalog,
-                     hw: Hardware) -> ScheduleCosts:
-    """The costs of a runs table's rows from their cached schedules, to `ScheduleCosts.predict`
-    them at any constants; nothing measured is read but each row's configuration."""
-    return ScheduleCosts(schedules.for_frame(frame), architectures, hw, schedules.constants)

@@ -22,7 +22,8 @@ from slim import columns as col  # noqa: E402
 from slim.model.metrics import mape_pct  # noqa: E402
 from slim.paper.splits import load_settings, split_setting  # noqa: E402
 from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants  # noqa: E402
-from slim.sim.schedule_fit import calibrate_on_rows, prediction_costs  # noqa: E402
+from slim.sim.schedule_costs import prediction_costs  # noqa: E402
+from slim.sim.schedule_fit import calibrate_on_rows  # noqa: E402
 from slim.sim.schedules import read_schedules  # noqa: E402
 from slim.specs.architecture import MODELS_FILE, load_architectures  # noqa: E402
 from slim.specs.hardware import HARDWARE_FILE, load_hardware  # noqa: E402
