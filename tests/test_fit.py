@@ -235,3 +235,11 @@ def test_the_roofline_prior_leaves_an_identified_fit_alone(monkeypatch):
     without_prior = fit_slim(frame, CATALOG, H100, split_name="no prior")
     for name in PARAM_NAMES:
         assert getattr(fit.params, name) == pytest.approx(getattr(without_prior.params, name), rel=1e-4), name
+
+
+def test_the_report_gives_the_quality_every_free_value_and_what_is_open():
+    fit = fit_slim(synthetic_frame(TRUE_PARAMS, noise=0.01), CATALOG, H100, split_name="noisy")
+    report = fit.report().splitlines()
+    assert report[0].startswith("noisy: 60 training points, train MAPE ") and report[0].endswith("identified")
+    assert [line.split(" = ")[0].strip() for line in report[1:]] == list(PARAM_NAMES)
+    assert "+/-" in report[1]

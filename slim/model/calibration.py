@@ -10,7 +10,7 @@ definitions supply their residuals, Jacobians and references; everything here ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -207,6 +207,50 @@ def equivalent_solutions(solve_toward: Callable[[Any], OptimizeResult], referenc
         if np.isfinite(x).all() and data_cost(x) <= threshold:
             solutions.append(x)
     return solutions
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """What every calibration records, whatever its parameters: their standard errors (SI units,
+    NaN where the data cannot identify one), the training quality, the starts and the residuals.
+
+    `cost` is the data term ``0.5 sum r_i^2`` at the fitted values (without the prior),
+    `residuals` the relative throughput errors ``pred / meas - 1`` per training row, `message`
+    the optimiser's termination message of the best start. SLIM's `slim.model.fit.SlimFit` and
+    SIM's `slim.sim.schedule_fit.SimCalibration` add their fitted values and identifiability.
+    """
+
+    standard_errors: dict[str, float]
+    train_mape_throughput_pct: float
+    n_train_points: int
+    cost: float
+    message: str
+    split_name: str
+    n_starts: int
+    n_converged_starts: int
+    identifiability: IdentifiabilitySummary
+    residuals: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def converged(self) -> bool:
+        """Every start of the grid converged (least-squares status > 0). A fit only exists
+        when at least one did; False flags one whose optimum may depend on the start."""
+        return self.n_converged_starts == self.n_starts
+
+    def fitted_values(self) -> dict[str, float]:
+        """The fitted parameters by name, in SI units."""
+        raise NotImplementedError
+
+    def report(self) -> str:
+        """A readable account: fit quality, every fitted value with its standard error, and what the
+        training data leave open."""
+        lines = [f"{self.split_name}: {self.n_train_points} training points, train MAPE "
+                 f"{self.train_mape_throughput_pct:.2f}%, {self.n_converged_starts} of {self.n_starts} starts "
+                 f"converged; {self.identifiability.describe()}"]
+        for name, value in self.fitted_values().items():
+            error = self.standard_errors.get(name, float("nan"))
+            lines.append(f"  {name} = {value:.6g}" + (f" +/- {error:.2g}" if np.isfinite(error) else ""))
+        return "\n".join(lines)
 
 
 def json_float(value: float) -> float | None:

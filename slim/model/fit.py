@@ -23,6 +23,7 @@ from slim.model.calibration import (
     POLISH_TOLERANCE,
     VALLEY_SAMPLES,
     VALLEY_SEED,
+    CalibrationResult,
     IdentifiabilitySummary,
     LastPoint,
     best_of_starts,
@@ -151,34 +152,21 @@ class Identifiability(IdentifiabilitySummary):
 
 
 @dataclass(frozen=True)
-class SlimFit:
+class SlimFit(CalibrationResult):
     """Result of `fit_slim`: parameters, uncertainties, identifiability, fit quality and provenance.
 
-    `standard_errors` maps every parameter name to its standard error in SI
-    units; it is NaN for a parameter the data cannot identify (singular
-    ``J^T J``) and for a parameter fixed by the ablation (see `free_parameters`).
-    `residuals` are the relative throughput errors ``pred / meas - 1`` per row.
-    `message` is the optimiser's termination message of the best start.
-    `cost` is the data term ``0.5 sum r_i^2`` at `params` (without the prior).
-    `covariance` is the parameters' covariance on the identified subspace (`covariance_free`):
+    `standard_errors` (`CalibrationResult`) maps every parameter name to its standard error; it
+    is NaN too for a parameter fixed by the ablation (see `free_parameters`).
+    `covariance` is the parameters' covariance on the identified subspace (`parameter_uncertainty`):
     a square matrix over `free_parameters`, in SI units, whose diagonal is the square of
     every finite standard error; `slim.model.uncertainty` carries it to predictions.
     """
 
     params: SlimParams
-    standard_errors: dict[str, float]
-    train_mape_throughput_pct: float
     train_mape_e2e_pct: float
-    n_train_points: int
-    cost: float
-    message: str
     ablation: Ablation
-    split_name: str
     free_parameters: tuple[str, ...]
-    n_starts: int
-    n_converged_starts: int
     identifiability: Identifiability
-    residuals: np.ndarray = field(repr=False, compare=False)
     covariance: np.ndarray = field(repr=False, compare=False)
 
     @property
@@ -191,11 +179,8 @@ class SlimFit:
         """``s^2 = 2 cost / (n - p)``, the variance of the relative throughput residuals (NaN if n <= p)."""
         return 2.0 * self.cost / self.residual_dof if self.residual_dof > 0 else math.nan
 
-    @property
-    def converged(self) -> bool:
-        """Every start of the grid converged (least-squares status > 0). A fit only exists
-        when at least one did; False flags one whose optimum may depend on the start."""
-        return self.n_converged_starts == self.n_starts
+    def fitted_values(self) -> dict[str, float]:
+        return {name: float(getattr(self.params, name)) for name in self.free_parameters}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN becomes ``None``)."""

@@ -22,7 +22,7 @@ seeded training-equivalent solutions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,6 +34,7 @@ from slim.model.calibration import (
     POLISH_TOLERANCE,
     VALLEY_SAMPLES,
     VALLEY_SEED,
+    CalibrationResult,
     IdentifiabilitySummary,
     LastPoint,
     best_of_starts,
@@ -100,24 +101,14 @@ class SimIdentifiability(IdentifiabilitySummary):
 
 
 @dataclass(frozen=True)
-class SimCalibration:
-    """Result of `calibrate_schedules`: constants, uncertainties, identifiability, fit quality."""
+class SimCalibration(CalibrationResult):
+    """Result of `calibrate_schedules`: the constants, with what every calibration records."""
 
     constants: SimConstants
-    standard_errors: dict[str, float]
-    train_mape_throughput_pct: float
-    n_train_points: int
-    cost: float
-    message: str
-    split_name: str
-    n_starts: int
-    n_converged_starts: int
     identifiability: SimIdentifiability
-    residuals: np.ndarray = field(repr=False, compare=False)
 
-    @property
-    def converged(self) -> bool:
-        return self.n_converged_starts == self.n_starts
+    def fitted_values(self) -> dict[str, float]:
+        return _fitted_dict(self.constants)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (NaN becomes ``None``): the fitted constants in SI units."""

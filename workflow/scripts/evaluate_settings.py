@@ -33,14 +33,11 @@ evaluations = evaluate_settings(clean, [settings[name] for name in snakemake.par
 for name, evaluation, predictions, identifiability, fits in zip(
         snakemake.params.settings, evaluations, snakemake.output.predictions, snakemake.output.identifiability,
         snakemake.output.fits, strict=True):
-    for ablation, fit in evaluation.slim_fits.items():
-        log.info("%s: SLIM %s fit on %d points: train MAPE %.2f%%, %s; %s", name, ablation, fit.n_train_points,
-                 fit.train_mape_throughput_pct, fit.params, fit.identifiability.describe())
+    calibrations = {f"SLIM {ablation}": fit for ablation, fit in evaluation.slim_fits.items()}
     if evaluation.sim_calibration is not None:
-        calibration = evaluation.sim_calibration
-        log.info("%s: SIM calibrated on %d runs: train MAPE %.2f%%, %s; %s", name, calibration.n_train_points,
-                 calibration.train_mape_throughput_pct, calibration.to_dict()["constants"],
-                 calibration.identifiability.describe())
+        calibrations["SIM"] = evaluation.sim_calibration
+    for label, calibration in calibrations.items():
+        log.info("%s %s", label, calibration.report())
     write_parquet(evaluation.predictions, predictions)
     write_parquet(evaluation.identifiability, identifiability)
     write_text(json.dumps(evaluation.fits_as_dict(), indent=2, sort_keys=True) + "\n", fits)
