@@ -72,3 +72,22 @@ def test_every_workflow_script_opens_its_log_and_writes_crash_safely(script):
     # Outputs are written by slim.pipeline.io's writers or save_figure, never in place.
     in_place = re.findall(r"\.write_text\(|open\([^)]*[\"']w[\"']|\.savefig\(|\.to_csv\(|\.to_parquet\(", text)
     assert not in_place, f"{script.name} writes in place: {in_place}"
+
+
+def test_job_specs_load_the_catalog_the_accelerator_and_no_schedules_where_sim_is_not_evaluated():
+    from types import SimpleNamespace
+
+    from slim.pipeline.io import job_specs
+    from slim.specs.architecture import MODELS_FILE
+    from slim.specs.hardware import HARDWARE_FILE
+
+    job = SimpleNamespace(input=SimpleNamespace(models=str(MODELS_FILE), hardware=str(HARDWARE_FILE),
+                                                sim_schedules=[], sim_constants=[]),
+                          params=SimpleNamespace(hardware="h100-64gb"))
+    specs = job_specs(job)
+    assert specs.hardware.name == specs.hardware_table["h100-64gb"].name
+    assert "opt-1.3b" in specs.catalog
+    assert specs.schedules is None
+    job.params.hardware = "no-such-gpu"
+    with pytest.raises(Exception, match="no-such-gpu"):
+        job_specs(job).hardware

@@ -10,8 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import pandas as pd
 
@@ -74,3 +77,39 @@ def read_sim_schedules(schedule_files: list[str], constant_files: list[str]):
     from slim.sim.schedules import read_schedules
 
     return read_schedules(schedule_files[0], load_sim_constants(constant_files[0]))
+
+
+@dataclass
+class JobSpecs:
+    """What a fitting or simulating job loads first, each on first use: the model catalog
+    (input ``models``), the accelerator table (input ``hardware``) and the job's accelerator in it
+    (param ``hardware``), and the cached simulator schedules (inputs ``sim_schedules`` and
+    ``sim_constants``: `read_sim_schedules`)."""
+
+    inputs: Any
+    params: Any
+
+    @cached_property
+    def catalog(self):
+        from slim.specs.architecture import load_architectures
+
+        return load_architectures(self.inputs.models)
+
+    @cached_property
+    def hardware_table(self):
+        from slim.specs.hardware import load_hardware
+
+        return load_hardware(self.inputs.hardware)
+
+    @cached_property
+    def hardware(self):
+        return self.hardware_table[self.params.hardware]
+
+    @cached_property
+    def schedules(self):
+        return read_sim_schedules(self.inputs.sim_schedules, self.inputs.sim_constants)
+
+
+def job_specs(snakemake: Any) -> JobSpecs:
+    """The `JobSpecs` of a Snakemake job (the ``snakemake`` object of a script)."""
+    return JobSpecs(snakemake.input, snakemake.params)

@@ -30,9 +30,7 @@ from slim.paper.tables import (
     to_html_page,
     to_markdown,
 )
-from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
 output = snakemake.output
@@ -40,9 +38,8 @@ label = snakemake.params.dataset_label
 study = load_bca_config(snakemake.input.bca_config)
 every_run = pd.read_parquet(snakemake.input.clean)
 clean = study.study_rows(every_run)   # the study's curves; Table VI's settings select their own runs
-catalog = load_architectures(snakemake.input.models)
-hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
-schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
+specs = job_specs(snakemake)
+catalog, hardware, schedules = specs.catalog, specs.hardware, specs.schedules
 
 # Table V: only the targets this dataset measured (the others are named in the caption)
 experiments, absent = available_experiments(clean, study.table5)

@@ -6,17 +6,15 @@ from slim import columns as col
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.sim_validation import plot_validation
 from slim.paper.sim_validation import validation_html, validation_latex
-from slim.pipeline.io import open_log, write_csv, write_text
+from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 from slim.sim.calibrate import calibrate, validate, write_calibration_yaml
 from slim.sim.constants import load_sim_constants
 from slim.sim.schedules import read_schedules
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
 
 log = open_log(snakemake.log[0])
 runs = pd.read_parquet(snakemake.input.runs)
-architectures = load_architectures(snakemake.input.models)
-hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+specs = job_specs(snakemake)
+architectures, hardware = specs.catalog, specs.hardware
 fit_rows = runs[runs[col.STATUS] == "ok"]
 validation_rows = runs[runs[col.STATUS].isin(["ok", "preempted"])]
 schedules = read_schedules(snakemake.input.schedules, load_sim_constants(snakemake.input.constants))

@@ -17,17 +17,15 @@ from slim.paper.heldout import applicable_setting_names, evaluate_settings, mape
 from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals, with_intervals
 from slim.paper.splits import load_settings
 from slim.paper.tables import heldout_tables, load_paper_reference, sim_constants_markdown, sim_constants_table
-from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_parquet, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_parquet, write_text
 
 log = open_log(snakemake.log[0])
 every_setting = load_settings(snakemake.input.settings)
 settings = {setting.name: setting for setting in every_setting}
-catalog = load_architectures(snakemake.input.models)
-hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+specs = job_specs(snakemake)
+catalog, hardware = specs.catalog, specs.hardware
 clean = pd.read_parquet(snakemake.input.clean)
-schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
+schedules = specs.schedules
 evaluations = evaluate_settings(clean, [settings[name] for name in snakemake.params.settings], catalog, hardware,
                                 schedules)
 for name, evaluation, predictions, identifiability, fits in zip(

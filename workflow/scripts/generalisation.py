@@ -14,16 +14,14 @@ from slim.paper.generalisation import (
     table_fig11_latex,
     table_fig11_markdown,
 )
-from slim.pipeline.io import open_log, write_csv, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
 config = GeneralisationConfig(snakemake.params.dataset, tuple(snakemake.params.train_models),
                               tuple(snakemake.params.target_models))
 clean = pd.read_parquet(snakemake.input.clean)
-hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
-result = evaluate_generalisation(clean, config, load_architectures(snakemake.input.models), hardware)
+specs = job_specs(snakemake)
+result = evaluate_generalisation(clean, config, specs.catalog, specs.hardware)
 write_csv(result.predictions, snakemake.output.predictions)
 write_text(json.dumps(result.fit.to_dict(), indent=2, sort_keys=True) + "\n", snakemake.output.fit)
 mapes = generalisation_mapes(result.predictions)

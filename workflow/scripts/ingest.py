@@ -2,19 +2,18 @@
 write the cleaning report."""
 import pandas as pd
 
-from slim.pipeline.io import open_log, write_csv, write_parquet, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_parquet, write_text
 from slim.traces.clean import CleaningPolicy, clean_runs, summarise_report
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
 from slim.traces.summary_table import TableLayout
 
 log = open_log(snakemake.log[0])
-options = IngestOptions.on(load_hardware(snakemake.input.hardware), snakemake.params.hardware,
+specs = job_specs(snakemake)
+options = IngestOptions.on(specs.hardware_table, snakemake.params.hardware,
                            TableLayout.from_config(snakemake.params.table))
 runs = ingest_traces(snakemake.params.trace_dir, snakemake.params.dataset,
-                     load_architectures(snakemake.input.models), options)
+                     specs.catalog, options)
 log.info("ingested %d runs from %s: %s", len(runs), snakemake.params.trace_dir,
          runs["status"].value_counts().to_dict())
 write_parquet(runs, snakemake.output.runs)

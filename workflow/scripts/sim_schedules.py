@@ -1,11 +1,9 @@
 """Snakemake adapter: simulate the schedule of every ok or preempted run of a real dataset once."""
 import pandas as pd
 
-from slim.pipeline.io import open_log, worker_count, write_parquet
+from slim.pipeline.io import job_specs, open_log, worker_count, write_parquet
 from slim.sim.constants import load_sim_constants
 from slim.sim.schedules import schedules_of_runs
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
 from slim.traces.clean import select_dataset_rows
 
 log = open_log(snakemake.log[0])
@@ -13,8 +11,8 @@ log = open_log(snakemake.log[0])
 rows = {column: tuple(values) for column, values in dict(snakemake.params.rows).items()}
 runs = pd.read_parquet(snakemake.input.runs)
 runs = select_dataset_rows(runs, rows) if rows else runs
-schedules = schedules_of_runs(runs, load_architectures(snakemake.input.models),
-                              load_hardware(snakemake.input.hardware)[snakemake.params.hardware],
+specs = job_specs(snakemake)
+schedules = schedules_of_runs(runs, specs.catalog, specs.hardware,
                               load_sim_constants(snakemake.input.constants), workers=worker_count(snakemake.threads))
 write_parquet(schedules.to_frame(), snakemake.output.schedules)
 log.info("simulated %d run configurations once each (%d preempt in the simulator)", len(schedules),

@@ -6,14 +6,12 @@ from slim.paper.decode_attention_table import (
     table1_html,
     table1_latex,
 )
-from slim.pipeline.io import open_log, write_csv, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
 paper = load_paper_table1(snakemake.input.paper)
-arch = load_architectures(snakemake.input.models)[paper.model]
-hardware = load_hardware(snakemake.input.hardware)[paper.hardware]
+specs = job_specs(snakemake)
+arch, hardware = specs.catalog[paper.model], specs.hardware_table[paper.hardware]
 frame = table1_frame(arch, hardware, paper.rows)
 write_csv(frame, snakemake.output.csv)
 write_text(table1_latex(frame, arch, hardware, paper.source), snakemake.output.tex)

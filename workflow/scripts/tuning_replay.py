@@ -6,17 +6,15 @@ from slim.advisor.tune_model import SimPrior, SlimPrior
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
 from slim.paper.tuning_replay import replay_dataset
-from slim.pipeline.io import open_log, read_sim_schedules, write_csv, write_text
-from slim.specs.architecture import load_architectures
-from slim.specs.hardware import load_hardware
+from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])
 study = load_bca_config(snakemake.input.bca_config)
 frame = study.study_rows(pd.read_parquet(snakemake.input.clean))
-architectures = load_architectures(snakemake.input.models)
-hardware = load_hardware(snakemake.input.hardware)[snakemake.params.hardware]
+specs = job_specs(snakemake)
+architectures, hardware = specs.catalog, specs.hardware
 priors = {"tune_slim": SlimPrior(architectures, hardware)}
-schedules = read_sim_schedules(snakemake.input.sim_schedules, snakemake.input.sim_constants)
+schedules = specs.schedules
 if schedules is not None:
     priors["tune_sim"] = SimPrior(architectures, hardware, schedules)
 settings = load_settings(snakemake.input.settings[0]) if snakemake.input.settings else None
