@@ -20,7 +20,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.model.equations import ABLATIONS, FULL, predict_frame
+from slim.model.equations import predict_frame
 from slim.model.metrics import mape_pct
 from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
 from slim.specs.architecture import ArchitectureCatalog
@@ -146,25 +146,19 @@ def conformal_intervals(split: Split, fit_predict, throughput: np.ndarray, e2e_s
 
 def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: ArchitectureCatalog,
                      hw: Hardware, sim_schedules: ScheduleTable | None = None) -> SettingEvaluation:
-    """Fit SLIM (full + ablations) and both baselines on the setting's training rows and, with
-    `sim_schedules` (the cached simulator schedules of every run of `clean`), calibrate SIM
-    on them too and add SIM and "SLIM (predicted batch)" (`SIM_PREDICTORS`).
+    """Fit every predictor of the registry (`slim.paper.predictors.PREDICTORS`: SLIM with its
+    ablations, both baselines and, with `sim_schedules`, the cached simulator schedules of every run
+    of `clean`, SIM and "SLIM (predicted batch)") on the setting's training rows.
 
     Returns predictions for the validation rows (role ``validate``) and, for SLIM,
     for the training rows too (role ``train``, used by the figures).
     """
-    # The fitting code is imported here, not at the top: scikit-learn (the baselines), SciPy's
+    # The predictors are imported here, not at the top: scikit-learn (the baselines), SciPy's
     # optimiser (the fits) and scipy.stats (the bands) cost about 2 CPU-s to import, which every
     # table and figure job importing this module for `mape_table` or the predictor names would
     # pay without fitting anything.
-    from sklearn.base import clone
+    from slim.paper.predictors import PREDICTORS, HeldOutContext
 
-    from baselines.features import add_architecture_columns
-    from baselines.variants import MAIN_IMAI
-    from slim.model.fit import fit_slim
-    from slim.model.uncertainty import prediction_band_frame
-
-    frames, fits, identifiability = [], {}, []
     missing = missing_runs_note(clean, setting)
     if missing is not None:   # this dataset has no such runs: an empty evaluation, Table III says n/a
         nothing = np.zeros(0)
@@ -172,48 +166,17 @@ def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: Arch
                                    for name in col.IDENTIFIABILITY_COLUMNS})
         return SettingEvaluation(prediction_rows(setting.name, SLIM, clean.iloc[:0], "validate", nothing, nothing),
                                  {}, identified, None, missing)
-    split = split_setting(clean, setting)
-    for ablation_name, ablation in ABLATIONS.items():
-        fit = fit_slim(split.train, catalog, hw, ablation=ablation, split_name=setting.name)
-        fits[ablation_name] = fit
-        predictor = SLIM if ablation == FULL else ABLATION_LABELS[ablation_name]
-        roles = [("validate", split.validate)] + ([("train", split.train)] if ablation == FULL else [])
-        for role, rows in roles:
-            e2e_s, throughput = predict_frame(catalog, hw, fit.params, rows, ablation)
-            band = prediction_band_frame(fit, catalog, hw, rows, BAND_CONFIDENCE, kind="curve")
-            conformal = (conformal_intervals(split, _slim_refit(fit, catalog, hw, setting.name), throughput, e2e_s)
-                         if ablation == FULL and role == "validate" else None)
-            frames.append(prediction_rows(setting.name, predictor, rows, role, throughput, e2e_s,
-                                          e2e_band_s=(band.e2e_low_s, band.e2e_high_s), conformal=conformal))
-        identifiability.append(_slim_identifiability(setting.name, predictor, fit, split.validate, catalog, hw))
-    train_x = add_architecture_columns(split.train, catalog)
-    validate_x = add_architecture_columns(split.validate, catalog)
-    if records_inter_token_latency(split.train):
-        llmvisor_throughput, llmvisor_e2e_s, llmvisor_determined = llmvisor_predictions(train_x, validate_x)
-        frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate",
-                                       llmvisor_throughput, llmvisor_e2e_s))
-        identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1], llmvisor_determined))
-    else:   # offline static batches record one latency per batch: LLMVisor's decode target is missing
-        nothing = np.full(len(split.validate), np.nan)
-        frames.append(prediction_rows(setting.name, LLMVISOR, split.validate, "validate", nothing, nothing))
-        identifiability.append(_baseline_identifiability(setting.name, LLMVISOR, frames[-1],
-                                                         np.zeros(len(split.validate), dtype=bool),
-                                                         LLMVISOR_WITHOUT_ITL))
-    imai = clone(MAIN_IMAI).fit(train_x, train_x[col.E2E_LATENCY_S].to_numpy())
-    frames.append(prediction_rows(setting.name, IMAI, split.validate, "validate",
-                                   imai.predict_throughput(validate_x), imai.predict(validate_x),
-                                   e2e_band_s=imai.predict_band(validate_x, BAND_CONFIDENCE)))
-    identifiability.append(_baseline_identifiability(setting.name, IMAI, frames[-1],
-                                                     imai.prediction_determined(validate_x)))
-    calibration = None
-    if sim_schedules is not None:
-        calibration, sim_frames, sim_records = _sim_predictions(setting.name, split, fits["full"], sim_schedules,
-                                                                catalog, hw)
-        frames += sim_frames
-        identifiability += sim_records
-    return SettingEvaluation(pd.concat(frames, ignore_index=True), fits,
+    context = HeldOutContext(setting.name, split_setting(clean, setting), catalog, hw, sim_schedules)
+    frames, identifiability = [], []
+    for predictor in PREDICTORS:
+        if predictor.needs_schedules and sim_schedules is None:
+            continue
+        predicted = predictor.evaluate(context)
+        frames += predicted.frames
+        identifiability += predicted.identifiability
+    return SettingEvaluation(pd.concat(frames, ignore_index=True), context.slim_fits,
                              pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)),
-                             calibration)
+                             context.sim_calibration)
 
 
 def evaluate_settings(clean: pd.DataFrame, settings: Sequence[HeldOutSetting], catalog: ArchitectureCatalog,

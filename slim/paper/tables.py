@@ -17,7 +17,6 @@ from slim.paper.heldout import (
     MAIN_PREDICTORS,
     NO_RUNS_NOTE,
     SIM,
-    SIM_PREDICTORS,
     SLIM,
 )
 from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
@@ -173,9 +172,11 @@ def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
 
 
 def table3_predictors(mapes: pd.DataFrame) -> tuple[str, ...]:
-    """The paper's three predictors, then SIM's two where they were evaluated (real data)."""
-    present = set(mapes[col.PREDICTOR])
-    return MAIN_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in present)
+    """The registry's Table III predictors (`slim.paper.predictors.table3_labels`): the paper's
+    three, then SIM's two where they were evaluated (real data)."""
+    from slim.paper.predictors import table3_labels
+
+    return table3_labels(set(mapes[col.PREDICTOR]))
 
 
 def table3(mapes: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
