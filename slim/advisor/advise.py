@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,7 +60,6 @@ from slim.specs.hardware import GIB, HARDWARE_FILE, Hardware, load_hardware
 from slim.specs.hf_config import architecture_from_hf_config
 
 DEFAULT_HARDWARE = "h100-64gb"
-PREDICTORS = ("slim", "sim")
 
 
 @dataclass(frozen=True)
@@ -100,8 +99,8 @@ class AdviceRequest:
     """A YAML file with a summary table's ``columns`` (and ``hardware_map``), as a dataset's ``table:``."""
 
     def __post_init__(self) -> None:
-        if self.predictor not in PREDICTORS:
-            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(PREDICTORS)}")
+        if self.predictor not in ADVISE_PREDICTORS:
+            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(ADVISE_PREDICTORS)}")
         if self.confidence is not None:
             if not (np.isfinite(self.confidence) and 0 < self.confidence < 1):
                 raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
@@ -188,18 +187,8 @@ def advise(request: AdviceRequest) -> Advice:
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
-    refused: tuple[float, ...] = ()
-    predict: CurvePredictor | None = None
-    if r.predictor == "sim":
-        fit, decision, refused = _sim_advice(r, train, catalog, hw, arch.name)
-    else:
-        # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
-        fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {r.traces}",
-                       sample_valley=r.confidence is not None)
-        predict = (slim_curve_predictor(arch, hw, fit.params, r.input_len, r.output_len, capacity)
-                   if r.confidence is None else
-                   slim_bounded_curve_predictor(fit, arch, hw, r.input_len, r.output_len, capacity, r.confidence))
-        decision = bca_from_predictor(predict, candidate_batch_sizes=r.candidates, epsilon=r.epsilon, slo_s=r.slo_s)
+    advice = ADVISE_PREDICTORS[r.predictor](r, train, catalog, hw, arch, capacity)
+    fit, decision, refused = advice.fit, advice.decision, advice.refused
     if not decision.feasible:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {decision.reason}", decision)
     blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
@@ -212,8 +201,8 @@ def advise(request: AdviceRequest) -> Advice:
                   kv_capacity_source=capacity_source, memory=memory, max_model_len=max_model_len,
                   knee=recommend_knee(arch, hw, r.input_len + r.output_len), hardware=hw.name,
                   train_models=tuple(sorted(train[col.MODEL].unique())), n_left_out=len(runs) - len(train),
-                  held_out=None if predict is None else held_out_check(runs, train, arch, catalog, hw, fit),
-                  warnings=advice_warnings(arch, runs, train, decision, capacity, capacity_source, predict, memory,
+                  held_out=None if advice.curve is None else held_out_check(runs, train, arch, catalog, hw, fit),
+                  warnings=advice_warnings(arch, runs, train, decision, capacity, capacity_source, advice.curve, memory,
                                            r.input_len + r.output_len)
                   + tensor_parallel_warnings(runs, every_degree, other_degrees),
                   predictor=r.predictor, refused_caps=refused, confidence=r.confidence)
@@ -238,8 +227,9 @@ def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame,
     """What the user should know about `decision` (Eq. 13's choice): the target `arch` has no usable
     run among `runs`, or its runs are left out of `train` (a transfer); the cap exceeds the KV
     `capacity` in sequences of `sequence_tokens` (vLLM then runs fewer sequences than the cap;
-    with SLIM's curve `predict`, what the capacity itself would give; None: SIM, whose simulated
-    run queued the rest); the cap's KV cache exceeds vLLM's default reservation (`memory`)."""
+    with a predicted curve `predict` (SLIM's), what the capacity itself would give; without one
+    (`PredictorAdvice.curve` is None: SIM's decision rests on simulated runs, which queued the rest));
+    the cap's KV cache exceeds vLLM's default reservation (`memory`)."""
     warnings = []
     trained = sorted(train[col.MODEL].unique())
     if not (runs[col.MODEL] == arch.name).any():
@@ -277,15 +267,43 @@ def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame,
     return tuple(warnings)
 
 
+@dataclass(frozen=True)
+class PredictorAdvice:
+    """One predictor's Eq. 13 decision for a request: the calibration behind it, the decision, the
+    candidates the predictor refused, and the predicted curve where the predictor has one (SLIM's;
+    None where the decision rests on simulated runs, SIM's, which queue beyond the KV capacity
+    themselves and have no held-out check)."""
+
+    fit: SlimFit | SimCalibration
+    decision: BcaResult
+    refused: tuple[float, ...] = ()
+    curve: CurvePredictor | None = None
+
+
+def _slim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: ArchitectureCatalog, hw: Hardware,
+                 arch: Architecture, capacity: float) -> PredictorAdvice:
+    """SLIM fitted on `train` and SLIM-BCA on its predicted curve (with its band at the request's
+    confidence, where one is asked for)."""
+    # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
+    fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {request.traces}",
+                   sample_valley=request.confidence is not None)
+    curve = (slim_curve_predictor(arch, hw, fit.params, request.input_len, request.output_len, capacity)
+             if request.confidence is None else
+             slim_bounded_curve_predictor(fit, arch, hw, request.input_len, request.output_len, capacity,
+                                          request.confidence))
+    return PredictorAdvice(fit, bca_from_predictor(curve, candidate_batch_sizes=request.candidates,
+                                                   epsilon=request.epsilon, slo_s=request.slo_s), curve=curve)
+
+
 def _sim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: ArchitectureCatalog, hw: Hardware,
-                model: str) -> tuple[SimCalibration, BcaResult, tuple[float, ...]]:
+                arch: Architecture, capacity: float) -> PredictorAdvice:
     """SIM calibrated on `train`, SIM-BCA (Eq. 13 on the simulated curve) over the request's
     candidates (cap 1 is simulated too, for T(1)), and the candidates SIM refused."""
     candidates = request.candidates
     constants = load_sim_constants(request.sim_constants_file)
     budget = constants.max_num_batched_tokens
     caps = sorted({int(cap) for cap in candidates} | {1})
-    workload = [ScheduleKey(model, int(round(request.input_len)), int(round(request.output_len)), cap,
+    workload = [ScheduleKey(arch.name, int(round(request.input_len)), int(round(request.output_len)), cap,
                             request.num_prompts)
                 for cap in caps if cap <= budget]
     workers = min(4, os.cpu_count() or 1)
@@ -296,4 +314,9 @@ def _sim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: Architectu
                                     calibration.constants)
     refused = tuple(float(cap) for cap in candidates if cap > budget) + tuple(
         float(cap) for cap, no in zip(curve.max_num_seqs, curve.refused) if no and cap in candidates)
-    return calibration, sim_bca(curve, request.slo_s, request.epsilon, np.asarray(candidates, dtype=float)), refused
+    return PredictorAdvice(calibration, sim_bca(curve, request.slo_s, request.epsilon,
+                                                np.asarray(candidates, dtype=float)), refused)
+
+
+ADVISE_PREDICTORS: dict[str, Callable[..., PredictorAdvice]] = {"slim": _slim_advice, "sim": _sim_advice}
+"""The predictors `slim advise --predictor` offers, by name."""
