@@ -46,6 +46,34 @@ POLISH_TOLERANCE = 1e-14
 
 MAX_EVALUATIONS = 2000
 
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted constant as the optimiser sees it, in the manner of lmfit's ``Parameter``.
+
+    The optimiser works in ``unit_in_si`` units (``unit_label``), chosen so every free variable is
+    of order one; `lower` and `upper` are in those units, `ideal` is the constant's value on the
+    ideal roofline machine (the prior's reference, SI units) and `vary` says whether it is fitted.
+    """
+
+    name: str
+    unit_in_si: float
+    unit_label: str
+    lower: float
+    upper: float
+    ideal: float = 0.0
+    vary: bool = True
+
+
+def units_of(parameters: Sequence[Parameter]) -> np.ndarray:
+    return np.array([parameter.unit_in_si for parameter in parameters])
+
+
+def bounds_of(parameters: Sequence[Parameter]) -> tuple[np.ndarray, np.ndarray]:
+    """The lower and upper bounds of `parameters`, in optimiser units."""
+    return (np.array([parameter.lower for parameter in parameters]),
+            np.array([parameter.upper for parameter in parameters]))
+
+
 Solve = Callable[[np.ndarray, float], OptimizeResult]
 """``solve(start, tolerance)``: one bounded least-squares solve of a problem from `start`."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -26,12 +26,15 @@ from slim.model.calibration import (
     CalibrationResult,
     IdentifiabilitySummary,
     LastPoint,
+    Parameter,
     best_of_starts,
     bounded_least_squares,
+    bounds_of,
     equivalent_solutions,
     identifiability_summary,
     json_float,
     parameter_uncertainty,
+    units_of,
 )
 from slim.model.equations import (
     FULL,
@@ -64,29 +67,22 @@ enough that the optimum along an unidentified direction is fixed far above
 floating-point noise (the prior's curvature there is 1e10 times the noise level)."""
 
 @dataclass(frozen=True)
-class FitParameter:
-    """How the optimiser sees one SLIM constant.
+class FitParameter(Parameter):
+    """A SLIM constant (`slim.model.calibration.Parameter`; ``alpha`` in milliseconds, ``gamma`` in
+    microseconds) with its starting values (optimiser units) and the value it takes when an
+    ablation removes its term (it then does not vary: `free_parameter_names`)."""
 
-    The optimiser works in ``unit_in_si`` units (milliseconds for ``alpha``,
-    microseconds for ``gamma``) so every free variable is of order one.
-    """
-
-    name: str
-    unit_in_si: float
-    unit_label: str
-    lower: float                  # bounds and starts are in optimiser units
-    upper: float
-    starts: tuple[float, ...]
-    ablated_value_si: float       # value used when an ablation removes the term
+    starts: tuple[float, ...] = ()
+    ablated_value_si: float = 0.0
 
 
 FIT_PARAMETERS: tuple[FitParameter, ...] = (
-    FitParameter("eta_compute", 1.0, "1", ETA_LOWER_BOUND, 1.0, (0.25, 0.75), 1.0),
-    FitParameter("eta_memory", 1.0, "1", ETA_LOWER_BOUND, 1.0, (0.25, 0.75), 1.0),
-    FitParameter("batch_offset", 1.0, "requests", 0.0, np.inf, (1.0, 16.0), 0.0),
-    FitParameter("alpha_s_per_token", 1e-3, "ms/token", 0.0, np.inf, (0.5, 3.0), 0.0),
-    FitParameter("gamma_s_per_token", 1e-6, "us/token/layer/(D/1024)^2", 0.0, np.inf, (10.0,), 0.0),
-    FitParameter("t_fixed_s", 1.0, "s", 0.0, np.inf, (0.1,), 0.0),
+    FitParameter("eta_compute", 1.0, "1", ETA_LOWER_BOUND, 1.0, ideal=1.0, starts=(0.25, 0.75), ablated_value_si=1.0),
+    FitParameter("eta_memory", 1.0, "1", ETA_LOWER_BOUND, 1.0, ideal=1.0, starts=(0.25, 0.75), ablated_value_si=1.0),
+    FitParameter("batch_offset", 1.0, "requests", 0.0, np.inf, starts=(1.0, 16.0)),
+    FitParameter("alpha_s_per_token", 1e-3, "ms/token", 0.0, np.inf, starts=(0.5, 3.0)),
+    FitParameter("gamma_s_per_token", 1e-6, "us/token/layer/(D/1024)^2", 0.0, np.inf, starts=(10.0,)),
+    FitParameter("t_fixed_s", 1.0, "s", 0.0, np.inf, starts=(0.1,)),
 )
 assert tuple(parameter.name for parameter in FIT_PARAMETERS) == PARAM_NAMES
 
@@ -94,14 +90,20 @@ FIT_INPUT_COLUMNS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MEA
                      col.TOTAL_TOKEN_THROUGHPUT)
 
 
-def free_parameter_names(ablation: Ablation) -> tuple[str, ...]:
-    """Constants a fit under `ablation` can identify; the ablated terms' constants are fixed."""
+def fit_parameters(ablation: Ablation) -> tuple[FitParameter, ...]:
+    """`FIT_PARAMETERS` under `ablation`: the ablated terms' constants do not vary (they cannot be
+    identified and take their ``ablated_value_si``)."""
     fixed = set()
     if not ablation.use_kv_scan:
         fixed |= {"eta_memory", "batch_offset"}
     if not ablation.use_dense_decode:
         fixed |= {"alpha_s_per_token", "gamma_s_per_token"}
-    return tuple(name for name in PARAM_NAMES if name not in fixed)
+    return tuple(replace(parameter, vary=parameter.name not in fixed) for parameter in FIT_PARAMETERS)
+
+
+def free_parameter_names(ablation: Ablation) -> tuple[str, ...]:
+    """Constants a fit under `ablation` can identify (`fit_parameters` that vary)."""
+    return tuple(parameter.name for parameter in fit_parameters(ablation) if parameter.vary)
 
 
 def start_grid(free_specs: Sequence[FitParameter]) -> list[tuple[float, ...]]:
@@ -281,7 +283,7 @@ class _Objective:
 
     def __init__(self, data: _TrainingData, hw: Hardware, ablation: Ablation, free_names: tuple[str, ...]):
         self.data, self.hw, self.ablation, self.free_names = data, hw, ablation, free_names
-        self.units = np.array([p.unit_in_si for p in FIT_PARAMETERS if p.name in free_names])
+        self.units = units_of([p for p in FIT_PARAMETERS if p.name in free_names])
         # Derivatives of E2E that do not depend on the parameters.
         self.kv_bytes = kv_bytes_read_per_request(data.arch, data.il, data.ol)
         self.width_factor_ol = (data.arch.n_layers * (data.arch.hidden_dim / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
@@ -494,7 +496,7 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
     """
     data = _training_data(frame, architectures, split_name)
     free_names = free_parameter_names(ablation)
-    free_specs = [p for p in FIT_PARAMETERS if p.name in free_names]
+    free_specs = [p for p in fit_parameters(ablation) if p.vary]
     n_points = len(data.throughput)
     if n_points < len(free_names):
         raise FitError(
@@ -502,8 +504,7 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
             f"parameters ({', '.join(free_names)}); add training configurations"
         )
     objective = _Objective(data, hw, ablation, free_names)
-    lower = np.array([p.lower for p in free_specs])
-    upper = np.array([p.upper for p in free_specs])
+    lower, upper = bounds_of(free_specs)
     search = best_of_starts(_solver(objective, lower, upper, split_name), (starts or start_grid)(free_specs),
                             f"split '{split_name}': no start of the SLIM fit converged")
     best = search.best

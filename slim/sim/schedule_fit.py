@@ -22,7 +22,7 @@ seeded training-equivalent solutions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,12 +37,15 @@ from slim.model.calibration import (
     CalibrationResult,
     IdentifiabilitySummary,
     LastPoint,
+    Parameter,
     best_of_starts,
     bounded_least_squares,
+    bounds_of,
     equivalent_solutions,
     identifiability_summary,
     json_float,
     parameter_uncertainty,
+    units_of,
 )
 from slim.model.fit import ROOFLINE_PRIOR_WEIGHT
 from slim.model.metrics import mape_pct
@@ -53,21 +56,32 @@ from slim.sim.schedules import RunSchedule, ScheduleTable
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
-UNITS = np.array([1.0, 1.0, 1.0, 1e-6, 1e-3, 1e-6, 1e-6, 1e-3])
-"""Optimiser units of ``u`` (1/eta: 1; kernel latency: us; step base: ms; per sequence: us;
-XFormers attention latency: us; tensor-parallel step overhead: ms), so every free variable is of
-order one."""
+_UNITS = {"kernel_latency_s": (1e-6, "us"), "step_overhead_base_s": (1e-3, "ms"),
+          "step_overhead_per_seq_s": (1e-6, "us"), "xformers_attention_latency_s": (1e-6, "us"),
+          "tensor_parallel_step_overhead_s": (1e-3, "ms")}
 
-IDEAL_MACHINE = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+def _sim_parameter(name: str) -> Parameter:
+    """A fitted simulator constant in optimiser coordinates: an efficiency as ``1/eta`` (so step times
+    are linear in it), ideally one; an overhead in microseconds or milliseconds, ideally zero."""
+    low, high = BOUNDS[name]
+    if name in EFFICIENCIES:
+        return Parameter(name, 1.0, "1/eta", 1.0 / high, 1.0 / low, ideal=1.0)
+    unit, label = _UNITS[name]
+    return Parameter(name, unit, label, low / unit, high / unit)
+
+
+SIM_PARAMETERS = tuple(_sim_parameter(name) for name in FITTED_CONSTANTS)
+"""SIM's fitted constants ``u`` in `FITTED_CONSTANTS` order; every free variable is of order one."""
+UNITS = units_of(SIM_PARAMETERS)
+LOWER, UPPER = bounds_of(SIM_PARAMETERS)
+IDEAL_MACHINE = np.array([parameter.ideal for parameter in SIM_PARAMETERS])
 """``u*``: every efficiency one, no launch, backend or CPU overhead (the roofline machine)."""
 
 PAID_BY_SOME_RUNS = (FITTED_CONSTANTS.index("xformers_attention_latency_s"),
                      FITTED_CONSTANTS.index("tensor_parallel_step_overhead_s"))
 """Constants only some runs pay: the XFormers latency (models on vLLM V0's XFormers backend) and the
 TP step overhead (runs at tensor_parallel > 1). Nothing else is ever free of every run."""
-
-LOWER = np.array([1.0 / BOUNDS[n][1] if n in EFFICIENCIES else BOUNDS[n][0] for n in FITTED_CONSTANTS]) / UNITS
-UPPER = np.array([1.0 / BOUNDS[n][0] if n in EFFICIENCIES else BOUNDS[n][1] for n in FITTED_CONSTANTS]) / UNITS
 
 STARTS = tuple((compute, memory, attention, 5e-6, 1e-3, 40e-6, 0.0, 0.0)
                for compute in (0.2, 0.5, 0.9) for memory, attention in ((0.6, 0.6), (0.95, 0.95)))
@@ -136,9 +150,10 @@ class _Problem:
         # The constants only some runs pay (`PAID_BY_SOME_RUNS`) are held at zero where no training
         # run pays them: free with a zero gradient, the bounded solver would let them drift.
         gradients = costs.duration_s(IDEAL_MACHINE * UNITS)[1]
-        self.free = np.ones(len(FITTED_CONSTANTS), dtype=bool)
-        for index in PAID_BY_SOME_RUNS:
-            self.free[index] = bool(gradients[:, index].any())
+        self.parameters = tuple(replace(parameter, vary=index not in PAID_BY_SOME_RUNS
+                                        or bool(gradients[:, index].any()))
+                                for index, parameter in enumerate(SIM_PARAMETERS))
+        self.free = np.array([parameter.vary for parameter in self.parameters])
 
     def full(self, x_free: np.ndarray) -> np.ndarray:
         """The optimiser point with the unpaid constants (zero) put back."""
