@@ -19,8 +19,6 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.errors import FitError
-from slim.model.equations import predict_frame
 from slim.model.metrics import mape_pct
 from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
 from slim.specs.architecture import ArchitectureCatalog
@@ -186,93 +184,7 @@ def evaluate_settings(clean: pd.DataFrame, settings: Sequence[HeldOutSetting], c
     return [evaluate_setting(clean, setting, catalog, hw, sim_schedules) for setting in settings]
 
 
-def _slim_refit(fit: SlimFit, catalog: ArchitectureCatalog, hw: Hardware, setting: str):
-    """SLIM refitted on some training runs (one refinement from `fit`), predicting others at their
-    measured mean batch; None where those runs cannot determine its free parameters."""
-    from slim.model.fit import fit_slim, start_at
-
-    def fit_predict(train: pd.DataFrame, rows: pd.DataFrame):
-        if len(train) < len(fit.free_parameters):
-            return None
-        try:
-            refit = fit_slim(train, catalog, hw, split_name=f"{setting} (one curve left out)",
-                             starts=start_at(fit.params), sample_valley=False)
-        except FitError:
-            return None
-        e2e_s, throughput = predict_frame(catalog, hw, refit.params, rows)
-        return throughput, e2e_s
-
-    return fit_predict
-
-
-def _sim_refit(calibration: SimCalibration, schedules: ScheduleTable, catalog: ArchitectureCatalog, hw: Hardware,
-               setting: str):
-    """SIM recalibrated on some training runs (one refinement from `calibration`), predicting others
-    from their configuration; None where the recalibration does not converge."""
-    from slim.sim.schedule_costs import prediction_costs
-    from slim.sim.schedule_fit import calibrate_on_rows
-
-    start = [[getattr(calibration.constants, name) for name in col.SIM_FITTED_CONSTANTS]]
-
-    def fit_predict(train: pd.DataFrame, rows: pd.DataFrame):
-        try:
-            refit = calibrate_on_rows(train, schedules, catalog, hw, split_name=f"{setting} (one curve left out)",
-                                      starts=start, sample_valley=False)
-        except FitError:
-            return None
-        predicted = prediction_costs(rows, schedules, catalog, hw).predict(refit.constants)
-        return predicted.throughput_per_s, predicted.e2e_latency_s
-
-    return fit_predict
-
-
-def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: ScheduleTable,
-                     catalog: ArchitectureCatalog,
-                     hw: Hardware) -> tuple[SimCalibration, list[pd.DataFrame], list[dict[str, Any]]]:
-    """SIM calibrated on the training runs, predicting the validation runs from their
-    configurations, and SLIM at SIM's predicted mean batch; with the MAPE ranges over both
-    predictors' training-equivalent solutions."""
-    from slim.sim.schedule_costs import prediction_costs
-    from slim.sim.schedule_fit import calibrate_on_rows
-
-    calibration = calibrate_on_rows(split.train, schedules, catalog, hw, split_name=setting)
-    validate = split.validate
-    costs = prediction_costs(validate, schedules, catalog, hw)
-    predictions = [costs.predict(consts) for consts in (calibration.constants,
-                                                        *calibration.identifiability.equivalent_constants)]
-    chosen = predictions[0]
-
-    def slim_at(params, batch: np.ndarray) -> dict[str, np.ndarray]:
-        rows = validate.assign(**{col.MEAN_BATCH_SIZE: batch})
-        e2e_s, throughput = predict_frame(catalog, hw, params, rows, slim_fit.ablation)
-        return {col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s,
-                col.MEAN_BATCH_METRIC.name: batch}
-
-    sim_alternatives = [{col.THROUGHPUT_METRIC.name: p.throughput_per_s, col.E2E_METRIC.name: p.e2e_latency_s,
-                         col.MEAN_BATCH_METRIC.name: p.mean_batch_size} for p in predictions]
-    # SLIM (predicted batch) is open along both fits' valleys: SLIM's equivalent fits at SIM's
-    # chosen batch, and SLIM's chosen fit at each equivalent SIM calibration's batch.
-    slim_alternatives = ([slim_at(slim_fit.params, chosen.mean_batch_size)]
-                         + [slim_at(params, chosen.mean_batch_size)
-                            for params in slim_fit.identifiability.equivalent_params]
-                         + [slim_at(slim_fit.params, p.mean_batch_size) for p in predictions[1:]])
-    frames, records = [], []
-    unidentified = {SIM: calibration.identifiability.describe(),
-                    SLIM_PREDICTED_BATCH: (f"SLIM: {slim_fit.identifiability.describe()}; "
-                                           f"SIM: {calibration.identifiability.describe()}")}
-    for predictor, alternatives in ((SIM, sim_alternatives), (SLIM_PREDICTED_BATCH, slim_alternatives)):
-        first = alternatives[0]
-        conformal = (conformal_intervals(split, _sim_refit(calibration, schedules, catalog, hw, setting),
-                                         first[col.THROUGHPUT_METRIC.name], first[col.E2E_METRIC.name])
-                     if predictor == SIM else None)
-        frames.append(prediction_rows(setting, predictor, validate, "validate", first[col.THROUGHPUT_METRIC.name],
-                                      first[col.E2E_METRIC.name], first[col.MEAN_BATCH_METRIC.name],
-                                      conformal=conformal))
-        records.append(_range_record(setting, predictor, validate, alternatives, unidentified[predictor]))
-    return calibration, frames, records
-
-
-def _range_record(setting: str, predictor: str, validate: pd.DataFrame, alternatives: list[dict[str, np.ndarray]],
+def range_record(setting: str, predictor: str, validate: pd.DataFrame, alternatives: list[dict[str, np.ndarray]],
                   unidentified: str) -> dict[str, Any]:
     """Identifiability of a predictor from its chosen predictions (first) and those of its
     training-equivalent alternatives: every MAPE's range, and whether the training data
@@ -297,16 +209,6 @@ def _range_record(setting: str, predictor: str, validate: pd.DataFrame, alternat
     return record
 
 
-def _slim_identifiability(setting: str, predictor: str, fit: SlimFit, validate: pd.DataFrame,
-                          catalog: ArchitectureCatalog, hw: Hardware) -> dict[str, Any]:
-    """The validation MAPEs' range over the fit and its training-equivalent solutions."""
-    alternatives = []
-    for params in (fit.params, *fit.identifiability.equivalent_params):
-        e2e_s, throughput = predict_frame(catalog, hw, params, validate, fit.ablation)
-        alternatives.append({col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s})
-    return _range_record(setting, predictor, validate, alternatives, fit.identifiability.describe())
-
-
 LLMVISOR_WITHOUT_ITL = ("not fitted: the training runs record no inter-token latency (offline static batches "
                         "measure one latency per batch), LLMVisor-Agg's decode target")
 
@@ -317,28 +219,6 @@ def records_inter_token_latency(rows: pd.DataFrame) -> bool:
         return False
     itl = pd.to_numeric(rows[col.MEAN_ITL_MS], errors="coerce").to_numpy(dtype=float)
     return bool(len(itl) and np.isfinite(itl).all() and (itl > 0).all())
-
-
-def _baseline_identifiability(setting: str, predictor: str, predictions: pd.DataFrame,
-                              determined: np.ndarray, not_fitted: str | None = None) -> dict[str, Any]:
-    """A linear baseline's verdict: its range is its MAPE where the training data determine
-    every validation prediction, and unknown (NaN) where its minimal-norm choice decides or
-    the baseline could not be fitted at all (`not_fitted`, the reason)."""
-    all_determined = bool(np.all(determined))
-    undetermined = int(np.size(determined) - np.count_nonzero(determined))
-    record: dict[str, Any] = {
-        col.SETTING: setting, col.PREDICTOR: predictor, col.VALIDATION_DETERMINED: all_determined,
-        col.UNIDENTIFIED: (not_fitted if not_fitted else "identified" if all_determined else
-                           f"{undetermined} of {np.size(determined)} validation predictions not determined by "
-                           "the training data (minimal-norm fit)"),
-        col.N_EQUIVALENT_SOLUTIONS: 0,
-    }
-    for metric in col.PREDICTION_METRICS:
-        value = mape_pct(predictions[metric.predicted], predictions[metric.measured]) if all_determined else np.nan
-        record[metric.mape_low] = value
-        record[metric.mape_high] = value
-    record[col.MEAN_BATCH_METRIC.mape_low] = record[col.MEAN_BATCH_METRIC.mape_high] = np.nan
-    return record
 
 
 def llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame,
