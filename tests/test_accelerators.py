@@ -23,7 +23,8 @@ from slim.paper.cross_accelerator import (
     cross_accelerator_table,
     goal_report,
 )
-from slim.paper.heldout import IMAI, LLMVISOR, SIM, SLIM, records_inter_token_latency
+from slim.paper.heldout import IMAI, LLMVISOR, SIM, SLIM
+from slim.predictors.llmvisor import LLMVISOR_WITHOUT_ITL, records_inter_token_latency
 from slim.paper.splits import HeldOutSetting, load_settings, split_setting
 from slim.pipeline.config import check_config, with_catalog_defaults
 from slim.sim.constants import SimConstants
@@ -332,7 +333,7 @@ def test_a_predictor_that_predicted_nothing_shows_n_a():
 def test_evaluate_setting_on_static_batches_runs_sim_and_says_why_llmvisor_does_not(tmp_path, catalog, hardware):
     """A synthetic static-batch table (latencies from the simulator at known constants) through ingest,
     cleaning and the held-out evaluation: SIM and SLIM predict, LLMVisor-Agg carries its reason."""
-    from slim.paper.heldout import LLMVISOR_WITHOUT_ITL, evaluate_setting, mape_table
+    from slim.paper.heldout import evaluate_setting, mape_table
     from slim.sim.schedules import schedules_of_runs
 
     hw = hardware["a100-sxm-40gb"]

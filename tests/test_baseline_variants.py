@@ -204,7 +204,7 @@ def _evaluation(clean: pd.DataFrame) -> pd.DataFrame:
     """What the main evaluation writes, for these settings: SLIM (here the measurement off by a
     run-dependent 3-12%) and the two main baselines."""
     main = tuple(v for v in SMALL_VARIANTS if v.main)
-    baselines, _ = variant_predictions(clean, SETTINGS, CATALOG, main)
+    baselines, _ = variant_predictions(clean, SETTINGS, CATALOG, HW, main)
     baselines[col.PREDICTOR] = baselines[col.PREDICTOR].map({v.name: v.baseline for v in main})
     slim = baselines[baselines[col.PREDICTOR] == IMAI].copy()
     factor = 1.03 + 0.09 * (np.arange(len(slim)) % 4) / 3
@@ -287,7 +287,7 @@ def test_round_significant_keeps_six_digits_and_specials():
 
 def test_prediction_rows_of_a_variant_are_the_main_tables_format():
     clean = _clean()
-    predictions, determined = variant_predictions(clean, SETTINGS, CATALOG, (LLMVISOR_VARIANTS[1],))
+    predictions, determined = variant_predictions(clean, SETTINGS, CATALOG, HW, (LLMVISOR_VARIANTS[1],))
     assert list(predictions.columns) == list(col.PREDICTION_COLUMNS)
     assert set(determined) == {("same_curve", "llmvisor_one_segment"), ("model", "llmvisor_one_segment")}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -10,9 +11,10 @@ import pytest
 
 from slim import columns as col
 from slim.model.equations import SlimParams, predict_frame
-from slim.paper import predictors as registry
-from slim.paper.heldout import IMAI, LLMVISOR, SLIM, evaluate_setting, mape_table, prediction_rows
+import slim.predictors as registry
+from slim.paper.heldout import IMAI, LLMVISOR, SLIM, evaluate_setting, mape_table
 from slim.paper.splits import HeldOutSetting
+from slim.predictors import Prediction, RegisteredPredictor, TrainingRuns
 from slim.paper.tables import table3
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
@@ -40,20 +42,38 @@ def synthetic_runs() -> pd.DataFrame:
     return frame
 
 
-def _evaluate_toy(context: registry.HeldOutContext) -> registry.HeldOutPredictions:
-    """Every validation run predicted at the training runs' mean throughput."""
-    validate = context.split.validate
-    throughput = np.full(len(validate), context.split.train[col.TOTAL_TOKEN_THROUGHPUT].mean())
-    e2e_s = (validate[col.MEAN_BATCH_SIZE] * (validate[col.INPUT_LEN_MEAN] + validate[col.OUTPUT_LEN_MEAN])
-             / throughput).to_numpy()
-    return registry.HeldOutPredictions([prediction_rows(context.setting, TOY, validate, "validate", throughput,
-                                                        e2e_s)])
+@dataclass(frozen=True)
+class FittedToy:
+    """Every configuration predicted at the training runs' mean throughput."""
+
+    name: str
+    mean_throughput: float
+    calibration: None = None
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
+        throughput = np.full(len(configs), self.mean_throughput)
+        e2e_s = (configs[col.MEAN_BATCH_SIZE] * (configs[col.INPUT_LEN_MEAN] + configs[col.OUTPUT_LEN_MEAN])
+                 / throughput).to_numpy()
+        return Prediction(throughput, e2e_s, np.full(len(configs), np.nan), determined=np.ones(len(configs), bool))
+
+    def refit(self, training: TrainingRuns) -> FittedToy:
+        return ToyPredictor(self.name).fit(training)
+
+
+@dataclass(frozen=True)
+class ToyPredictor:
+    name: str
+
+    def fit(self, training: TrainingRuns) -> FittedToy:
+        return FittedToy(self.name, float(training.runs[col.TOTAL_TOKEN_THROUGHPUT].mean()))
 
 
 @pytest.fixture
-def with_toy(monkeypatch):
-    monkeypatch.setattr(registry, "PREDICTORS", list(registry.PREDICTORS))
-    registry.register(registry.HeldOutPredictor((TOY,), _evaluate_toy, in_table3=(TOY,)))
+def with_toy():
+    entry = RegisteredPredictor(ToyPredictor(TOY), in_table3=True)
+    registry.register(entry)
+    yield
+    registry.REGISTRY.remove(entry)
 
 
 def test_a_registered_predictor_appears_in_table3_built_from_synthetic_runs(with_toy):

@@ -26,13 +26,15 @@ from slim.paper.heldout import (
     LLMVISOR,
     SLIM,
     applicable_setting_names,
-    llmvisor_predictions,
     mape_table,
     prediction_rows,
 )
 from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals
 from slim.paper.splits import HeldOutSetting, split_setting
 from slim.paper.tables import paper_row_labels, to_html_page, to_markdown
+from slim.predictors import Predictor, TrainingRuns
+from slim.predictors.imai import ImaiPredictor
+from slim.predictors.llmvisor import LLMVisorPredictor
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -99,31 +101,30 @@ class BaselineSensitivity:
         return rows.iloc[0]
 
 
+def variant_predictor(variant) -> Predictor:
+    """A baseline variant (`baselines.variants`) as a predictor of the registry's kind, named after it."""
+    from baselines.variants import LLMVISOR_LABEL
+
+    kind = LLMVisorPredictor if variant.baseline == LLMVISOR_LABEL else ImaiPredictor
+    return kind(variant.name, variant.estimator)
+
+
 def variant_predictions(clean: pd.DataFrame, settings: list[HeldOutSetting], catalog: ArchitectureCatalog,
-                        variants: tuple) -> tuple[pd.DataFrame, dict[tuple[str, str], bool]]:
+                        hardware: Hardware, variants: tuple) -> tuple[pd.DataFrame, dict[tuple[str, str], bool]]:
     """Validation predictions of every variant on every applicable setting (predictor = the
     variant's name, `columns.PREDICTION_COLUMNS`), and per (setting, variant) whether the training
     data determine all of them."""
-    from baselines.features import add_architecture_columns
-    from baselines.variants import LLMVISOR_LABEL
-
     frames, determined = [], {}
     for setting in settings:
         if not setting.applicable:
             continue
         split = split_setting(clean, setting)
-        train_x = add_architecture_columns(split.train, catalog)
-        validate_x = add_architecture_columns(split.validate, catalog)
-        y = train_x[col.E2E_LATENCY_S].to_numpy()
+        training = TrainingRuns(split.train, catalog, hardware, label=setting.name)
         for variant in variants:
-            if variant.baseline == LLMVISOR_LABEL:
-                throughput, e2e_s, sure = llmvisor_predictions(train_x, validate_x, variant.estimator)
-            else:
-                fitted = variant.new_estimator().fit(train_x, y)
-                throughput, e2e_s = fitted.predict_throughput(validate_x), fitted.predict(validate_x)
-                sure = fitted.prediction_determined(validate_x)
-            frames.append(prediction_rows(setting.name, variant.name, split.validate, "validate", throughput, e2e_s))
-            determined[(setting.name, variant.name)] = bool(np.all(sure))
+            prediction = variant_predictor(variant).fit(training).predict(split.validate)
+            frames.append(prediction_rows(setting.name, variant.name, split.validate, "validate",
+                                          prediction.throughput_per_s, prediction.e2e_latency_s))
+            determined[(setting.name, variant.name)] = bool(np.all(prediction.determined))
     return pd.concat(frames, ignore_index=True), determined
 
 
@@ -181,7 +182,7 @@ def baseline_sensitivity(clean: pd.DataFrame, evaluation: pd.DataFrame, settings
     variants = baseline_variants(hw) if variants is None else tuple(variants)
     applicable = [s for s in settings if s.applicable]
     curves = curve_labels(clean)
-    predictions, determined = variant_predictions(clean, applicable, catalog, variants)
+    predictions, determined = variant_predictions(clean, applicable, catalog, hw, variants)
     _check_main_reproduced(evaluation, predictions, variants)
     predictions = _rounded(predictions)
     slim_rows = _rounded(evaluation[(evaluation[col.PREDICTOR] == SLIM) & (evaluation[col.ROLE] == "validate")])

@@ -21,24 +21,22 @@ import pandas as pd
 from slim import columns as col
 from slim.model.metrics import mape_pct
 from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
+# Light: each registered predictor imports its fitting code (scikit-learn, SciPy's optimiser and
+# scipy.stats, about 2 CPU-s) only when it fits, which table and figure jobs never do.
+from slim.predictors import IMAI, LLMVISOR, REGISTRY, SIM, SLIM, SLIM_PREDICTED_BATCH, TrainingRuns
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
 if TYPE_CHECKING:
-    from slim.model.fit import SlimFit
-    from slim.sim.schedule_fit import SimCalibration
+    from slim.model.calibration import CalibrationResult
+    from slim.predictors import RegisteredPredictor
+    from slim.predictors.contract import Prediction
     from slim.sim.schedules import ScheduleTable
 
-SLIM = "SLIM"
-LLMVISOR = "LLMVisor-Agg"
-IMAI = "IMAI OOD-LR"
 MAIN_PREDICTORS = (SLIM, LLMVISOR, IMAI)
-SIM = "SIM"
-SLIM_PREDICTED_BATCH = "SLIM (predicted batch)"
 SIM_PREDICTORS = (SIM, SLIM_PREDICTED_BATCH)
 """Predictors that need the simulator's cached schedules (real datasets only: on simulated
 data SIM would predict its own output)."""
-ABLATION_LABELS = {"no_kv_scan": "SLIM w/o KV scan", "no_dense_decode": "SLIM w/o dense decode"}
 
 BAND_CONFIDENCE = 0.9
 NO_RUNS_NOTE = "n/a: no such runs in this dataset"
@@ -57,26 +55,23 @@ the equivalent fits themselves differ by up to about 3e-5 on the training rows).
 
 @dataclass(frozen=True)
 class SettingEvaluation:
-    """Predictions of every predictor on one setting, the SLIM fits behind them, and what
-    the training data leave undecided (`identifiability`, columns
-    `columns.IDENTIFIABILITY_COLUMNS`, one row per predictor)."""
+    """Predictions of every predictor on one setting, the calibrations behind them (by their
+    registry `fit_key`: ``full``, ``no_kv_scan``, ``no_dense_decode``, ``sim``), and what the
+    training data leave undecided (`identifiability`, columns `columns.IDENTIFIABILITY_COLUMNS`,
+    one row per predictor)."""
 
     predictions: pd.DataFrame
-    slim_fits: dict[str, SlimFit]
+    calibrations: dict[str, CalibrationResult]
     identifiability: pd.DataFrame
-    sim_calibration: SimCalibration | None = None
     no_runs: str | None = None
     """Why nothing was fitted (`missing_runs_note`), or None."""
 
     def fits_as_dict(self) -> dict[str, Any]:
-        """SLIM's fits by ablation and, when SIM ran, its calibration (key ``sim``); where the
-        dataset has no runs for the setting, the reason (key ``no_runs``)."""
+        """Each calibration's `to_dict` by its key; where the dataset has no runs for the setting,
+        the reason (key ``no_runs``)."""
         if self.no_runs is not None:
             return {"no_runs": self.no_runs}
-        fits = {name: fit.to_dict() for name, fit in self.slim_fits.items()}
-        if self.sim_calibration is not None:
-            fits["sim"] = self.sim_calibration.to_dict()
-        return fits
+        return {key: calibration.to_dict() for key, calibration in self.calibrations.items()}
 
 
 def missing_runs_note(clean: pd.DataFrame, setting: HeldOutSetting) -> str | None:
@@ -144,37 +139,108 @@ def conformal_intervals(split: Split, fit_predict, throughput: np.ndarray, e2e_s
 
 def evaluate_setting(clean: pd.DataFrame, setting: HeldOutSetting, catalog: ArchitectureCatalog,
                      hw: Hardware, sim_schedules: ScheduleTable | None = None) -> SettingEvaluation:
-    """Fit every predictor of the registry (`slim.paper.predictors.PREDICTORS`: SLIM with its
-    ablations, both baselines and, with `sim_schedules`, the cached simulator schedules of every run
-    of `clean`, SIM and "SLIM (predicted batch)") on the setting's training rows.
+    """Fit every registered predictor (`slim.predictors.REGISTRY`: SLIM with its ablations, both
+    baselines and, with `sim_schedules`, the cached simulator schedules of every run of `clean`,
+    SIM and "SLIM (predicted batch)") on the setting's training rows.
 
-    Returns predictions for the validation rows (role ``validate``) and, for SLIM,
-    for the training rows too (role ``train``, used by the figures).
+    Returns predictions for the validation rows (role ``validate``) and, for the predictors that
+    ask for it (SLIM), for the training rows too (role ``train``, used by the figures).
     """
-    # The predictors are imported here, not at the top: scikit-learn (the baselines), SciPy's
-    # optimiser (the fits) and scipy.stats (the bands) cost about 2 CPU-s to import, which every
-    # table and figure job importing this module for `mape_table` or the predictor names would
-    # pay without fitting anything.
-    from slim.paper.predictors import PREDICTORS, HeldOutContext
-
     missing = missing_runs_note(clean, setting)
     if missing is not None:   # this dataset has no such runs: an empty evaluation, Table III says n/a
         nothing = np.zeros(0)
         identified = pd.DataFrame({name: pd.Series(dtype=_IDENTIFIABILITY_DTYPES.get(name, "float64"))
                                    for name in col.IDENTIFIABILITY_COLUMNS})
         return SettingEvaluation(prediction_rows(setting.name, SLIM, clean.iloc[:0], "validate", nothing, nothing),
-                                 {}, identified, None, missing)
-    context = HeldOutContext(setting.name, split_setting(clean, setting), catalog, hw, sim_schedules)
-    frames, identifiability = [], []
-    for predictor in PREDICTORS:
-        if predictor.needs_schedules and sim_schedules is None:
+                                 {}, identified, missing)
+    split = split_setting(clean, setting)
+    training = TrainingRuns(split.train, catalog, hw, sim_schedules, setting.name)
+    frames, identifiability, calibrations = [], [], {}
+    for entry in REGISTRY:
+        if entry.needs_schedules and sim_schedules is None:
             continue
-        predicted = predictor.evaluate(context)
-        frames += predicted.frames
-        identifiability += predicted.identifiability
-    return SettingEvaluation(pd.concat(frames, ignore_index=True), context.slim_fits,
-                             pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)),
-                             context.sim_calibration)
+        entry_frames, record = evaluate_predictor(entry, training, split, setting.name)
+        frames += entry_frames
+        identifiability.append(record)
+        calibration = training.fits[entry.name].calibration
+        if entry.fit_key is not None and calibration is not None:
+            calibrations[entry.fit_key] = calibration
+    return SettingEvaluation(pd.concat(frames, ignore_index=True), calibrations,
+                             pd.DataFrame.from_records(identifiability, columns=list(col.IDENTIFIABILITY_COLUMNS)))
+
+
+def evaluate_predictor(entry: RegisteredPredictor, training: TrainingRuns, split: Split,
+                       setting: str) -> tuple[list[pd.DataFrame], dict[str, Any]]:
+    """One registered predictor fitted on the split's training runs (`training`): its prediction
+    tables (validation runs, and training runs where it asks for them; bands at
+    `BAND_CONFIDENCE`, the conformal interval where it asks for one) and its identifiability
+    record on the validation runs."""
+    fitted = training.fitted(entry.predictor)
+    roles = [("validate", split.validate)] + ([("train", split.train)] if entry.predicts_training_rows else [])
+    frames, record = [], {}
+    for role, rows in roles:
+        prediction = fitted.predict(rows, BAND_CONFIDENCE)
+        conformal = None
+        if entry.conformal and role == "validate":
+            conformal = conformal_intervals(split, _refit_predict(fitted, training, setting),
+                                            prediction.throughput_per_s, prediction.e2e_latency_s)
+        band = None if prediction.e2e_interval is None else (prediction.e2e_interval.low, prediction.e2e_interval.high)
+        frames.append(prediction_rows(setting, entry.name, rows, role, prediction.throughput_per_s,
+                                      prediction.e2e_latency_s, prediction.mean_batch, e2e_band_s=band,
+                                      conformal=conformal))
+        if role == "validate":
+            record = identifiability_record(setting, entry.name, rows, prediction)
+    return frames, record
+
+
+def _refit_predict(fitted, training: TrainingRuns, setting: str):
+    """``(train, rows) -> (throughput, E2E)`` of `fitted` refitted on `train` (one refinement from
+    it), or None where those runs cannot determine it: a conformal fold's predictor."""
+
+    def fit_predict(train: pd.DataFrame, rows: pd.DataFrame):
+        refit = fitted.refit(training.with_runs(train, f"{setting} (one curve left out)"))
+        if refit is None:
+            return None
+        prediction = refit.predict(rows)
+        return prediction.throughput_per_s, prediction.e2e_latency_s
+
+    return fit_predict
+
+
+def identifiability_record(setting: str, predictor: str, validate: pd.DataFrame,
+                           prediction: Prediction) -> dict[str, Any]:
+    """What the training data leave undecided about a prediction of the validation runs: the range
+    of every MAPE over the training-equivalent fits (`range_record`) or, for a predictor without
+    such fits (a linear baseline), its MAPE where the data determine every prediction
+    (`baseline_record`)."""
+    if prediction.alternatives:
+        return range_record(setting, predictor, validate, list(prediction.alternatives), prediction.unidentified)
+    return baseline_record(setting, predictor, validate, prediction)
+
+
+def baseline_record(setting: str, predictor: str, validate: pd.DataFrame, prediction: Prediction) -> dict[str, Any]:
+    """A linear baseline's verdict: its range is its MAPE where the training data determine
+    every validation prediction, and unknown (NaN) where its minimal-norm choice decides or
+    the baseline could not be fitted at all (`Prediction.not_fitted`, the reason)."""
+    determined = np.zeros(len(validate), dtype=bool) if prediction.determined is None else prediction.determined
+    all_determined = bool(np.all(determined))
+    undetermined = int(np.size(determined) - np.count_nonzero(determined))
+    record: dict[str, Any] = {
+        col.SETTING: setting, col.PREDICTOR: predictor, col.VALIDATION_DETERMINED: all_determined,
+        col.UNIDENTIFIED: (prediction.not_fitted if prediction.not_fitted else "identified" if all_determined else
+                           f"{undetermined} of {np.size(determined)} validation predictions not determined by "
+                           "the training data (minimal-norm fit)"),
+        col.N_EQUIVALENT_SOLUTIONS: 0,
+    }
+    predicted = {col.THROUGHPUT_METRIC.name: prediction.throughput_per_s, col.E2E_METRIC.name: prediction.e2e_latency_s}
+    measured = {col.THROUGHPUT_METRIC.name: validate[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(),
+                col.E2E_METRIC.name: validate[col.E2E_LATENCY_S].to_numpy()}
+    for metric in col.PREDICTION_METRICS:
+        value = mape_pct(predicted[metric.name], measured[metric.name]) if all_determined else np.nan
+        record[metric.mape_low] = value
+        record[metric.mape_high] = value
+    record[col.MEAN_BATCH_METRIC.mape_low] = record[col.MEAN_BATCH_METRIC.mape_high] = np.nan
+    return record
 
 
 def evaluate_settings(clean: pd.DataFrame, settings: Sequence[HeldOutSetting], catalog: ArchitectureCatalog,
@@ -207,57 +273,6 @@ def range_record(setting: str, predictor: str, validate: pd.DataFrame, alternati
         else:   # a metric the predictor takes as an input
             record[metric.mape_low] = record[metric.mape_high] = np.nan
     return record
-
-
-LLMVISOR_WITHOUT_ITL = ("not fitted: the training runs record no inter-token latency (offline static batches "
-                        "measure one latency per batch), LLMVisor-Agg's decode target")
-
-
-def records_inter_token_latency(rows: pd.DataFrame) -> bool:
-    """Whether every row has a positive mean ITL, the decode target LLMVisor-Agg is fitted to."""
-    if col.MEAN_ITL_MS not in rows:
-        return False
-    itl = pd.to_numeric(rows[col.MEAN_ITL_MS], errors="coerce").to_numpy(dtype=float)
-    return bool(len(itl) and np.isfinite(itl).all() and (itl > 0).all())
-
-
-def llmvisor_predictions(train_x: pd.DataFrame, validate_x: pd.DataFrame,
-                         estimator: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LLMVisor-Agg's (throughput, E2E, prediction determined) for the validation rows, from
-    `estimator` (an unfitted `LLMVisorAgg` configuration, cloned for each fit; default
-    `baselines.variants.MAIN_LLMVISOR`, the main tables').
-
-    LLMVisor profiles one deployment: its features are token counts only, with
-    no model characteristics. Where every validation model was profiled (the
-    same-curve setting) it is therefore fitted per model, as its authors use it;
-    pooling models would let the small input-length difference between
-    tokenizers stand in for model identity and extrapolate wildly. Where the
-    validation model is unseen (the model transfers) it can only be fitted on
-    the pooled training rows.
-
-    The main configuration's coefficients are constrained non-negative: LLMVisor's terms are
-    per-token and per-sequence costs. Unconstrained, a decode function fitted on
-    B in {1, 4, 8} extrapolates to negative ITL at B = 512 (a third of the
-    same-curve predictions were non-positive on the public traces).
-    """
-    from sklearn.base import clone
-
-    from baselines.variants import MAIN_LLMVISOR  # see evaluate_setting
-
-    template = MAIN_LLMVISOR if estimator is None else estimator
-
-    per_model = set(validate_x[col.MODEL]) <= set(train_x[col.MODEL])
-    groups = validate_x.groupby(col.MODEL, sort=False) if per_model else [(None, validate_x)]
-    throughput = pd.Series(np.nan, index=validate_x.index)
-    e2e_s = pd.Series(np.nan, index=validate_x.index)
-    determined = pd.Series(False, index=validate_x.index)
-    for model, validate_rows in groups:
-        train_rows = train_x[train_x[col.MODEL] == model] if per_model else train_x
-        fitted = clone(template).fit(train_rows, train_rows[col.E2E_LATENCY_S].to_numpy())
-        throughput[validate_rows.index] = fitted.predict_throughput(validate_rows)
-        e2e_s[validate_rows.index] = fitted.predict(validate_rows)
-        determined[validate_rows.index] = fitted.prediction_determined(validate_rows)
-    return throughput.to_numpy(), e2e_s.to_numpy(), determined.to_numpy()
 
 
 def mape_table(predictions: pd.DataFrame, identifiability: pd.DataFrame | None = None) -> pd.DataFrame:

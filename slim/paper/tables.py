@@ -10,7 +10,6 @@ import pandas as pd
 
 from slim import columns as col
 from slim.paper.heldout import (
-    ABLATION_LABELS,
     BAND_CONFIDENCE,
     IMAI,
     LLMVISOR,
@@ -22,6 +21,7 @@ from slim.paper.heldout import (
 from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
 from slim.paper.mape_intervals import CONFIDENCE_LEVEL as CONFIDENCE_LEVEL_SHOWN
 from slim.paper.splits import HeldOutSetting
+from slim.predictors import ablation_labels, table3_labels, table4_labels
 from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters' long-standing home)
     HTML_TABLE_CSS,
     as_display,
@@ -172,10 +172,8 @@ def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
 
 
 def table3_predictors(mapes: pd.DataFrame) -> tuple[str, ...]:
-    """The registry's Table III predictors (`slim.paper.predictors.table3_labels`): the paper's
+    """The registry's Table III predictors (`slim.predictors.table3_labels`): the paper's
     three, then SIM's two where they were evaluated (real data)."""
-    from slim.paper.predictors import table3_labels
-
     return table3_labels(set(mapes[col.PREDICTOR]))
 
 
@@ -186,9 +184,10 @@ def table3(mapes: pd.DataFrame, settings: list[HeldOutSetting]) -> pd.DataFrame:
 
 
 def table4(mapes: pd.DataFrame, settings: list[HeldOutSetting], transfers: tuple[str, ...]) -> pd.DataFrame:
-    """Table IV: the ablation on the named transfers (full SLIM vs each term removed)."""
+    """Table IV: the ablation on the named transfers (the registry's `table4_labels`: full SLIM vs
+    each term removed)."""
     chosen = [s for s in settings if s.name in transfers]
-    return mape_matrix(mapes, chosen, (SLIM, *ABLATION_LABELS.values()))
+    return mape_matrix(mapes, chosen, table4_labels())
 
 
 @dataclass(frozen=True)
@@ -309,7 +308,7 @@ def heldout_tables(mapes: pd.DataFrame, settings: list[HeldOutSetting], referenc
                   f"decide (**{dataset_label}** data):\n\n{to_markdown(matrix)}\n{CLAIMS_NOTE}\n\n")
         chosen = [s for s in settings if s.name in ablation_transfers]
         ablation_matrix = claims_matrix(mapes, comparisons, chosen,
-                                        tuple((SLIM, label) for label in ABLATION_LABELS.values()))
+                                        tuple((SLIM, label) for label in ablation_labels()))
         ablation_claims = (f"Does each term help? Full SLIM against each ablation, where the intervals decide:\n\n"
                            f"{to_markdown(ablation_matrix)}\n")
     summary = (

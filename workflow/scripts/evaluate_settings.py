@@ -31,11 +31,8 @@ evaluations = evaluate_settings(clean, [settings[name] for name in snakemake.par
 for name, evaluation, predictions, identifiability, fits in zip(
         snakemake.params.settings, evaluations, snakemake.output.predictions, snakemake.output.identifiability,
         snakemake.output.fits, strict=True):
-    calibrations = {f"SLIM {ablation}": fit for ablation, fit in evaluation.slim_fits.items()}
-    if evaluation.sim_calibration is not None:
-        calibrations["SIM"] = evaluation.sim_calibration
-    for label, calibration in calibrations.items():
-        log.info("%s %s", label, calibration.report())
+    for key, calibration in evaluation.calibrations.items():
+        log.info("%s %s", key, calibration.report())
     write_parquet(evaluation.predictions, predictions)
     write_parquet(evaluation.identifiability, identifiability)
     write_text(json.dumps(evaluation.fits_as_dict(), indent=2, sort_keys=True) + "\n", fits)

@@ -26,16 +26,15 @@ from slim.paper.heldout import (
     BAND_CONFIDENCE,
     IMAI,
     LLMVISOR,
-    MAIN_PREDICTORS,
     SIM,
-    SIM_PREDICTORS,
     SLIM,
     SLIM_PREDICTED_BATCH,
 )
 from slim.paper.splits import HeldOutSetting
+from slim.predictors import table3_labels
 
-UNSEEN_MODEL_PREDICTORS = MAIN_PREDICTORS
-"""Fig. 10's predictors on every dataset; SIM's (`SIM_PREDICTORS`) join them where present."""
+UNSEEN_MODEL_PREDICTORS = table3_labels(set())
+"""Fig. 10's predictors on every dataset: Table III's; those that need SIM's schedules join them where present."""
 
 REQUIRED_PREDICTION_COLUMNS = (
     col.SETTING, col.PREDICTOR, col.ROLE, *CURVE_KEYS, col.MEAN_BATCH_SIZE,
@@ -145,7 +144,7 @@ def plot_unseen_model(predictions: pd.DataFrame, mapes: pd.DataFrame, setting_na
     if missing:
         raise PlotInputError(f"plot_unseen_model: setting '{setting_name}' has no validation predictions "
                              f"for {', '.join(missing)}")
-    shown = UNSEEN_MODEL_PREDICTORS + tuple(p for p in SIM_PREDICTORS if p in set(validate[col.PREDICTOR]))
+    shown = table3_labels(set(validate[col.PREDICTOR]))
     measured = validate[validate[col.PREDICTOR] == SLIM]
     figure = Figure(figsize=(10.5, 6.6), layout="constrained")
     FigureCanvasAgg(figure)

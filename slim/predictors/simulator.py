@@ -1,0 +1,160 @@
+"""SIM, the calibrated simulator, and SLIM at SIM's predicted batch, behind the predictor contract.
+
+SIM (`slim.sim`) is calibrated on the training runs' measured throughput against their cached
+schedules (`slim.sim.schedule_fit.calibrate_on_rows`), and predicts each configuration from the
+configuration alone: model, IL, OL, ``max_num_seqs`` and prompts. It predicts the mean running
+batch too. It has no interval of its own (its conformal interval comes from its refits); its range
+is over the training-equivalent calibrations. Configurations without a cached schedule are
+simulated once at the table's constants.
+
+"SLIM (predicted batch)" is SLIM fed with SIM's predicted mean batch instead of a measured one, as a
+user without the run would have to; it is open along both fits' valleys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.errors import FitError
+from slim.model.equations import predict_frame
+from slim.predictors.contract import E2E, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
+from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
+
+if TYPE_CHECKING:
+    from slim.predictors.slim_model import FittedSlim
+    from slim.sim.constants import SimConstants
+    from slim.sim.schedule_fit import SimCalibration
+    from slim.sim.schedules import ScheduleTable
+
+
+def schedules_for(configs: pd.DataFrame, schedules: ScheduleTable, catalog: ArchitectureCatalog,
+                  hardware: Hardware) -> ScheduleTable:
+    """`schedules` with every configuration of `configs` it lacks simulated once at its constants."""
+    from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
+
+    missing = [key for key in keys_of_frame(configs) if key not in schedules]
+    if not missing:
+        return schedules
+    extra = simulate_schedules(sorted(set(missing)), catalog, hardware, schedules.constants)
+    return ScheduleTable([*schedules, *extra], schedules.constants)
+
+
+@dataclass(frozen=True)
+class FittedSim:
+    """SIM at calibrated constants (`calibration`), or at the schedule table's own constants with no
+    calibration behind them (`at_table_constants`: the shipped constants, `slim tune`'s prior)."""
+
+    name: str
+    calibration: SimCalibration | None
+    catalog: ArchitectureCatalog
+    hardware: Hardware
+    schedules: ScheduleTable
+
+    @classmethod
+    def at_table_constants(cls, name: str, schedules: ScheduleTable, catalog: ArchitectureCatalog,
+                           hardware: Hardware) -> FittedSim:
+        return cls(name, None, catalog, hardware, schedules)
+
+    @property
+    def constants(self) -> SimConstants:
+        return self.schedules.constants if self.calibration is None else self.calibration.constants
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
+        """Throughput, E2E and mean batch of each configuration, with the range over the
+        training-equivalent calibrations (no interval: SIM has none of its own)."""
+        from slim.sim.schedule_costs import prediction_costs
+
+        table = schedules_for(configs, self.schedules, self.catalog, self.hardware)
+        costs = prediction_costs(configs, table, self.catalog, self.hardware)
+        equivalent = () if self.calibration is None else self.calibration.identifiability.equivalent_constants
+        predictions = [costs.predict(constants) for constants in (self.constants, *equivalent)]
+        chosen = predictions[0]
+        return Prediction(
+            np.asarray(chosen.throughput_per_s, dtype=float), np.asarray(chosen.e2e_latency_s, dtype=float),
+            np.asarray(chosen.mean_batch_size, dtype=float),
+            alternatives=tuple({THROUGHPUT: p.throughput_per_s, E2E: p.e2e_latency_s, MEAN_BATCH: p.mean_batch_size}
+                               for p in predictions),
+            unidentified="identified" if self.calibration is None else self.calibration.identifiability.describe())
+
+    def refit(self, training: TrainingRuns) -> FittedSim | None:
+        """SIM recalibrated on other runs by one refinement from these constants; None where the
+        recalibration does not converge."""
+        from slim.sim.schedule_fit import calibrate_on_rows
+
+        start = [[getattr(self.constants, name) for name in col.SIM_FITTED_CONSTANTS]]
+        try:
+            refit = calibrate_on_rows(training.runs, self.schedules, training.catalog, training.hardware,
+                                      split_name=training.label, starts=start, sample_valley=False)
+        except FitError:
+            return None
+        return FittedSim(self.name, refit, training.catalog, training.hardware, self.schedules)
+
+
+@dataclass(frozen=True)
+class SimPredictor:
+    """SIM calibrated on the runs' cached schedules (`TrainingRuns.schedules`)."""
+
+    name: str
+
+    def fit(self, training: TrainingRuns) -> FittedSim:
+        from slim.sim.schedule_fit import calibrate_on_rows
+
+        if training.schedules is None:
+            raise FitError(f"split '{training.label}': SIM needs the runs' cached simulator schedules")
+        calibration = calibrate_on_rows(training.runs, training.schedules, training.catalog, training.hardware,
+                                        split_name=training.label, sample_valley=training.sample_valley)
+        return FittedSim(self.name, calibration, training.catalog, training.hardware, training.schedules)
+
+
+@dataclass(frozen=True)
+class FittedSlimAtSimBatch:
+    """SLIM's fit evaluated at SIM's predicted mean batch."""
+
+    name: str
+    slim: FittedSlim
+    sim: FittedSim
+
+    @property
+    def calibration(self) -> None:
+        return None
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
+        """SLIM at SIM's chosen batch; the range covers SLIM's equivalent fits at that batch and
+        SLIM's chosen fit at each equivalent SIM calibration's batch."""
+        sim = self.sim.predict(configs)
+        fit = self.slim.calibration
+
+        def slim_at(params, batch: np.ndarray) -> dict[str, np.ndarray]:
+            rows = configs.assign(**{col.MEAN_BATCH_SIZE: batch})
+            e2e_s, throughput = predict_frame(self.slim.catalog, self.slim.hardware, params, rows, self.slim.ablation)
+            return {THROUGHPUT: throughput, E2E: e2e_s, MEAN_BATCH: batch}
+
+        chosen_batch = sim.alternatives[0][MEAN_BATCH]
+        alternatives = ([slim_at(fit.params, chosen_batch)]
+                        + [slim_at(params, chosen_batch) for params in fit.identifiability.equivalent_params]
+                        + [slim_at(fit.params, other[MEAN_BATCH]) for other in sim.alternatives[1:]])
+        first = alternatives[0]
+        return Prediction(first[THROUGHPUT], first[E2E], first[MEAN_BATCH], alternatives=tuple(alternatives),
+                          unidentified=f"SLIM: {fit.identifiability.describe()}; SIM: {sim.unidentified}")
+
+    def refit(self, training: TrainingRuns) -> FittedSlimAtSimBatch | None:
+        slim, sim = self.slim.refit(training), self.sim.refit(training)
+        return None if slim is None or sim is None else FittedSlimAtSimBatch(self.name, slim, sim)
+
+
+@dataclass(frozen=True)
+class SlimAtSimBatch:
+    """SLIM at SIM's predicted batch: the two predictors' fits on the same runs, shared with them."""
+
+    name: str
+    slim: Predictor
+    sim: Predictor
+
+    def fit(self, training: TrainingRuns) -> FittedSlimAtSimBatch:
+        return FittedSlimAtSimBatch(self.name, training.fitted(self.slim), training.fitted(self.sim))

@@ -1,0 +1,150 @@
+"""SLIM (Eqs. 5-12) and its ablations behind the predictor contract (`slim.predictors.contract`).
+
+Fitted by `slim.model.fit.fit_slim` on the runs' measured throughput. SLIM takes the mean running
+batch as an input: a configuration's measured mean batch (`columns.MEAN_BATCH_SIZE`) where it has
+one, else the batch its cap allows, ``B = min(cap, KV capacity in sequences, prompts)`` (a static
+batch runs the cap at once), as `slim tune` and `slim advise` use it. Its interval is
+`slim.model.uncertainty.prediction_band` (delta method over the fitted constants, widened to the
+training-equivalent fits' envelope); its range is over those fits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.errors import FitError
+from slim.model.equations import FULL, Ablation, SlimParams, predict_e2e_s, predict_frame, throughput_from_e2e
+from slim.predictors.contract import (
+    E2E,
+    THROUGHPUT,
+    Interval,
+    Prediction,
+    TrainingRuns,
+    throughput_interval_from_e2e,
+)
+from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.hardware import Hardware
+
+if TYPE_CHECKING:
+    from slim.model.fit import SlimFit
+    from slim.model.uncertainty import BandKind
+
+
+def has_measured_batch(configs: pd.DataFrame) -> bool:
+    """Whether every configuration carries its measured mean running batch."""
+    return col.MEAN_BATCH_SIZE in configs and bool(np.isfinite(configs[col.MEAN_BATCH_SIZE].to_numpy(dtype=float)).all())
+
+
+def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardware) -> float:
+    """The batch a configuration's cap allows: ``min(cap, KV capacity in sequences, prompts)``, at
+    least one; the KV capacity is the recorded one, else vLLM's default reservation
+    (`slim.advisor.slim_bca.kv_capacity_tokens_or_default`); a static batch runs the cap at once."""
+    from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
+
+    arch = catalog[str(row[col.MODEL])]
+    il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
+    recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row.get(col.KV_CAPACITY_TOKENS)) else math.nan
+    capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, hardware)
+    batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol))
+    if row.get(col.BENCHMARK_MODE) != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row.get(col.NUM_PROMPTS)):
+        batch = min(batch, float(row[col.NUM_PROMPTS]))
+    return max(batch, 1.0)
+
+
+@dataclass(frozen=True)
+class FittedSlim:
+    """SLIM with fitted constants (`calibration`, a `SlimFit`), or at given constants with no fit
+    behind them (`at_constants`: the ideal roofline machine of `slim tune`'s prior)."""
+
+    name: str
+    calibration: SlimFit | None
+    catalog: ArchitectureCatalog
+    hardware: Hardware
+    params: SlimParams
+    ablation: Ablation = FULL
+    interval_kind: BandKind = "curve"
+
+    @classmethod
+    def of_fit(cls, name: str, fit: SlimFit, catalog: ArchitectureCatalog, hardware: Hardware) -> FittedSlim:
+        return cls(name, fit, catalog, hardware, fit.params, fit.ablation)
+
+    @classmethod
+    def at_constants(cls, name: str, params: SlimParams, catalog: ArchitectureCatalog,
+                     hardware: Hardware) -> FittedSlim:
+        return cls(name, None, catalog, hardware, params)
+
+    def with_interval_kind(self, kind: BandKind) -> FittedSlim:
+        """The same fit whose interval bounds `kind` (``curve``: the predicted curve; ``run``: a run)."""
+        return replace(self, interval_kind=kind)
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
+        """Throughput and E2E at the measured mean batch (or the batch each cap allows: see the
+        module docstring), with the band at `confidence` and the range over equivalent fits."""
+        if not has_measured_batch(configs):
+            return self._predict_at_running_batch(configs)
+        e2e_s, throughput = predict_frame(self.catalog, self.hardware, self.params, configs, self.ablation)
+        fit = self.calibration
+        alternatives = [{THROUGHPUT: throughput, E2E: e2e_s}]
+        interval = None
+        if fit is not None:
+            for params in fit.identifiability.equivalent_params:
+                other_e2e_s, other_throughput = predict_frame(self.catalog, self.hardware, params, configs,
+                                                              self.ablation)
+                alternatives.append({THROUGHPUT: other_throughput, E2E: other_e2e_s})
+            if confidence is not None:
+                from slim.model.uncertainty import prediction_band_frame
+
+                band = prediction_band_frame(fit, self.catalog, self.hardware, configs, confidence,
+                                             kind=self.interval_kind)
+                interval = Interval(band.e2e_low_s, band.e2e_high_s, confidence, self.interval_kind)
+        return Prediction(throughput, e2e_s, np.full(len(configs), np.nan), interval,
+                          throughput_interval_from_e2e(configs, interval), tuple(alternatives),
+                          unidentified="identified" if fit is None else fit.identifiability.describe())
+
+    def _predict_at_running_batch(self, configs: pd.DataFrame) -> Prediction:
+        throughput, e2e, batches = [], [], []
+        for _, row in configs.iterrows():
+            arch = self.catalog[str(row[col.MODEL])]
+            il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
+            batch = running_batch(row, self.catalog, self.hardware)
+            seconds = float(predict_e2e_s(arch, self.hardware, self.params, il, ol, batch, self.ablation))
+            e2e.append(seconds)
+            throughput.append(float(throughput_from_e2e(il, ol, batch, seconds)))
+            batches.append(batch)
+        return Prediction(np.array(throughput), np.array(e2e), np.array(batches, dtype=float))
+
+    def refit(self, training: TrainingRuns) -> FittedSlim | None:
+        """SLIM fitted on other runs by one refinement from these constants; None where those runs
+        cannot determine its free constants."""
+        from slim.model.fit import fit_slim, start_at
+
+        fit = self.calibration
+        if fit is None or len(training.runs) < len(fit.free_parameters):
+            return None
+        try:
+            refit = fit_slim(training.runs, training.catalog, training.hardware, ablation=self.ablation,
+                             split_name=training.label, starts=start_at(fit.params), sample_valley=False)
+        except FitError:
+            return None
+        return FittedSlim.of_fit(self.name, refit, training.catalog, training.hardware)
+
+
+@dataclass(frozen=True)
+class SlimPredictor:
+    """SLIM under `ablation` (the full model by default), fitted by `slim.model.fit.fit_slim`."""
+
+    name: str
+    ablation: Ablation = FULL
+
+    def fit(self, training: TrainingRuns) -> FittedSlim:
+        from slim.model.fit import fit_slim
+
+        fit = fit_slim(training.runs, training.catalog, training.hardware, ablation=self.ablation,
+                       split_name=training.label, sample_valley=training.sample_valley)
+        return FittedSlim.of_fit(self.name, fit, training.catalog, training.hardware)
