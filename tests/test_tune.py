@@ -19,9 +19,10 @@ from slim.advisor.tune_model import (
     PriorPrediction,
     ResidualKernel,
     ResidualProcess,
-    SlimPrior,
     belief,
     conformal_multiplier,
+    prior_prediction,
+    slim_prior,
 )
 from slim.paper.tuning_replay import (
     REPLAY_COLUMNS,
@@ -165,7 +166,7 @@ def test_settled_infeasible_when_every_cap_is_excluded_by_the_slo():
 def test_the_loop_measures_until_settled_and_respects_a_run_budget(catalog, hardware):
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0})
     candidates = _candidates(runs)
-    prior = SlimPrior(catalog, hardware).predict(candidates)
+    prior = prior_prediction(slim_prior(catalog, hardware), candidates)
     workloads = [Workload(m, il, ol, 4.0 * runs.loc[(candidates[WORKLOAD] == label).to_numpy()
                                                     & (runs[col.MAX_NUM_SEQS] == 1), col.E2E_LATENCY_S].iloc[0])
                  for label, (m, il, ol) in candidates.groupby(WORKLOAD)[[col.MODEL, col.INPUT_LEN_NOMINAL,
@@ -197,7 +198,7 @@ def test_model_free_doubles_until_the_gain_falls_under_epsilon():
 
 
 def replay(runs, catalog, hardware):
-    return replay_dataset(runs, catalog, hardware, 0.1, 3.0, None, None, {"tune_slim": SlimPrior(catalog, hardware)},
+    return replay_dataset(runs, catalog, hardware, 0.1, 3.0, None, None, {"tune_slim": slim_prior(catalog, hardware)},
                           TuneSettings())
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,12 +39,15 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.stats import norm
 
 from slim import columns as col
-from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
 from slim.errors import AdvisorError
 from slim.model.conformal import conformal_quantile
-from slim.model.equations import SlimParams, predict_e2e_s, throughput_from_e2e
+from slim.model.equations import SlimParams
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
+
+if TYPE_CHECKING:
+    from slim.predictors import Prediction
+    from slim.sim.schedules import ScheduleTable
 
 CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
                   col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.NUM_PROMPTS, col.BENCHMARK_MODE,
@@ -65,11 +68,12 @@ class PriorPrediction:
 
 
 class PriorPredictor(Protocol):
-    """Predicts candidate configurations (`CONFIG_COLUMNS`) from the catalog alone."""
+    """Predicts candidate configurations (`CONFIG_COLUMNS`) from the catalog alone: a registered
+    predictor at constants no run of the accelerator fitted (`slim_prior`, `sim_prior`)."""
 
     name: str
 
-    def predict(self, configs: pd.DataFrame) -> PriorPrediction: ...
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction: ...
 
 
 def is_static_batch(configs: pd.DataFrame) -> np.ndarray:
@@ -94,60 +98,36 @@ def predicted_gpu_seconds(configs: pd.DataFrame, throughput_per_s: np.ndarray) -
     return gpus * tokens / np.asarray(throughput_per_s, dtype=float)
 
 
-@dataclass(frozen=True)
-class SlimPrior:
-    """SLIM at `IDEAL_SLIM_PARAMS` on `hardware`, at ``B = min(cap, KV capacity, prompts)``."""
+def slim_prior(architectures: ArchitectureCatalog, hardware: Hardware) -> PriorPredictor:
+    """SLIM (`slim.predictors`) at `IDEAL_SLIM_PARAMS` on `hardware`, at ``B = min(cap, KV capacity,
+    prompts)`` (`slim.predictors.slim_model.running_batch`)."""
+    from slim.predictors import SLIM
+    from slim.predictors.slim_model import FittedSlim
 
-    architectures: ArchitectureCatalog
-    hardware: Hardware
-    name: str = "SLIM"
-
-    def predict(self, configs: pd.DataFrame) -> PriorPrediction:
-        throughput, e2e = [], []
-        for _, row in configs.iterrows():
-            arch = self.architectures[str(row[col.MODEL])]
-            il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
-            recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row[col.KV_CAPACITY_TOKENS]) else math.nan
-            capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, self.hardware)
-            batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol))
-            if row[col.BENCHMARK_MODE] != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row[col.NUM_PROMPTS]):
-                batch = min(batch, float(row[col.NUM_PROMPTS]))
-            batch = max(batch, 1.0)
-            seconds = float(predict_e2e_s(arch, self.hardware, IDEAL_SLIM_PARAMS, il, ol, batch))
-            e2e.append(seconds)
-            throughput.append(float(throughput_from_e2e(il, ol, batch, seconds)))
-        return PriorPrediction(np.array(throughput), np.array(e2e))
+    return FittedSlim.at_constants(SLIM, IDEAL_SLIM_PARAMS, architectures, hardware)
 
 
-@dataclass(frozen=True)
-class SimPrior:
-    """SIM at its shipped constants: each configuration's schedule simulated once
-    (`slim.sim.schedules`), taken from `schedules` where it is there."""
+def sim_prior(architectures: ArchitectureCatalog, hardware: Hardware, schedules: ScheduleTable) -> PriorPredictor:
+    """SIM (`slim.predictors`) at the constants of `schedules` (the shipped ones): each configuration's
+    schedule simulated once, taken from `schedules` where it is there."""
+    from slim.predictors import SIM
+    from slim.predictors.simulator import FittedSim
 
-    architectures: ArchitectureCatalog
-    hardware: Hardware
-    schedules: object          # slim.sim.schedules.ScheduleTable (imported lazily: the simulator is heavy)
-    name: str = "SIM"
+    return FittedSim.at_table_constants(SIM, schedules, architectures, hardware)
 
-    def predict(self, configs: pd.DataFrame) -> PriorPrediction:
-        from slim.sim.schedule_costs import prediction_costs
-        from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 
-        table = self.schedules
-        missing = [key for key in keys_of_frame(configs) if key not in table]
-        if missing:
-            extra = simulate_schedules(sorted(set(missing)), self.architectures, self.hardware, table.constants)
-            table = ScheduleTable([*table, *extra], table.constants)
-        costs = prediction_costs(configs, table, self.architectures, self.hardware)
-        prediction = costs.predict(table.constants)
-        throughput = np.asarray(prediction.throughput_per_s, dtype=float)
-        e2e = np.asarray(prediction.e2e_latency_s, dtype=float)
-        if not (np.isfinite(throughput).all() and np.isfinite(e2e).all()):
-            bad = configs[~(np.isfinite(throughput) & np.isfinite(e2e))]
-            raise AdvisorError(f"SIM cannot start {len(bad)} candidate configuration(s) (first: "
-                               f"{bad.iloc[0][col.MODEL]} cap {bad.iloc[0][col.MAX_NUM_SEQS]:g}): the KV cache "
-                               "cannot hold one request; drop those candidates")
-        return PriorPrediction(throughput, e2e)
+def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame) -> PriorPrediction:
+    """`prior`'s prediction of every candidate configuration; `AdvisorError` naming the first it cannot
+    predict (SIM: the KV cache cannot hold one request)."""
+    prediction = prior.predict(configs)
+    throughput = np.asarray(prediction.throughput_per_s, dtype=float)
+    e2e = np.asarray(prediction.e2e_latency_s, dtype=float)
+    if not (np.isfinite(throughput).all() and np.isfinite(e2e).all()):
+        bad = configs[~(np.isfinite(throughput) & np.isfinite(e2e))]
+        raise AdvisorError(f"{prior.name} cannot start {len(bad)} candidate configuration(s) (first: "
+                           f"{bad.iloc[0][col.MODEL]} cap {bad.iloc[0][col.MAX_NUM_SEQS]:g}): the KV cache "
+                           "cannot hold one request; drop those candidates")
+    return PriorPrediction(throughput, e2e)
 
 
 # --- the residual process ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from slim.advisor.tune import (
     Workload,
     curve_label,
 )
-from slim.advisor.tune_model import CONFIG_COLUMNS, SimPrior, SlimPrior
+from slim.advisor.tune_model import CONFIG_COLUMNS, prior_prediction, sim_prior, slim_prior
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
@@ -199,9 +199,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
             rows.append(row)
             measured[len(rows) - 1] = measurement_of_runs(run)
     candidates = pd.DataFrame(rows)
-    prior = (SlimPrior(catalog, hw) if request.predictor == "slim"
-             else SimPrior(catalog, hw, _empty_schedules(request.sim_constants_file)))
-    session = TuneSession(workloads, candidates, prior.predict(candidates),
+    prior = (slim_prior(catalog, hw) if request.predictor == "slim"
+             else sim_prior(catalog, hw, _empty_schedules(request.sim_constants_file)))
+    session = TuneSession(workloads, candidates, prior_prediction(prior, candidates),
                           TuneSettings(confidence=request.confidence, tolerance=request.tolerance))
     for index, measurement in measured.items():
         session.record(index, measurement)

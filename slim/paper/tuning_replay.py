@@ -47,7 +47,7 @@ from slim.advisor.tune import (
     curve_label,
     run_loop,
 )
-from slim.advisor.tune_model import CONFIG_COLUMNS, PriorPredictor
+from slim.advisor.tune_model import CONFIG_COLUMNS, PriorPredictor, prior_prediction
 from slim.errors import FitError, SplitError
 from slim.model.equations import ArchitectureLookup
 from slim.model.fit import fit_slim
@@ -191,7 +191,7 @@ def replay_tune(curves: list[ReplayCurve], prior: PriorPredictor, policy: str, e
     candidates = candidates_of(curves)
     workloads = [Workload(c.curve.model, c.curve.input_len_nominal, c.curve.output_len_nominal, c.slo_s, epsilon)
                  for c in curves]
-    session = TuneSession(workloads, candidates, prior.predict(candidates), settings)
+    session = TuneSession(workloads, candidates, prior_prediction(prior, candidates), settings)
     outcome = run_loop(session, oracle(curves))
     measured_caps: dict[str, list[float]] = {c.label: [] for c in curves}
     for step in outcome.steps:

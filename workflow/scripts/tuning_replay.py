@@ -2,7 +2,7 @@
 import pandas as pd
 
 from slim.advisor.tune import TuneSettings
-from slim.advisor.tune_model import SimPrior, SlimPrior
+from slim.advisor.tune_model import sim_prior, slim_prior
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
 from slim.paper.tuning_replay import replay_dataset
@@ -13,10 +13,10 @@ study = load_bca_config(snakemake.input.bca_config)
 frame = study.study_rows(pd.read_parquet(snakemake.input.clean))
 specs = job_specs(snakemake)
 architectures, hardware = specs.catalog, specs.hardware
-priors = {"tune_slim": SlimPrior(architectures, hardware)}
+priors = {"tune_slim": slim_prior(architectures, hardware)}
 schedules = specs.schedules
 if schedules is not None:
-    priors["tune_sim"] = SimPrior(architectures, hardware, schedules)
+    priors["tune_sim"] = sim_prior(architectures, hardware, schedules)
 settings = load_settings(snakemake.input.settings[0]) if snakemake.input.settings else None
 tuning = TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance)
 replay, calibration, notes = replay_dataset(frame, architectures, hardware, study.epsilon,
