@@ -27,11 +27,12 @@ import numpy as np
 from slim import __version__
 from slim import columns as col
 from slim.advisor import advise as advice_module
-from slim.advisor.advise import ADVISE_PREDICTORS, DEFAULT_HARDWARE, Advice, AdviceRequest
+from slim.advisor.advise import DEFAULT_HARDWARE, Advice, AdviceRequest
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult
 from slim.advisor.report import advice_fields, candidates_fields, render_text
 from slim.advisor.training_runs import check_traces, trace_options
 from slim.errors import NoFeasibleCapError, SlimError
+from slim.predictors import advise_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.sim.schedules import DEFAULT_NUM_PROMPTS
 from slim.specs.architecture import MODELS_FILE, load_architectures
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
-    advise_parser.add_argument("--predictor", choices=list(ADVISE_PREDICTORS), default="slim",
+    advise_parser.add_argument("--predictor", choices=list(advise_predictors()), default="slim",
                                help="slim: SLIM at the running batch a cap allows (default); sim: the calibrated "
                                     "simulator, which simulates each cap and refuses those that preempt (slower)")
     advise_parser.add_argument("--num-prompts", type=_positive_int, default=DEFAULT_NUM_PROMPTS,

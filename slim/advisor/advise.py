@@ -18,9 +18,9 @@ dataset). The command line (`slim.cli`) only parses arguments into an
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,15 +31,9 @@ from slim.advisor.bca import (
     DEFAULT_EPSILON,
     BcaResult,
     CurvePredictor,
-    bca_from_predictor,
 )
-from slim.advisor.sim_bca import SimCurve, sim_bca
-from slim.advisor.slim_bca import (
-    kv_capacity_sequences,
-    kv_capacity_tokens_or_default,
-    slim_bounded_curve_predictor,
-    slim_curve_predictor,
-)
+from slim.advisor.predictor_bca import Target, predicted_bca
+from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
 from slim.advisor.training_runs import (
     HeldOutCheck,
     held_out_check,
@@ -51,9 +45,9 @@ from slim.advisor.training_runs import (
 from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
-from slim.model.fit import SlimFit, fit_slim
+from slim.model.calibration import CalibrationResult
+from slim.predictors import RegisteredPredictor, TrainingRuns, advise_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants
-from slim.sim.schedule_fit import SimCalibration, calibrate_on_rows
 from slim.sim.schedules import DEFAULT_NUM_PROMPTS, ScheduleKey, keys_of_frame, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, Architecture, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import GIB, HARDWARE_FILE, Hardware, load_hardware
@@ -99,13 +93,15 @@ class AdviceRequest:
     """A YAML file with a summary table's ``columns`` (and ``hardware_map``), as a dataset's ``table:``."""
 
     def __post_init__(self) -> None:
-        if self.predictor not in ADVISE_PREDICTORS:
-            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(ADVISE_PREDICTORS)}")
+        offered = advise_predictors()
+        if self.predictor not in offered:
+            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(offered)}")
         if self.confidence is not None:
             if not (np.isfinite(self.confidence) and 0 < self.confidence < 1):
                 raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
-            if self.predictor != "slim":
-                raise AdvisorError("--confidence bounds SLIM's prediction; --predictor sim has no prediction band")
+            if offered[self.predictor].bca != "curve":
+                raise AdvisorError(f"--confidence bounds a predicted curve; --predictor {self.predictor} has no "
+                                   "prediction band")
         for name in ("candidates", "exclude_runs", "train_models"):   # frozen means immutable all the way down
             value = getattr(self, name)
             if value is not None:
@@ -129,7 +125,7 @@ class Advice:
     input_len: float
     output_len: float
     n_runs: int
-    fit: SlimFit | SimCalibration
+    fit: CalibrationResult
     decision: BcaResult
     kv_capacity_sequences: float
     kv_capacity_source: str
@@ -187,7 +183,7 @@ def advise(request: AdviceRequest) -> Advice:
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
-    advice = ADVISE_PREDICTORS[r.predictor](r, train, catalog, hw, arch, capacity)
+    advice = predictor_advice(advise_predictors()[r.predictor], r, train, catalog, hw, arch, capacity_tokens)
     fit, decision, refused = advice.fit, advice.decision, advice.refused
     if not decision.feasible:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {decision.reason}", decision)
@@ -274,49 +270,42 @@ class PredictorAdvice:
     None where the decision rests on simulated runs, SIM's, which queue beyond the KV capacity
     themselves and have no held-out check)."""
 
-    fit: SlimFit | SimCalibration
+    fit: CalibrationResult | None
     decision: BcaResult
     refused: tuple[float, ...] = ()
     curve: CurvePredictor | None = None
 
 
-def _slim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: ArchitectureCatalog, hw: Hardware,
-                 arch: Architecture, capacity: float) -> PredictorAdvice:
-    """SLIM fitted on `train` and SLIM-BCA on its predicted curve (with its band at the request's
-    confidence, where one is asked for)."""
+def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: pd.DataFrame,
+                     catalog: ArchitectureCatalog, hw: Hardware, arch: Architecture,
+                     capacity_tokens: float) -> PredictorAdvice:
+    """The registered predictor `entry` fitted on `train`, and its Eq. 13 decision for the request's
+    workload over its candidates (`slim.advisor.predictor_bca`). A predictor that needs simulated
+    schedules (SIM) gets those of the training runs and of each candidate cap (cap 1 too, for T(1):
+    ``num_prompts`` requests at once at the constants of `sim_constants_file`); the caps above vLLM's
+    token budget are refused."""
+    candidates = np.asarray(request.candidates, dtype=float)
+    target = Target(arch.name, request.input_len, request.output_len, capacity_tokens)
+    schedules, over_budget = None, ()
+    if entry.needs_schedules:
+        constants = load_sim_constants(request.sim_constants_file)
+        budget = constants.max_num_batched_tokens
+        caps = sorted({int(cap) for cap in candidates} | {1})
+        workload = [ScheduleKey(arch.name, int(round(request.input_len)), int(round(request.output_len)), cap,
+                                request.num_prompts)
+                    for cap in caps if cap <= budget]
+        workers = min(4, os.cpu_count() or 1)
+        schedules = simulate_schedules([*keys_of_frame(train), *workload], catalog, hw, constants, workers=workers)
+        target = replace(target, configs=pd.DataFrame(
+            {col.MODEL: [key.model for key in workload], col.INPUT_LEN_MEAN: [key.input_len for key in workload],
+             col.OUTPUT_LEN_MEAN: [key.output_len for key in workload],
+             col.MAX_NUM_SEQS: [key.max_num_seqs for key in workload],
+             col.NUM_PROMPTS: [key.num_prompts for key in workload]}))
+        over_budget = tuple(float(cap) for cap in candidates if cap > budget)
     # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
-    fit = fit_slim(train, catalog, hw, split_name=f"usable runs under {request.traces}",
-                   sample_valley=request.confidence is not None)
-    curve = (slim_curve_predictor(arch, hw, fit.params, request.input_len, request.output_len, capacity)
-             if request.confidence is None else
-             slim_bounded_curve_predictor(fit, arch, hw, request.input_len, request.output_len, capacity,
-                                          request.confidence))
-    return PredictorAdvice(fit, bca_from_predictor(curve, candidate_batch_sizes=request.candidates,
-                                                   epsilon=request.epsilon, slo_s=request.slo_s), curve=curve)
+    training = TrainingRuns(train, catalog, hw, schedules, f"usable runs under {request.traces}",
+                            sample_valley=request.confidence is not None and entry.bca == "curve")
+    fitted = entry.predictor.fit(training)
+    decided = predicted_bca(entry, fitted, target, candidates, request.slo_s, request.epsilon, request.confidence)
+    return PredictorAdvice(fitted.calibration, decided.decision, over_budget + decided.refused, decided.curve)
 
-
-def _sim_advice(request: AdviceRequest, train: pd.DataFrame, catalog: ArchitectureCatalog, hw: Hardware,
-                arch: Architecture, capacity: float) -> PredictorAdvice:
-    """SIM calibrated on `train`, SIM-BCA (Eq. 13 on the simulated curve) over the request's
-    candidates (cap 1 is simulated too, for T(1)), and the candidates SIM refused."""
-    candidates = request.candidates
-    constants = load_sim_constants(request.sim_constants_file)
-    budget = constants.max_num_batched_tokens
-    caps = sorted({int(cap) for cap in candidates} | {1})
-    workload = [ScheduleKey(arch.name, int(round(request.input_len)), int(round(request.output_len)), cap,
-                            request.num_prompts)
-                for cap in caps if cap <= budget]
-    workers = min(4, os.cpu_count() or 1)
-    schedules = simulate_schedules([*keys_of_frame(train), *workload], catalog, hw, constants, workers=workers)
-    calibration = calibrate_on_rows(train, schedules, catalog, hw, split_name=f"usable runs under {request.traces}",
-                                    sample_valley=False)
-    curve = SimCurve.from_schedules([schedules.get(key) for key in workload], catalog, hw, constants,
-                                    calibration.constants)
-    refused = tuple(float(cap) for cap in candidates if cap > budget) + tuple(
-        float(cap) for cap, no in zip(curve.max_num_seqs, curve.refused) if no and cap in candidates)
-    return PredictorAdvice(calibration, sim_bca(curve, request.slo_s, request.epsilon,
-                                                np.asarray(candidates, dtype=float)), refused)
-
-
-ADVISE_PREDICTORS: dict[str, Callable[..., PredictorAdvice]] = {"slim": _slim_advice, "sim": _sim_advice}
-"""The predictors `slim advise --predictor` offers, by name."""

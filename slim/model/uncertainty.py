@@ -172,8 +172,9 @@ def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, 
 
 
 def prediction_band_frame(fit: SlimFit, architectures: ArchitectureLookup, hw: Hardware, frame: pd.DataFrame,
-                          confidence: float = 0.9, kind: BandKind = "curve") -> PredictionBand:
-    """`prediction_band` (two-sided) at every row of a configuration table (the columns of
-    `slim.model.equations.predict_frame`: model, IL, OL and the measured mean batch)."""
+                          confidence: float = 0.9, kind: BandKind = "curve", one_sided: bool = False) -> PredictionBand:
+    """`prediction_band` (two-sided unless `one_sided`) at every row of a configuration table (the
+    columns of `slim.model.equations.predict_frame`: model, IL, OL and the measured mean batch)."""
     il, ol, batch = frame_workload(frame)
-    return prediction_band(fit, architectures_for_frame(architectures, frame), hw, il, ol, batch, confidence, kind)
+    return prediction_band(fit, architectures_for_frame(architectures, frame), hw, il, ol, batch, confidence, kind,
+                           one_sided)

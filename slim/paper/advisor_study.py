@@ -36,17 +36,14 @@ from slim.advisor.bca import (
     throughput_variation_pct,
 )
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
-from slim.advisor.sim_bca import sim_bca, sim_curve_of_rows
-from slim.advisor.slim_bca import slim_bca
-from slim.errors import FitError, SplitError
+from slim.advisor.predictor_bca import Target, decider, predicted_bca
+from slim.errors import SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
 from slim.model.equations import ArchitectureLookup
-from slim.model.fit import fit_slim, start_at
 from slim.paper.advisor_study_config import CurveSelection, Table5Experiment
 from slim.paper.splits import HeldOutSetting, select_rows
-from slim.sim.constants import SimConstants
-from slim.sim.schedule_fit import calibrate_on_rows
+from slim.predictors import RegisteredPredictor, TrainingRuns, advise_predictors
 from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB, Hardware
@@ -57,8 +54,6 @@ CONFIDENT_PREFIX = "Conf. "
 CONFIDENT_CAP = "B SLIM conf."
 
 FULL_PROFILE_BCA = "Full-profile BCA"
-SIM_BCA = "SIM-BCA"
-SLIM_BCA = "SLIM-BCA"
 
 # --- measured curves -------------------------------------------------------------------
 
@@ -109,31 +104,21 @@ def single_curve(frame: pd.DataFrame, selection: CurveSelection) -> MeasuredCurv
     return curve_from_rows(single_curve_rows(frame, selection))
 
 
-def _sim_cap(train: pd.DataFrame, target_rows: pd.DataFrame, schedules: ScheduleTable,
-             architectures: ArchitectureLookup, hw: Hardware, slo_s: float, epsilon: float, split_name: str,
-             start: SimConstants | None = None) -> float:
-    """SIM-BCA's cap for a target curve, SIM calibrated on `train` (only its chosen fit is
-    used, so the valley is not sampled; `start`: one starting point instead of the grid)."""
-    starts = None if start is None else [[getattr(start, name) for name in col.SIM_FITTED_CONSTANTS]]
-    try:
-        calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name, starts=starts,
-                                        sample_valley=False)
-    except FitError:
-        if starts is None:
-            raise
-        # The one refinement ran out of evaluations along a shallow valley: the full start grid.
-        calibration = calibrate_on_rows(train, schedules, architectures, hw, split_name=split_name,
-                                        sample_valley=False)
-    curve = sim_curve_of_rows(target_rows, schedules, architectures, hw, calibration.constants)
-    return sim_bca(curve, slo_s, epsilon).batch_cap
+def study_advisors(sim_schedules: ScheduleTable | None) -> list[RegisteredPredictor]:
+    """The registered predictors the study compares with full-profile BCA (`slim advise`'s), in
+    registry order: those that need the simulator's schedules only where there are some."""
+    return [entry for entry in advise_predictors().values() if not entry.needs_schedules or sim_schedules is not None]
 
 
-def sim_calibration_start(frame: pd.DataFrame, schedules: ScheduleTable, architectures: ArchitectureLookup,
-                          hw: Hardware) -> SimConstants:
-    """SIM calibrated on every curve: the start of leave-one-curve-out refits, which differ
-    from it by one curve out of many."""
-    return calibrate_on_rows(frame, schedules, architectures, hw, split_name="all curves",
-                             sample_valley=False).constants
+def advisor_column_prefix(position: int, entry: RegisteredPredictor) -> str:
+    """Table V's prefix for an advisor's ``Thr. var (%)`` and ``SLO viol. (%)``: none for the paper's own
+    (the first), the predictor's name for every further one (``SIM Thr. var (%)``)."""
+    return "" if position == 0 else f"{entry.name} "
+
+
+def measured_target(curve: MeasuredCurve, rows: pd.DataFrame) -> Target:
+    """A measured curve as an advisor's target: its workload, KV capacity and runs' configurations."""
+    return Target(curve.model, curve.input_len_mean, curve.output_len_mean, curve.kv_capacity_tokens, rows)
 
 
 def _measured(curve: MeasuredCurve, values: np.ndarray, batch_cap: float) -> float:
@@ -156,48 +141,48 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
            hw: Hardware, epsilon: float, slo_multiplier: float,
            slo_reference_max_num_seqs: float | None = None,
            sim_schedules: ScheduleTable | None = None, confidence: float | None = None) -> pd.DataFrame:
-    """One row per (target, training set): the SLIM-BCA choice vs the full-profile choice,
-    with `confidence` the choice of SLIM-BCA holding the SLO on the upper bound of E2E at that
-    confidence (`slim.advisor.slim_bca.slim_bounded_curve_predictor`; columns `CONFIDENT_CAP`,
-    ``Conf. Thr. var (%)``, ``Conf. SLO viol. (%)``, same fit), and with `sim_schedules` the
-    SIM-BCA choice (columns ``B SIM``, ``SIM Thr. var (%)``, ``SIM SLO viol. (%)``), SIM
-    calibrated on the same training set.
+    """One row per (target, training set): each study advisor's choice (`study_advisors`: SLIM-BCA,
+    and with `sim_schedules` SIM-BCA, each fitted on the training set; `slim.advisor.predictor_bca`)
+    vs the full-profile choice (columns ``B SLIM``, ``Thr. var (%)``, ``SLO viol. (%)``; ``B SIM``,
+    ``SIM Thr. var (%)``, ``SIM SLO viol. (%)``: `advisor_column_prefix`), and with `confidence` the
+    choice of each curve advisor holding the SLO on the one-sided upper bound of E2E at that
+    confidence (columns `CONFIDENT_CAP`, ``Conf. Thr. var (%)``, ``Conf. SLO viol. (%)``, same fit).
 
     ``Thr. var`` = signed ``100 (T_meas(B_slim) - T_meas(B_full)) / T_meas(B_full)``;
     ``SLO viol.`` = ``100 max(0, E2E_meas(B_slim) - SLO) / SLO``. The SLO is computed
     once from the measured target curve and shared by every flavour.
     """
     rows = []
+    advisors = study_advisors(sim_schedules)
     for experiment in experiments:
         target_rows = single_curve_rows(frame, experiment.target)
         curve = curve_from_rows(target_rows)
-        arch = architectures[curve.model]
+        target = measured_target(curve, target_rows)
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
         full = full_profile_bca(curve, slo_s, epsilon)
         for training in experiment.training:
             train = select_rows(frame, training.select)
-            # The band needs the training-equivalent fits; the chosen fit is the same either way.
-            fit = fit_slim(train, architectures, hw, split_name=f"table5: {training.label}",
-                           sample_valley=confidence is not None)
-            slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
             row = {
                 "target": experiment.target.label,
                 "training set": training.label,
                 "N points": len(train),
                 "SLO (s)": slo_s,
                 "B full": full.batch_cap,
-                "B SLIM": slim.batch_cap,
-                **_decision_quality(curve, slim.batch_cap, full.batch_cap, slo_s, ""),
             }
-            if confidence is not None:
-                confident = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon, confidence=confidence, fit=fit)
-                row.update({CONFIDENT_CAP: confident.batch_cap,
-                            **_decision_quality(curve, confident.batch_cap, full.batch_cap, slo_s,
-                                                CONFIDENT_PREFIX)})
-            if sim_schedules is not None:
-                cap = _sim_cap(train, target_rows, sim_schedules, architectures, hw, slo_s, epsilon,
-                               f"table5: {training.label}")
-                row.update({"B SIM": cap, **_decision_quality(curve, cap, full.batch_cap, slo_s, "SIM ")})
+            for position, entry in enumerate(advisors):
+                # The band needs the training-equivalent fits; the chosen fit is the same either way.
+                banded = confidence is not None and entry.bca == "curve"
+                fitted = entry.predictor.fit(TrainingRuns(train, architectures, hw, sim_schedules,
+                                                          f"table5: {training.label}", sample_valley=banded))
+                cap = predicted_bca(entry, fitted, target, curve.max_num_seqs, slo_s, epsilon).decision.batch_cap
+                prefix = advisor_column_prefix(position, entry)
+                row.update({f"B {entry.name}": cap, **_decision_quality(curve, cap, full.batch_cap, slo_s, prefix)})
+                if banded:
+                    confident = predicted_bca(entry, fitted, target, curve.max_num_seqs, slo_s, epsilon,
+                                              confidence).decision.batch_cap
+                    row.update({f"B {entry.name} conf.": confident,
+                                **_decision_quality(curve, confident, full.batch_cap, slo_s,
+                                                    prefix + CONFIDENT_PREFIX)})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -330,15 +315,15 @@ def sensitivity_study(frame: pd.DataFrame, setting: HeldOutSetting, architecture
     curve = curve_from_rows(target_rows)
     arch = architectures[curve.model]
     train = select_rows(frame, setting.train)
-    fit = fit_slim(train, architectures, hw, split_name=setting.name, sample_valley=False)
     advisors: dict[str, Callable[[float, float], BcaResult]] = {
-        FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon),
-        SLIM_BCA: lambda slo_s, epsilon: slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)}
-    if sim_schedules is not None:
-        calibration = calibrate_on_rows(train, sim_schedules, architectures, hw, split_name=setting.name,
-                                        sample_valley=False)
-        sim_curve = sim_curve_of_rows(target_rows, sim_schedules, architectures, hw, calibration.constants)
-        advisors[SIM_BCA] = lambda slo_s, epsilon: sim_bca(sim_curve, slo_s, epsilon)
+        FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon)}
+    target = measured_target(curve, target_rows)
+    for entry in study_advisors(sim_schedules):
+        fitted = entry.predictor.fit(TrainingRuns(train, architectures, hw, sim_schedules, setting.name,
+                                                  sample_valley=False))
+        decide = decider(entry, fitted, target)
+        advisors[f"{entry.name}-BCA"] = (lambda slo_s, epsilon, decide=decide:
+                                         decide(curve.max_num_seqs, slo_s, epsilon).decision)
     rows, efficiency = [], []
     for advisor, choose in advisors.items():
         for multiplier in slo_multipliers:
@@ -426,11 +411,12 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
     on every curve.
     """
     rows = []
-    # Each leave-one-curve-out refit starts from the fit on every curve (one refinement, not
-    # the 16-start grid): the data differ by one curve out of many.
-    every_curve = fit_slim(frame, architectures, hw, split_name="all curves", sample_valley=False)
-    sim_start = (sim_calibration_start(frame, sim_schedules, architectures, hw)
-                 if sim_schedules is not None else None)
+    advisors = study_advisors(sim_schedules)
+    # Each leave-one-curve-out refit starts from the fit on every curve (one refinement, not the
+    # start grid): the data differ by one curve out of many. Where that refinement fails, the grid.
+    every_curve = {entry.name: entry.predictor.fit(TrainingRuns(frame, architectures, hw, sim_schedules, "all curves",
+                                                                sample_valley=False))
+                   for entry in advisors}
     for curve, curve_rows in zip(measured_curves(frame), _curve_row_groups(frame)):
         arch = architectures[curve.model]
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
@@ -439,16 +425,17 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
         others = frame[~((frame[col.MODEL] == curve.model)
                          & (frame[col.INPUT_LEN_NOMINAL] == curve.input_len_nominal)
                          & (frame[col.OUTPUT_LEN_NOMINAL] == curve.output_len_nominal))]
-        fit = fit_slim(others, architectures, hw, split_name=f"all curves but {curve.label}",
-                       starts=start_at(every_curve.params), sample_valley=False)
-        slim = slim_bca(curve, fit.params, arch, hw, slo_s, epsilon)
         row: dict[str, Any] = {"model": curve.model, "input_len": curve.input_len_nominal,
                                "output_len": curve.output_len_nominal, "slo_s": slo_s,
                                "knee_b_knee": knee.b_knee}
-        caps = [("knee", float(knee.suggested_max_num_seqs)), ("full", full.batch_cap), ("slim", slim.batch_cap)]
-        if sim_schedules is not None:
-            caps.append(("sim", _sim_cap(others, curve_rows, sim_schedules, architectures, hw, slo_s, epsilon,
-                                         f"all curves but {curve.label}", start=sim_start)))
+        caps = [("knee", float(knee.suggested_max_num_seqs)), ("full", full.batch_cap)]
+        for entry in advisors:
+            training = TrainingRuns(others, architectures, hw, sim_schedules, f"all curves but {curve.label}",
+                                    sample_valley=False)
+            fitted = every_curve[entry.name].refit(training) or entry.predictor.fit(training)
+            decided = predicted_bca(entry, fitted, measured_target(curve, curve_rows), curve.max_num_seqs, slo_s,
+                                    epsilon)
+            caps.append((entry.advise, decided.decision.batch_cap))
         for name, cap in caps:
             row[f"{name}_cap"] = cap
             peak = curve.throughput_per_s.max()
@@ -471,7 +458,7 @@ def sensitivity_agreement(grid: pd.DataFrame) -> dict[str, tuple[int, int]]:
     keys = ["transfer", "epsilon", "slo_multiplier"]
     full = grid[grid["advisor"] == FULL_PROFILE_BCA].set_index(keys)["batch_cap"]
     agreement = {}
-    for advisor in (SLIM_BCA, SIM_BCA):
+    for advisor in (f"{entry.name}-BCA" for entry in advise_predictors().values()):
         caps = grid[grid["advisor"] == advisor].set_index(keys)["batch_cap"]
         if caps.empty:
             continue

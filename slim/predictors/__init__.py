@@ -39,13 +39,14 @@ _SIM = SimPredictor(SIM)
 
 REGISTRY: list[RegisteredPredictor] = [
     RegisteredPredictor(_SLIM, in_table3=True, in_table4=True, predicts_training_rows=True, conformal=True,
-                        fit_key="full", advise="slim"),
+                        fit_key="full", advise="slim", bca="curve"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), in_table4=True, fit_key="no_kv_scan"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), in_table4=True,
                         fit_key="no_dense_decode"),
     RegisteredPredictor(LLMVisorPredictor(LLMVISOR), in_table3=True),
     RegisteredPredictor(ImaiPredictor(IMAI), in_table3=True),
-    RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim", advise="sim"),
+    RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim", advise="sim",
+                        bca="simulated"),
     RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), in_table3=True, needs_schedules=True),
 ]
 """Every predictor, in the order of the evaluation's rows and of the tables' columns."""

@@ -102,6 +102,9 @@ class Prediction:
     determined: np.ndarray | None = None
     unidentified: str = "identified"
     not_fitted: str | None = None
+    refused: np.ndarray | None = None
+    """Per configuration: the predictor refuses it (SIM: the simulated run preempts or cannot start);
+    None where it refuses none."""
 
     @property
     def predicts_batch(self) -> bool:
@@ -169,7 +172,9 @@ class RegisteredPredictor:
     schedules (real datasets). `predicts_training_rows`: the evaluation also predicts the training
     runs (the figures draw them). `conformal`: its validation predictions get a conformal interval
     from its refits (`slim.paper.heldout.conformal_intervals`). `fit_key`: where its calibration is
-    kept in a setting's ``fits.json`` (None: not kept). `advise`: `slim advise --predictor` offers it.
+    kept in a setting's ``fits.json`` (None: not kept). `advise`: `slim advise --predictor` offers it, and
+    the advisor study compares its decisions, under this name. `bca`: how its prediction becomes an
+    Eq. 13 decision (`slim.advisor.predictor_bca`: ``"curve"`` or ``"simulated"``).
     """
 
     predictor: Predictor
@@ -180,6 +185,7 @@ class RegisteredPredictor:
     conformal: bool = False
     fit_key: str | None = None
     advise: str | None = None
+    bca: str | None = None
 
     @property
     def name(self) -> str:

@@ -67,20 +67,34 @@ class FittedSim:
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """Throughput, E2E and mean batch of each configuration, with the range over the
-        training-equivalent calibrations (no interval: SIM has none of its own)."""
-        from slim.sim.schedule_costs import prediction_costs
+        training-equivalent calibrations (no interval: SIM has none of its own). A configuration the
+        simulated server cannot start (its KV cache or weights do not fit) is predicted NaN; it and
+        those whose simulated run preempts are `Prediction.refused`."""
+        from slim.sim.schedule_costs import ScheduleCosts
 
         table = schedules_for(configs, self.schedules, self.catalog, self.hardware)
-        costs = prediction_costs(configs, table, self.catalog, self.hardware)
+        schedules = table.for_frame(configs)
+        started = np.array([schedule.ok for schedule in schedules], dtype=bool)
         equivalent = () if self.calibration is None else self.calibration.identifiability.equivalent_constants
-        predictions = [costs.predict(constants) for constants in (self.constants, *equivalent)]
-        chosen = predictions[0]
-        return Prediction(
-            np.asarray(chosen.throughput_per_s, dtype=float), np.asarray(chosen.e2e_latency_s, dtype=float),
-            np.asarray(chosen.mean_batch_size, dtype=float),
-            alternatives=tuple({THROUGHPUT: p.throughput_per_s, E2E: p.e2e_latency_s, MEAN_BATCH: p.mean_batch_size}
-                               for p in predictions),
-            unidentified="identified" if self.calibration is None else self.calibration.identifiability.describe())
+        alternatives = []
+        costs = (ScheduleCosts([s for s in schedules if s.ok], self.catalog, self.hardware, table.constants)
+                 if started.any() else None)
+        preempts = np.zeros(len(configs), dtype=bool)
+        for constants in (self.constants, *equivalent):
+            values = {name: np.full(len(configs), np.nan) for name in (THROUGHPUT, E2E, MEAN_BATCH)}
+            if costs is not None:
+                predicted = costs.predict(constants)
+                values[THROUGHPUT][started] = predicted.throughput_per_s
+                values[E2E][started] = predicted.e2e_latency_s
+                values[MEAN_BATCH][started] = predicted.mean_batch_size
+                if not alternatives:
+                    preempts[started] = predicted.num_preemptions > 0
+            alternatives.append(values)
+        chosen = alternatives[0]
+        return Prediction(chosen[THROUGHPUT], chosen[E2E], chosen[MEAN_BATCH], alternatives=tuple(alternatives),
+                          unidentified=("identified" if self.calibration is None
+                                        else self.calibration.identifiability.describe()),
+                          refused=~started | preempts)
 
     def refit(self, training: TrainingRuns) -> FittedSim | None:
         """SIM recalibrated on other runs by one refinement from these constants; None where the

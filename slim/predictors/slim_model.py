@@ -19,7 +19,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.model.equations import FULL, Ablation, SlimParams, predict_e2e_s, predict_frame, throughput_from_e2e
+from slim.model.equations import FULL, Ablation, SlimParams, predict_frame
 from slim.predictors.contract import (
     E2E,
     THROUGHPUT,
@@ -69,6 +69,7 @@ class FittedSlim:
     params: SlimParams
     ablation: Ablation = FULL
     interval_kind: BandKind = "curve"
+    one_sided: bool = False
 
     @classmethod
     def of_fit(cls, name: str, fit: SlimFit, catalog: ArchitectureCatalog, hardware: Hardware) -> FittedSlim:
@@ -79,15 +80,20 @@ class FittedSlim:
                      hardware: Hardware) -> FittedSlim:
         return cls(name, None, catalog, hardware, params)
 
-    def with_interval_kind(self, kind: BandKind) -> FittedSlim:
-        """The same fit whose interval bounds `kind` (``curve``: the predicted curve; ``run``: a run)."""
-        return replace(self, interval_kind=kind)
+    def with_interval(self, kind: BandKind, one_sided: bool = False) -> FittedSlim:
+        """The same fit whose interval bounds `kind` (``curve``: the predicted curve; ``run``: a run's
+        measurement); `one_sided`: its high end is the one-sided upper bound of E2E at the confidence
+        (and the low end the training-equivalent fits' lowest alone)."""
+        return replace(self, interval_kind=kind, one_sided=one_sided)
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """Throughput and E2E at the measured mean batch (or the batch each cap allows: see the
         module docstring), with the band at `confidence` and the range over equivalent fits."""
         if not has_measured_batch(configs):
-            return self._predict_at_running_batch(configs)
+            batch = np.array([running_batch(row, self.catalog, self.hardware) for _, row in configs.iterrows()],
+                             dtype=float)
+            at_batch = self.predict(configs.assign(**{col.MEAN_BATCH_SIZE: batch}), confidence)
+            return replace(at_batch, mean_batch=batch)
         e2e_s, throughput = predict_frame(self.catalog, self.hardware, self.params, configs, self.ablation)
         fit = self.calibration
         alternatives = [{THROUGHPUT: throughput, E2E: e2e_s}]
@@ -101,23 +107,12 @@ class FittedSlim:
                 from slim.model.uncertainty import prediction_band_frame
 
                 band = prediction_band_frame(fit, self.catalog, self.hardware, configs, confidence,
-                                             kind=self.interval_kind)
-                interval = Interval(band.e2e_low_s, band.e2e_high_s, confidence, self.interval_kind)
+                                             kind=self.interval_kind, one_sided=self.one_sided)
+                kind = f"{self.interval_kind}, one-sided" if self.one_sided else self.interval_kind
+                interval = Interval(band.e2e_low_s, band.e2e_high_s, confidence, kind)
         return Prediction(throughput, e2e_s, np.full(len(configs), np.nan), interval,
                           throughput_interval_from_e2e(configs, interval), tuple(alternatives),
                           unidentified="identified" if fit is None else fit.identifiability.describe())
-
-    def _predict_at_running_batch(self, configs: pd.DataFrame) -> Prediction:
-        throughput, e2e, batches = [], [], []
-        for _, row in configs.iterrows():
-            arch = self.catalog[str(row[col.MODEL])]
-            il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
-            batch = running_batch(row, self.catalog, self.hardware)
-            seconds = float(predict_e2e_s(arch, self.hardware, self.params, il, ol, batch, self.ablation))
-            e2e.append(seconds)
-            throughput.append(float(throughput_from_e2e(il, ol, batch, seconds)))
-            batches.append(batch)
-        return Prediction(np.array(throughput), np.array(e2e), np.array(batches, dtype=float))
 
     def refit(self, training: TrainingRuns) -> FittedSlim | None:
         """SLIM fitted on other runs by one refinement from these constants; None where those runs

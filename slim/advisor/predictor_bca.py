@@ -1,0 +1,127 @@
+"""Eq. 13 on any registered predictor's prediction of one workload: SLIM-BCA, SIM-BCA and whatever the
+registry (`slim.predictors`) adds, for `slim advise` and the advisor study alike.
+
+A registered predictor says how its prediction becomes a decision (`RegisteredPredictor.bca`):
+
+* ``"curve"``: the predicted curve at any cap (`curve_of`: the configurations of the workload at
+  each cap, predicted at the batch each cap allows), ``T(1)`` predicted at cap 1, and with a
+  confidence the SLO held on the high end of the predictor's interval (`slim.advisor.bca.
+  bca_from_predictor`). SLIM's interval there is the one-sided upper bound of a run's E2E.
+* ``"simulated"``: the target's own configurations predicted one by one (a simulator runs them),
+  ``T(1)`` from the predicted curve, and the caps the predictor refuses (simulated preemption, a
+  server that cannot start) left out (`slim.advisor.sim_bca.sim_bca`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor.bca import BcaResult, CurvePredictor, bca_from_predictor
+from slim.advisor.sim_bca import SimCurve, sim_bca
+from slim.errors import AdvisorError
+from slim.predictors import FittedPredictor, RegisteredPredictor
+
+ADVISOR_BAND_KIND = "run"
+"""The band a confident curve BCA bounds: a run's measured E2E, not only the predicted curve."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One workload to choose a cap for: its model, mean lengths and KV capacity (tokens; NaN: vLLM's
+    default reservation), and the configurations of its caps (`configs`, one row per cap: the runs'
+    own where they were measured), which a simulated decision runs."""
+
+    model: str
+    input_len: float
+    output_len: float
+    kv_capacity_tokens: float = math.nan
+    configs: pd.DataFrame | None = None
+
+    def at_caps(self, caps: np.ndarray) -> pd.DataFrame:
+        """The workload's configuration at each of `caps` (no measured batch: each cap's own)."""
+        caps = np.asarray(caps, dtype=float)
+        return pd.DataFrame({col.MODEL: self.model, col.INPUT_LEN_MEAN: float(self.input_len),
+                             col.OUTPUT_LEN_MEAN: float(self.output_len), col.MAX_NUM_SEQS: caps,
+                             col.KV_CAPACITY_TOKENS: float(self.kv_capacity_tokens)}, index=range(len(caps)))
+
+
+@dataclass(frozen=True)
+class PredictedDecision:
+    """A predictor's Eq. 13 decision for a target, the candidates it refused, and the curve it decided
+    on where it predicts one at any cap (a ``"curve"`` decision)."""
+
+    decision: BcaResult
+    refused: tuple[float, ...] = ()
+    curve: CurvePredictor | None = None
+
+
+def curve_of(fitted: FittedPredictor, target: Target, confidence: float | None = None) -> CurvePredictor:
+    """``cap -> (T, E2E)`` of `fitted` at the target's workload, or with `confidence`
+    ``cap -> (T, E2E, E2E upper bound)``."""
+    if confidence is not None and hasattr(fitted, "with_interval"):
+        fitted = fitted.with_interval(ADVISOR_BAND_KIND, one_sided=True)
+
+    def predict(caps: np.ndarray) -> tuple[np.ndarray, ...]:
+        prediction = fitted.predict(target.at_caps(caps), confidence)
+        if confidence is None:
+            return prediction.throughput_per_s, prediction.e2e_latency_s
+        if prediction.e2e_interval is None:
+            raise AdvisorError(f"{fitted.name} has no interval to hold the SLO on at confidence {confidence:g}")
+        return prediction.throughput_per_s, prediction.e2e_latency_s, prediction.e2e_interval.high
+
+    return predict
+
+
+def simulated_curve(fitted: FittedPredictor, configs: pd.DataFrame) -> SimCurve:
+    """The predictor's prediction of each of `configs` (ascending cap), and which caps it refuses."""
+    ordered = configs.sort_values(col.MAX_NUM_SEQS, kind="stable")
+    prediction = fitted.predict(ordered)
+    refused = (np.zeros(len(ordered), dtype=bool) if prediction.refused is None
+               else np.asarray(prediction.refused, dtype=bool))
+    return SimCurve(ordered[col.MAX_NUM_SEQS].to_numpy(dtype=float), prediction, refused)
+
+
+Decider = Callable[[np.ndarray, float, float], PredictedDecision]
+"""``(candidates, SLO in s, epsilon) -> PredictedDecision``: one predictor's decisions for one target."""
+
+
+def decider(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target,
+            confidence: float | None = None) -> Decider:
+    """Eq. 13 on `fitted`'s prediction of `target`, as `entry.bca` says (module docstring), for any
+    candidates, SLO and epsilon; the target is predicted once. A simulated decision runs
+    `target.configs` and has no confidence."""
+    if entry.bca == "curve":
+        curve = curve_of(fitted, target, confidence)
+
+        def on_curve(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
+            return PredictedDecision(bca_from_predictor(curve, candidate_batch_sizes=candidates, epsilon=epsilon,
+                                                        slo_s=slo_s), curve=curve)
+
+        return on_curve
+    if entry.bca == "simulated":
+        if confidence is not None:
+            raise AdvisorError(f"{entry.name} has no interval: its decision cannot hold the SLO at a confidence")
+        if target.configs is None:
+            raise AdvisorError(f"{entry.name} decides on the target's configurations; the target has none")
+        simulated = simulated_curve(fitted, target.configs)
+
+        def on_simulated(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
+            candidates = np.asarray(candidates, dtype=float)
+            refused = tuple(float(cap) for cap, no in zip(simulated.max_num_seqs, simulated.refused)
+                            if no and cap in candidates)
+            return PredictedDecision(sim_bca(simulated, slo_s, epsilon, candidates), refused)
+
+        return on_simulated
+    raise AdvisorError(f"{entry.name} makes no batch-cap decision (its registry entry has no `bca`)")
+
+
+def predicted_bca(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target, candidates: np.ndarray,
+                  slo_s: float, epsilon: float, confidence: float | None = None) -> PredictedDecision:
+    """`decider`'s decision for one set of candidates, SLO and epsilon."""
+    return decider(entry, fitted, target, confidence)(np.asarray(candidates, dtype=float), slo_s, epsilon)
