@@ -24,9 +24,9 @@ from slim.paper.cross_accelerator import (
     goal_report,
 )
 from slim.paper.heldout import IMAI, LLMVISOR, SIM, SLIM
-from slim.predictors.llmvisor import LLMVISOR_WITHOUT_ITL, records_inter_token_latency
 from slim.paper.splits import HeldOutSetting, load_settings, split_setting
 from slim.pipeline.config import check_config, with_catalog_defaults
+from slim.predictors.llmvisor import LLMVISOR_WITHOUT_ITL, records_inter_token_latency
 from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
 from slim.sim.schedule_costs import ScheduleCosts

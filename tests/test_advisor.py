@@ -291,39 +291,39 @@ def test_throughput_retained_percent_of_profiled_peak():
 def test_a_confident_slim_bca_holds_the_slo_on_the_upper_bound_where_the_band_is_wide():
     """Seeded synthetic runs of one model leave SLIM's per-layer constants open; predicting a wider
     model, the band is wide, and the SLO the plain choice just meets excludes it at 0.9."""
-    from slim.advisor.slim_bca import slim_bounded_curve_predictor, slim_curve_predictor
+    from slim.advisor.predictor_bca import Target, curve_of
     from slim.model.fit import fit_slim
     from slim.model.uncertainty import prediction_band
+    from slim.predictors.slim_model import FittedSlim
     from tests.test_fit import CATALOG, H100, TRUE_PARAMS, synthetic_frame
 
     fit = fit_slim(synthetic_frame(TRUE_PARAMS, noise=0.02, seed=9, models=("opt-1.3b",)), CATALOG, H100)
     arch = CATALOG["opt-6.7b"]
-    plain_predict = slim_curve_predictor(arch, H100, fit.params, 256.0, 256.0)
+    fitted = FittedSlim.of_fit("SLIM", fit, CATALOG, H100)
+    target = Target(arch.name, 256.0, 256.0, kv_capacity_tokens=1e12)   # no KV limit within the candidates
+    plain_predict = curve_of(fitted, target)
     plain = bca_from_predictor(plain_predict, epsilon=0.05, slo_s=10.0)
     slo_s = plain.e2e_latency_s * 1.001
     plain = bca_from_predictor(plain_predict, epsilon=0.05, slo_s=slo_s)
-    bounded = slim_bounded_curve_predictor(fit, arch, H100, 256.0, 256.0, None, 0.9)
+    bounded = curve_of(fitted, target, confidence=0.9)
     confident = bca_from_predictor(bounded, epsilon=0.05, slo_s=slo_s)
     assert confident.batch_cap < plain.batch_cap
     assert confident.candidate_e2e_latency_s == plain.candidate_e2e_latency_s   # the prediction is unchanged
     bounds = np.array(confident.candidate_e2e_bound_s)
     assert (bounds > np.array(plain.candidate_e2e_latency_s)).all()
     assert confident.e2e_bound_s <= slo_s < bounds[list(confident.candidate_batch_sizes).index(plain.batch_cap)]
+    # The bound is the one-sided run band of slim.model.uncertainty, bit for bit.
+    band = prediction_band(fit, arch, H100, 256.0, 256.0, np.array([plain.batch_cap]), 0.9, "run", one_sided=True)
+    assert bounds[list(confident.candidate_batch_sizes).index(plain.batch_cap)] == band.e2e_high_s[0]
     # The width is the unidentified direction showing: the training-equivalent fits alone spread the
     # prediction at the plain cap by more than 10%.
-    band = prediction_band(fit, arch, H100, 256.0, 256.0, np.array([plain.batch_cap]), 0.9, "run", one_sided=True)
     assert band.envelope_ratio[0] > 0.1
 
 
-def test_slim_bca_at_a_confidence_needs_its_fit():
-    from slim.advisor.slim_bca import slim_bca
-    from tests.test_fit import CATALOG, H100, TRUE_PARAMS
+def test_a_simulated_decision_has_no_confidence():
+    from slim.advisor.predictor_bca import Target, predicted_bca
+    from slim.predictors import SIM, registered
 
-    curve = curve_from_rows(pd.DataFrame({
-        col.MODEL: ["opt-1.3b"] * 2, col.INPUT_LEN_NOMINAL: [256.0] * 2, col.OUTPUT_LEN_NOMINAL: [128.0] * 2,
-        col.INPUT_LEN_MEAN: [256.0] * 2, col.OUTPUT_LEN_MEAN: [128.0] * 2, col.MAX_NUM_SEQS: [1, 8],
-        col.MEAN_BATCH_SIZE: [1.0, 7.5], col.TOTAL_TOKEN_THROUGHPUT: [300.0, 2000.0], col.E2E_LATENCY_S: [1.0, 1.4],
-        col.DURATION_S: [1.0] * 2, col.KV_CAPACITY_TOKENS: [40960.0] * 2, col.NUM_GPU_BLOCKS: [2560.0] * 2,
-        col.BLOCK_SIZE: [16] * 2}))
-    with pytest.raises(AdvisorError, match="needs the SlimFit"):
-        slim_bca(curve, TRUE_PARAMS, CATALOG["opt-1.3b"], H100, 5.0, 0.1, confidence=0.9)
+    with pytest.raises(AdvisorError, match="SIM has no interval"):
+        predicted_bca(registered(SIM), None, Target("opt-1.3b", 256.0, 128.0, configs=pd.DataFrame()),
+                      np.array([1.0, 8.0]), 5.0, 0.1, confidence=0.9)

@@ -9,8 +9,8 @@ import pytest
 from slim import columns as col
 from slim.advisor.bca import select_batch_cap
 from slim.advisor.measured import full_profile_bca, measured_curves
+from slim.advisor.predictor_bca import Target, curve_of
 from slim.advisor.sim_bca import SimCurve, sim_bca
-from slim.advisor.slim_bca import slim_curve_predictor
 from slim.errors import AdvisorError, ConfigError, SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes
 from slim.gpu.roofline import recommend_knee
@@ -41,7 +41,8 @@ from slim.paper.tables import (
     full_profile_agreement,
     latex_escaped_columns,
 )
-from slim.sim.schedule_costs import SimPrediction
+from slim.predictors import Prediction
+from slim.predictors.slim_model import FittedSlim
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import GIB, HARDWARE_FILE, load_hardware
 
@@ -205,7 +206,8 @@ def test_single_curve_must_pick_exactly_one(frame):
 
 def test_predictor_caps_the_running_batch_at_the_kv_capacity():
     arch = CATALOG["opt-1.3b"]
-    predict = slim_curve_predictor(arch, HW, TRUTH, 242.0, 520.0, max_concurrent_sequences=50.0)
+    fitted = FittedSlim.at_constants("SLIM", TRUTH, CATALOG, HW)
+    predict = curve_of(fitted, Target(arch.name, 242.0, 520.0, kv_capacity_tokens=50.0 * (242.0 + 520.0)))
     tput, e2e = predict(np.array([32.0, 50.0, 64.0, 512.0]))
     assert tput[0] < tput[1] == pytest.approx(tput[2]) == pytest.approx(tput[3])
     assert e2e[2] == pytest.approx(float(predict_e2e_s(arch, HW, TRUTH, 242.0, 520.0, 50.0)))
@@ -414,9 +416,9 @@ def test_memory_figure_moves_labels_of_thin_segments_under_the_bar():
 # --- SIM-BCA on the real traces ---------------------------------------------------------
 
 def test_sim_bca_refuses_caps_it_predicts_to_preempt():
-    prediction = SimPrediction(np.array([100.0, 180.0, 300.0, 320.0]), np.array([1.0, 2.0, 4.0, 8.0]),
-                               np.array([1.0, 1.1, 1.3, 2.5]), np.array([0, 0, 0, 12]))
-    curve = SimCurve(np.array([1.0, 2.0, 4.0, 8.0]), prediction, prediction.num_preemptions > 0)
+    prediction = Prediction(np.array([100.0, 180.0, 300.0, 320.0]), np.array([1.0, 1.1, 1.3, 2.5]),
+                            np.array([1.0, 2.0, 4.0, 8.0]), refused=np.array([False, False, False, True]))
+    curve = SimCurve(np.array([1.0, 2.0, 4.0, 8.0]), prediction, prediction.refused)
     decision = sim_bca(curve, slo_s=10.0, epsilon=0.1)
     assert decision.batch_cap == 4.0            # 8 has the highest throughput but preempts
     assert decision.throughput_at_one_per_s == 100.0

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import slim.predictors as registry
 from slim import columns as col
 from slim.model.equations import SlimParams, predict_frame
-import slim.predictors as registry
 from slim.paper.heldout import IMAI, LLMVISOR, SLIM, evaluate_setting, mape_table
 from slim.paper.splits import HeldOutSetting
-from slim.predictors import Prediction, RegisteredPredictor, TrainingRuns
 from slim.paper.tables import table3
+from slim.predictors import Prediction, RegisteredPredictor, TrainingRuns
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 

@@ -33,7 +33,6 @@ from slim.advisor.bca import (
     CurvePredictor,
 )
 from slim.advisor.predictor_bca import Target, predicted_bca
-from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
 from slim.advisor.training_runs import (
     HeldOutCheck,
     held_out_check,
@@ -43,7 +42,7 @@ from slim.advisor.training_runs import (
     usable_runs,
 )
 from slim.errors import AdvisorError, NoFeasibleCapError
-from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
+from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
 from slim.predictors import RegisteredPredictor, TrainingRuns, advise_predictors
@@ -152,7 +151,7 @@ def advise(request: AdviceRequest) -> Advice:
     simulates each candidate cap (``num_prompts`` requests at once, the fixed constants of
     `sim_constants_file`) and refuses those that preempt or exceed vLLM's token budget. With a
     `confidence` (SLIM only), the SLO is held on the one-sided upper bound of E2E at that
-    confidence (`slim.advisor.slim_bca.slim_bounded_curve_predictor`).
+    confidence (`slim.advisor.predictor_bca.curve_of`).
 
     Raises a `SlimError` subclass on unusable input and `NoFeasibleCapError` when no candidate cap
     meets the SLO and the efficiency floor of Eq. 13 (or one sequence does not fit the KV cache).

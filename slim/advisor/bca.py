@@ -45,7 +45,7 @@ DEFAULT_SLO_MULTIPLIER = 2.0   # paper's "tight" SLO; "loose" is 4.0
 XAxis = Literal["max_num_seqs", "mean_batch_size"]
 CurvePredictor = Callable[[np.ndarray], tuple[ArrayLike, ...]]
 """``B -> (T, E2E)``, or ``B -> (T, E2E, E2E upper bound)`` for an advisor that holds the SLO
-on the bound (SLIM-BCA at a confidence, `slim.advisor.slim_bca`)."""
+on the bound (SLIM-BCA at a confidence, `slim.advisor.predictor_bca`)."""
 
 
 @dataclass(frozen=True)

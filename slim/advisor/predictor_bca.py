@@ -3,11 +3,20 @@ registry (`slim.predictors`) adds, for `slim advise` and the advisor study alike
 
 A registered predictor says how its prediction becomes a decision (`RegisteredPredictor.bca`):
 
-* ``"curve"``: the predicted curve at any cap (`curve_of`: the configurations of the workload at
-  each cap, predicted at the batch each cap allows), ``T(1)`` predicted at cap 1, and with a
-  confidence the SLO held on the high end of the predictor's interval (`slim.advisor.bca.
-  bca_from_predictor`). SLIM's interval there is the one-sided upper bound of a run's E2E.
-* ``"simulated"``: the target's own configurations predicted one by one (a simulator runs them),
+* ``"curve"`` (SLIM-BCA): the predicted curve at any cap (`curve_of`: the workload at each cap,
+  predicted at the running batch the cap allows, ``B = min(cap, KV capacity in sequences)`` with the
+  capacity ``kv_capacity_tokens / (IL + OL)`` the server reported: vLLM cannot run more sequences
+  than its KV cache holds), ``T(1)`` predicted at cap 1 (`slim.advisor.bca.bca_from_predictor`). On
+  the public traces the measured mean batch also falls below large caps for a second reason (the
+  client's finite request stream), which this approximation does not model; the predictions at the
+  largest caps are the least reliable, and Table V's throughput variation shows the net effect.
+  At a confidence ``c``, the SLO is held on the one-sided upper bound of E2E at ``c`` instead of the
+  prediction (``E2E_upper(IL, OL, B) <= SLO`` in Eq. 13); for SLIM that bound is
+  `slim.model.uncertainty`'s ``kind="run"`` (the delta method on the parameter covariance plus the
+  fit's residual variance, times the envelope of the training-equivalent fits, ``q = t(c)`` on
+  ``n - p`` degrees of freedom), as the SLO is judged on a run's measured E2E. Throughput and the
+  efficiency floor stay on the prediction.
+* ``"simulated"`` (SIM-BCA): the target's own configurations predicted one by one (a simulator runs them),
   ``T(1)`` from the predicted curve, and the caps the predictor refuses (simulated preemption, a
   server that cannot start) left out (`slim.advisor.sim_bca.sim_bca`).
 """
@@ -23,6 +32,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.advisor.bca import BcaResult, CurvePredictor, bca_from_predictor
+from slim.advisor.measured import MeasuredCurve
 from slim.advisor.sim_bca import SimCurve, sim_bca
 from slim.errors import AdvisorError
 from slim.predictors import FittedPredictor, RegisteredPredictor
@@ -42,6 +52,11 @@ class Target:
     output_len: float
     kv_capacity_tokens: float = math.nan
     configs: pd.DataFrame | None = None
+
+    @classmethod
+    def of_curve(cls, curve: MeasuredCurve, rows: pd.DataFrame | None = None) -> Target:
+        """A measured curve as a target: its workload and KV capacity, and its runs' configurations."""
+        return cls(curve.model, curve.input_len_mean, curve.output_len_mean, curve.kv_capacity_tokens, rows)
 
     def at_caps(self, caps: np.ndarray) -> pd.DataFrame:
         """The workload's configuration at each of `caps` (no measured batch: each cap's own)."""

@@ -1,7 +1,7 @@
 """SIM-BCA: Eq. 13 on the calibrated simulator's predicted curve (paper Section VII, with SIM).
 
 SLIM-BCA evaluates SLIM at a running batch it must guess from the cap and the KV capacity
-(`slim.advisor.slim_bca`). SIM simulates the cap itself: its prediction of throughput, mean
+(`slim.advisor.predictor_bca`). SIM simulates the cap itself: its prediction of throughput, mean
 batch and Little's-law E2E at each candidate ``--max-num-seqs`` comes from the schedule vLLM
 would run (`slim.sim.schedules`), and so does whether the KV cache overflows. A candidate cap
 whose simulated run preempts is refused (a preempting configuration recomputes prompts and
@@ -13,16 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from slim import columns as col
 from slim.advisor.bca import BcaResult, select_batch_cap, throughput_at_one
 from slim.errors import AdvisorError
-from slim.sim.constants import SimConstants
-from slim.sim.schedule_costs import ScheduleCosts, SimPrediction, prediction_costs
-from slim.sim.schedules import RunSchedule, ScheduleTable
-from slim.specs.architecture import ArchitectureCatalog
-from slim.specs.hardware import Hardware
+from slim.predictors import Prediction
 
 
 @dataclass(frozen=True)
@@ -30,33 +24,8 @@ class SimCurve:
     """SIM's prediction at a curve's candidate caps (ascending), and which caps it refuses."""
 
     max_num_seqs: np.ndarray
-    prediction: SimPrediction
+    prediction: Prediction       # slim.predictors: throughput and E2E per cap
     refused: np.ndarray          # bool per cap: the simulated run preempts or cannot start
-
-    @classmethod
-    def from_schedules(cls, schedules: list[RunSchedule], architectures: ArchitectureCatalog, hw: Hardware,
-                       fixed: SimConstants, constants: SimConstants) -> "SimCurve":
-        """SIM at `constants` on the schedules of one workload's caps (any order)."""
-        order = sorted(range(len(schedules)), key=lambda i: schedules[i].key.max_num_seqs)
-        schedules = [schedules[i] for i in order]
-        started = np.array([s.ok for s in schedules])
-        caps = np.array([float(s.key.max_num_seqs) for s in schedules])
-        nan = np.full(len(schedules), np.nan)
-        prediction = SimPrediction(nan.copy(), nan.copy(), nan.copy(), np.zeros(len(schedules), dtype=int))
-        if started.any():
-            ran = ScheduleCosts([s for s in schedules if s.ok], architectures, hw, fixed).predict(constants)
-            for name in ("throughput_per_s", "mean_batch_size", "e2e_latency_s", "num_preemptions"):
-                getattr(prediction, name)[started] = getattr(ran, name)
-        return cls(caps, prediction, ~started | (prediction.num_preemptions > 0))
-
-
-def sim_curve_of_rows(rows: pd.DataFrame, schedules: ScheduleTable, architectures: ArchitectureCatalog,
-                      hw: Hardware, constants: SimConstants) -> SimCurve:
-    """SIM's curve at the caps of a measured curve's runs (their configurations only)."""
-    order = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
-    prediction = prediction_costs(order, schedules, architectures, hw).predict(constants)
-    caps = order[col.MAX_NUM_SEQS].to_numpy(dtype=float)
-    return SimCurve(caps, prediction, prediction.num_preemptions > 0)
 
 
 def sim_bca(curve: SimCurve, slo_s: float, epsilon: float, candidates: np.ndarray | None = None) -> BcaResult:

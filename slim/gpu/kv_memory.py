@@ -335,3 +335,17 @@ def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len
         num_gpu_blocks_override=num_gpu_blocks_override_for(
             batch_cap, input_len, output_len, block_size, max_model_len),
     )
+
+
+def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
+    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
+    return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
+
+
+def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware) -> tuple[float, str]:
+    """``(KV capacity in tokens, where it came from)``: what the server recorded (a cache config or
+    its log), else, for traces that record none, vLLM's default reservation as
+    `slim.gpu.kv_memory.default_kv_reservation_bytes` estimates it for `arch` on `hw`."""
+    if np.isfinite(recorded_tokens) and recorded_tokens > 0:
+        return float(recorded_tokens), "traces"
+    return default_kv_reservation_bytes(arch, hw) / arch.kv_bytes_per_token(), "default reservation"

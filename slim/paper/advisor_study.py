@@ -4,8 +4,9 @@ sensitivity grid, the Fig. 13 memory breakdown, and a side-by-side of the knee
 advisor, full-profile BCA and SLIM-BCA on every measured curve.
 
 The advisor itself lives in `slim.advisor`: Eq. 13 (`slim.advisor.bca`), the measured
-curves and full-profile BCA on them (`slim.advisor.measured`), and SLIM-BCA
-(`slim.advisor.slim_bca`). This module only decides what each flavour sees:
+curves and full-profile BCA on them (`slim.advisor.measured`), and the decision on a predictor's
+prediction (`slim.advisor.predictor_bca`), for every predictor the registry offers `slim advise`.
+This module only decides what each flavour sees:
 
 * full-profile BCA: the target's measured curve at its profiled ``--max-num-seqs``;
 * SLIM-BCA: SLIM fitted on some *other* curves, predicting the target at the same
@@ -116,11 +117,6 @@ def advisor_column_prefix(position: int, entry: RegisteredPredictor) -> str:
     return "" if position == 0 else f"{entry.name} "
 
 
-def measured_target(curve: MeasuredCurve, rows: pd.DataFrame) -> Target:
-    """A measured curve as an advisor's target: its workload, KV capacity and runs' configurations."""
-    return Target(curve.model, curve.input_len_mean, curve.output_len_mean, curve.kv_capacity_tokens, rows)
-
-
 def _measured(curve: MeasuredCurve, values: np.ndarray, batch_cap: float) -> float:
     if np.isnan(batch_cap) or not curve.max_num_seqs[0] <= batch_cap <= curve.max_num_seqs[-1]:
         return float("nan")
@@ -157,7 +153,7 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
     for experiment in experiments:
         target_rows = single_curve_rows(frame, experiment.target)
         curve = curve_from_rows(target_rows)
-        target = measured_target(curve, target_rows)
+        target = Target.of_curve(curve, target_rows)
         slo_s = curve.slo_s(slo_multiplier, slo_reference_max_num_seqs)
         full = full_profile_bca(curve, slo_s, epsilon)
         for training in experiment.training:
@@ -317,7 +313,7 @@ def sensitivity_study(frame: pd.DataFrame, setting: HeldOutSetting, architecture
     train = select_rows(frame, setting.train)
     advisors: dict[str, Callable[[float, float], BcaResult]] = {
         FULL_PROFILE_BCA: lambda slo_s, epsilon: full_profile_bca(curve, slo_s, epsilon)}
-    target = measured_target(curve, target_rows)
+    target = Target.of_curve(curve, target_rows)
     for entry in study_advisors(sim_schedules):
         fitted = entry.predictor.fit(TrainingRuns(train, architectures, hw, sim_schedules, setting.name,
                                                   sample_valley=False))
@@ -433,7 +429,7 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
             training = TrainingRuns(others, architectures, hw, sim_schedules, f"all curves but {curve.label}",
                                     sample_valley=False)
             fitted = every_curve[entry.name].refit(training) or entry.predictor.fit(training)
-            decided = predicted_bca(entry, fitted, measured_target(curve, curve_rows), curve.max_num_seqs, slo_s,
+            decided = predicted_bca(entry, fitted, Target.of_curve(curve, curve_rows), curve.max_num_seqs, slo_s,
                                     epsilon)
             caps.append((entry.advise, decided.decision.batch_cap))
         for name, cap in caps:

@@ -21,6 +21,7 @@ import pandas as pd
 from slim import columns as col
 from slim.model.metrics import mape_pct
 from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
+
 # Light: each registered predictor imports its fitting code (scikit-learn, SciPy's optimiser and
 # scipy.stats, about 2 CPU-s) only when it fits, which table and figure jobs never do.
 from slim.predictors import IMAI, LLMVISOR, REGISTRY, SIM, SLIM, SLIM_PREDICTED_BATCH, TrainingRuns

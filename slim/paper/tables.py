@@ -21,7 +21,6 @@ from slim.paper.heldout import (
 from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
 from slim.paper.mape_intervals import CONFIDENCE_LEVEL as CONFIDENCE_LEVEL_SHOWN
 from slim.paper.splits import HeldOutSetting
-from slim.predictors import ablation_labels, table3_labels, table4_labels
 from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters' long-standing home)
     HTML_TABLE_CSS,
     as_display,
@@ -32,6 +31,7 @@ from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters
     to_html_page,
     to_markdown,
 )
+from slim.predictors import ablation_labels, table3_labels, table4_labels
 from slim.yaml_files import parse_yaml
 
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))

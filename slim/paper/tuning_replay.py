@@ -35,7 +35,7 @@ import pandas as pd
 from slim import columns as col
 from slim.advisor.bca import throughput_at_one
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca
-from slim.advisor.slim_bca import slim_bca
+from slim.advisor.predictor_bca import Target, predicted_bca
 from slim.advisor.tune import (
     DEFAULT_SCATTER,
     WORKLOAD,
@@ -50,8 +50,8 @@ from slim.advisor.tune import (
 from slim.advisor.tune_model import CONFIG_COLUMNS, PriorPredictor, prior_prediction
 from slim.errors import FitError, SplitError
 from slim.model.equations import ArchitectureLookup
-from slim.model.fit import fit_slim
 from slim.paper.splits import HeldOutSetting, select_rows
+from slim.predictors import SLIM, TrainingRuns, registered
 from slim.specs.hardware import Hardware
 
 POLICIES = ("full_profile", "paper_plan", "model_free", "tune_slim", "tune_sim")
@@ -230,16 +230,17 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
     else:
         try:
             training = paper_plan_training(frame, held_out_settings)
-            fit = fit_slim(training, architectures, hw, split_name="paper plan (union of training sets)",
-                           sample_valley=False)
+            slim = registered(SLIM)
+            fitted = slim.predictor.fit(TrainingRuns(training, architectures, hw, label="paper plan (union of training "
+                                                     "sets)", sample_valley=False))
         except (SplitError, FitError) as error:
             notes.append(f"paper_plan: {error}; not replayed")
         else:
             trained = curve_label(training)
             for curve in curves:
                 caps = training.loc[trained == curve.label, col.MAX_NUM_SEQS].tolist()
-                chosen = slim_bca(curve.curve, fit.params, architectures[curve.curve.model], hw, curve.slo_s,
-                                  epsilon).batch_cap
+                chosen = predicted_bca(slim, fitted, Target.of_curve(curve.curve), curve.curve.max_num_seqs,
+                                       curve.slo_s, epsilon).decision.batch_cap
                 rows.append(_row(curve, "paper_plan", caps, chosen, full_caps[curve.label]))
     for curve in curves:
         caps, chosen = model_free_caps(curve, epsilon)

@@ -168,13 +168,16 @@ class Predictor(Protocol):
 class RegisteredPredictor:
     """A predictor as the registry names it, with how the held-out evaluation and tables use it.
 
-    `in_table3`, `in_table4`: Table III (Table IV: SLIM's ablation study) shows it. `needs_schedules`: it runs only with SIM's cached
-    schedules (real datasets). `predicts_training_rows`: the evaluation also predicts the training
-    runs (the figures draw them). `conformal`: its validation predictions get a conformal interval
-    from its refits (`slim.paper.heldout.conformal_intervals`). `fit_key`: where its calibration is
-    kept in a setting's ``fits.json`` (None: not kept). `advise`: `slim advise --predictor` offers it, and
-    the advisor study compares its decisions, under this name. `bca`: how its prediction becomes an
-    Eq. 13 decision (`slim.advisor.predictor_bca`: ``"curve"`` or ``"simulated"``).
+    - `in_table3`, `in_table4`: Table III (Table IV: SLIM's ablation study) shows it.
+    - `needs_schedules`: it runs only with SIM's cached schedules (real datasets).
+    - `predicts_training_rows`: the evaluation also predicts the training runs (the figures draw them).
+    - `conformal`: its validation predictions get a conformal interval from its refits
+      (`slim.paper.heldout.conformal_intervals`).
+    - `fit_key`: where its calibration is kept in a setting's ``fits.json`` (None: not kept).
+    - `advise`: `slim advise --predictor` offers it, and the advisor study compares its decisions,
+      under this name.
+    - `bca`: how its prediction becomes an Eq. 13 decision (`slim.advisor.predictor_bca`:
+      ``"curve"`` or ``"simulated"``).
     """
 
     predictor: Predictor

@@ -41,8 +41,8 @@ class FittedImai:
         if confidence is not None:
             low, high = self.estimator.predict_band(x, confidence)
             interval = Interval(low, high, confidence, BAND_KIND)
-        return Prediction(self.estimator.predict_throughput(x), self.estimator.predict(x), np.full(len(configs), np.nan),
-                          interval, throughput_interval_from_e2e(configs, interval),
+        return Prediction(self.estimator.predict_throughput(x), self.estimator.predict(x),
+                          np.full(len(configs), np.nan), interval, throughput_interval_from_e2e(configs, interval),
                           determined=self.estimator.prediction_determined(x))
 
     def refit(self, training: TrainingRuns) -> FittedImai:

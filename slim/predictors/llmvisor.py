@@ -92,8 +92,8 @@ class FittedLLMVisor:
         if self.not_fitted is not None:
             return Prediction(nothing, nothing, nothing, determined=np.zeros(len(configs), dtype=bool),
                               unidentified=self.not_fitted, not_fitted=self.not_fitted)
-        throughput, e2e_s, determined = llmvisor_predictions(self.train_x, add_architecture_columns(configs, self.catalog),
-                                                             self.estimator)
+        configs_x = add_architecture_columns(configs, self.catalog)
+        throughput, e2e_s, determined = llmvisor_predictions(self.train_x, configs_x, self.estimator)
         return Prediction(throughput, e2e_s, nothing, determined=determined)
 
     def refit(self, training: TrainingRuns) -> FittedLLMVisor:

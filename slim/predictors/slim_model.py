@@ -38,14 +38,15 @@ if TYPE_CHECKING:
 
 def has_measured_batch(configs: pd.DataFrame) -> bool:
     """Whether every configuration carries its measured mean running batch."""
-    return col.MEAN_BATCH_SIZE in configs and bool(np.isfinite(configs[col.MEAN_BATCH_SIZE].to_numpy(dtype=float)).all())
+    return col.MEAN_BATCH_SIZE in configs and bool(
+        np.isfinite(configs[col.MEAN_BATCH_SIZE].to_numpy(dtype=float)).all())
 
 
 def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardware) -> float:
     """The batch a configuration's cap allows: ``min(cap, KV capacity in sequences, prompts)``, at
     least one; the KV capacity is the recorded one, else vLLM's default reservation
-    (`slim.advisor.slim_bca.kv_capacity_tokens_or_default`); a static batch runs the cap at once."""
-    from slim.advisor.slim_bca import kv_capacity_sequences, kv_capacity_tokens_or_default
+    (`slim.gpu.kv_memory.kv_capacity_tokens_or_default`); a static batch runs the cap at once."""
+    from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
 
     arch = catalog[str(row[col.MODEL])]
     il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
