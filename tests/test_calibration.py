@@ -6,13 +6,8 @@ import numpy as np
 import pytest
 
 from slim.errors import FitError
-from slim.model.calibration import (
-    IdentifiabilitySummary,
-    best_of_starts,
-    bounded_least_squares,
-    identifiability_summary,
-    parameter_uncertainty,
-)
+from slim.model.calibration import best_of_starts, bounded_least_squares
+from slim.model.identifiability import Identifiability, identifiability_summary, parameter_uncertainty
 
 LOWER, UPPER = np.array([-5.0]), np.array([5.0])
 
@@ -55,7 +50,7 @@ def test_a_flat_direction_is_unidentified_and_has_no_standard_error():
     uncertainty = parameter_uncertainty(jacobian, cost=0.1, n_points=5)
     assert np.isnan(uncertainty.standard_errors[:2]).all() and np.isfinite(uncertainty.standard_errors[2])
     summary = identifiability_summary(("a", "b", "c"), np.array([0.5, 0.5, 0.5]), np.zeros(3), np.ones(3), jacobian)
-    assert summary == IdentifiabilitySummary(1, ("a", "b"), ())
+    assert summary == Identifiability(1, ("a", "b"), ())
     on_bound = identifiability_summary(("a", "b", "c"), np.array([0.0, 0.5, 0.5]), np.zeros(3), np.ones(3), jacobian)
     assert on_bound.describe() == "at bound: a"
     held = identifiability_summary(("a", "b", "c"), np.array([0.5, 0.5, 0.5]), np.zeros(3), np.ones(3), jacobian,

@@ -135,7 +135,7 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
     validate = split.validate
     costs = prediction_costs(validate, schedules, catalog, hw)
     predictions = [costs.predict(consts) for consts in (calibration.constants,
-                                                        *calibration.identifiability.equivalent_constants)]
+                                                        *calibration.identifiability.equivalent)]
     chosen = predictions[0]
 
     def slim_at(params, batch: np.ndarray) -> dict[str, np.ndarray]:
@@ -150,7 +150,7 @@ def _sim_predictions(setting: str, split: Split, slim_fit: SlimFit, schedules: S
     # chosen batch, and SLIM's chosen fit at each equivalent SIM calibration's batch.
     slim_alternatives = ([slim_at(slim_fit.params, chosen.mean_batch_size)]
                          + [slim_at(params, chosen.mean_batch_size)
-                            for params in slim_fit.identifiability.equivalent_params]
+                            for params in slim_fit.identifiability.equivalent]
                          + [slim_at(slim_fit.params, p.mean_batch_size) for p in predictions[1:]])
     frames, records = [], []
     unidentified = {SIM: calibration.identifiability.describe(),
@@ -172,7 +172,7 @@ def _slim_identifiability(setting: str, predictor: str, fit: SlimFit, validate: 
                           catalog: ArchitectureCatalog, hw: Hardware) -> dict[str, Any]:
     """The validation MAPEs' range over the fit and its training-equivalent solutions."""
     alternatives = []
-    for params in (fit.params, *fit.identifiability.equivalent_params):
+    for params in (fit.params, *fit.identifiability.equivalent):
         e2e_s, throughput = predict_frame(catalog, hw, params, validate, fit.ablation)
         alternatives.append({col.THROUGHPUT_METRIC.name: throughput, col.E2E_METRIC.name: e2e_s})
     return range_record(setting, predictor, validate, alternatives, fit.identifiability.describe())
