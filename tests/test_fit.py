@@ -12,20 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import slim.model.fit as fit_module
+import slim.model.calibration as calibration
 from slim import columns as col
 from slim.errors import FitError
-from slim.model.calibration import EQUIVALENT_COST_TOLERANCE
 from slim.model.equations import FULL, NO_DENSE_DECODE, NO_KV_SCAN, PARAM_NAMES, SlimParams, predict_frame
 from slim.model.fit import (
     FIT_PARAMETERS,
     SlimFit,
-    _Objective,
+    SlimProblem,
     _training_data,
     fit_slim,
     free_parameter_names,
     start_grid,
 )
+from slim.model.identifiability import EQUIVALENT_COST_TOLERANCE
 from slim.model.metrics import mape_pct
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
@@ -75,7 +75,7 @@ def test_analytic_jacobian_matches_finite_differences():
     frame = synthetic_frame(TRUE_PARAMS, noise=0.01)
     for ablation in (FULL, NO_KV_SCAN, NO_DENSE_DECODE):
         names = free_parameter_names(ablation)
-        objective = _Objective(_training_data(frame, CATALOG, "jac"), H100, ablation, names)
+        objective = SlimProblem(_training_data(frame, CATALOG, "jac"), H100, ablation)
         point = np.array([0.4, 0.6, 3.0, 0.8, 12.0, 0.05])[[PARAM_NAMES.index(n) for n in names]]
         step = 1e-6 * np.maximum(1.0, np.abs(point))
         numeric = np.column_stack([
@@ -198,9 +198,9 @@ def test_an_unidentifiable_fit_reports_its_valley_and_samples_it():
     assert identifiability.unidentified_dimensions == 2
     assert {"alpha_s_per_token", "t_fixed_s"} <= set(identifiability.unidentified_parameters)
     assert "unidentified" in identifiability.describe()
-    solutions = identifiability.equivalent_params
+    solutions = identifiability.equivalent
     assert len(solutions) >= 16
-    objective = _Objective(_training_data(two_models_one_output_length(), CATALOG, "valley"), H100, FULL, PARAM_NAMES)
+    objective = SlimProblem(_training_data(two_models_one_output_length(), CATALOG, "valley"), H100, FULL)
     for params in solutions:   # training-equivalent: the same cost to the stated tolerance
         vector = np.array([getattr(params, name) / p.unit_in_si for name, p in zip(PARAM_NAMES, FIT_PARAMETERS)])
         assert objective.cost(vector) <= fit.cost * (1 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * 12
@@ -229,9 +229,9 @@ def test_the_roofline_prior_leaves_an_identified_fit_alone(monkeypatch):
     """On data that determine every constant the prior moves nothing measurable."""
     frame = synthetic_frame(TRUE_PARAMS, noise=0.01, seed=1)
     fit = fit_slim(frame, CATALOG, H100, split_name="noisy")
-    assert fit.identifiability.identified and fit.identifiability.equivalent_params == ()
+    assert fit.identifiability.identified and fit.identifiability.equivalent == ()
     assert fit.identifiability.describe() == "identified"
-    monkeypatch.setattr(fit_module, "ROOFLINE_PRIOR_WEIGHT", 0.0)
+    monkeypatch.setattr(calibration, "ROOFLINE_PRIOR_WEIGHT", 0.0)
     without_prior = fit_slim(frame, CATALOG, H100, split_name="no prior")
     for name in PARAM_NAMES:
         assert getattr(fit.params, name) == pytest.approx(getattr(without_prior.params, name), rel=1e-4), name

@@ -41,7 +41,7 @@ def test_two_models_determine_every_constant(two_models, catalog, h100):
     assert np.abs(calibration.residuals).max() < 1e-4
     for name in FITTED_CONSTANTS:
         assert getattr(calibration.constants, name) == pytest.approx(getattr(TRUTH, name), rel=1e-2), name
-    assert not calibration.identifiability.equivalent_constants
+    assert not calibration.identifiability.equivalent
     assert set(calibration.to_dict()["constants"]) == set(FITTED_CONSTANTS)
 
 
@@ -76,15 +76,15 @@ def test_one_model_leaves_launch_and_step_overhead_open(catalog, h100):
         set(identifiability.at_bounds) | set(identifiability.unidentified_parameters))
     assert calibration.constants.tensor_parallel_step_overhead_s < 1e-12
     assert calibration.constants.xformers_attention_latency_s < 1e-12
-    assert identifiability.equivalent_constants
+    assert identifiability.equivalent
     training, costs = ScheduleCosts(train, catalog, h100, SimConstants()), ScheduleCosts(target, catalog, h100,
                                                                                           SimConstants())
     fitted, chosen = (c.predict(calibration.constants).throughput_per_s for c in (training, costs))
-    for consts in identifiability.equivalent_constants:
+    for consts in identifiability.equivalent:
         assert training.predict(consts).throughput_per_s == pytest.approx(fitted, rel=1e-5)
         assert costs.predict(consts).throughput_per_s == pytest.approx(chosen, rel=1e-2)
     skipped = calibrate_schedules(train, measured, catalog, h100, split_name="one model", sample_valley=False)
-    assert skipped.constants == calibration.constants and not skipped.identifiability.equivalent_constants
+    assert skipped.constants == calibration.constants and not skipped.identifiability.equivalent
 
 
 def test_too_few_runs_or_bad_throughputs_are_refused(two_models, catalog, h100):

@@ -89,10 +89,10 @@ def test_an_unidentified_direction_widens_the_band_by_the_envelope():
     and the band must span every training-equivalent solution's prediction."""
     train = synthetic_frame(TRUE_PARAMS, noise=0.01, seed=2, models=("opt-1.3b",))
     fit = fit_slim(train, CATALOG, H100, split_name="one model")
-    assert not fit.identifiability.identified and fit.identifiability.equivalent_params
+    assert not fit.identifiability.identified and fit.identifiability.equivalent
     other = TARGET.assign(**{col.MODEL: "opt-6.7b"})
     band = prediction_band_frame(fit, CATALOG, H100, other, 0.9)
-    alternatives = np.stack([predict_frame(CATALOG, H100, p, other)[0] for p in fit.identifiability.equivalent_params])
+    alternatives = np.stack([predict_frame(CATALOG, H100, p, other)[0] for p in fit.identifiability.equivalent])
     assert (band.envelope_ratio > 0.01).all()
     assert (band.e2e_low_s <= alternatives.min(axis=0)).all() and (alternatives.max(axis=0) <= band.e2e_high_s).all()
     same_model = prediction_band_frame(fit, CATALOG, H100, TARGET.assign(**{col.MODEL: "opt-1.3b"}), 0.9)

@@ -19,9 +19,9 @@ The band at a configuration ``x = (arch, IL, OL, B)`` has two parts.
    for a two-sided band at confidence ``c``, ``q = t(c)`` for a one-sided upper bound.
 
 2. **Envelope over the unidentified directions.** Where the training data leave directions of
-   the parameter space open (`slim.model.fit.Identifiability`), ``Sigma`` is zero along them,
+   the parameter space open (`slim.model.identifiability.Identifiability`), ``Sigma`` is zero along them,
    and the band instead spans the predictions of every sampled training-equivalent solution
-   (``theta_0`` the chosen fit, ``theta_1..K`` its `equivalent_params`, data cost within
+   (``theta_0`` the chosen fit, ``theta_1..K`` its `Identifiability.equivalent`, data cost within
    1e-6 relative of the fit's). So a prediction the data do not determine shows a wide band
    rather than the prior's choice alone:
 
@@ -154,7 +154,7 @@ def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, 
     quantile = band_quantile(fit, confidence, one_sided)
     sigma = log_e2e_std(fit, arch, hw, il, ol, batch, kind)
     alternatives = np.stack([predict_e2e_s(arch, hw, params, il, ol, batch, fit.ablation)
-                             for params in (fit.params, *identifiability.equivalent_params)])
+                             for params in (fit.params, *identifiability.equivalent)])
     e2e_s = alternatives[0]
     lowest, highest = alternatives.min(axis=0), alternatives.max(axis=0)
     e2e_high = highest * np.exp(quantile * sigma)
@@ -167,7 +167,7 @@ def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, 
         throughput_high_per_s=throughput_from_e2e(il, ol, batch, e2e_low),
         log_std=np.broadcast_to(sigma, e2e_s.shape).copy(),
         envelope_ratio=highest / lowest - 1.0,
-        envelope_sampled=identifiability.identified or bool(identifiability.equivalent_params),
+        envelope_sampled=identifiability.identified or bool(identifiability.equivalent),
     )
 
 

@@ -75,7 +75,7 @@ class FittedSim:
         table = schedules_for(configs, self.schedules, self.catalog, self.hardware)
         schedules = table.for_frame(configs)
         started = np.array([schedule.ok for schedule in schedules], dtype=bool)
-        equivalent = () if self.calibration is None else self.calibration.identifiability.equivalent_constants
+        equivalent = () if self.calibration is None else self.calibration.identifiability.equivalent
         alternatives = []
         costs = (ScheduleCosts([s for s in schedules if s.ok], self.catalog, self.hardware, table.constants)
                  if started.any() else None)
@@ -151,7 +151,7 @@ class FittedSlimAtSimBatch:
 
         chosen_batch = sim.alternatives[0][MEAN_BATCH]
         alternatives = ([slim_at(fit.params, chosen_batch)]
-                        + [slim_at(params, chosen_batch) for params in fit.identifiability.equivalent_params]
+                        + [slim_at(params, chosen_batch) for params in fit.identifiability.equivalent]
                         + [slim_at(fit.params, other[MEAN_BATCH]) for other in sim.alternatives[1:]])
         first = alternatives[0]
         return Prediction(first[THROUGHPUT], first[E2E], first[MEAN_BATCH], alternatives=tuple(alternatives),

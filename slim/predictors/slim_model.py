@@ -100,7 +100,7 @@ class FittedSlim:
         alternatives = [{THROUGHPUT: throughput, E2E: e2e_s}]
         interval = None
         if fit is not None:
-            for params in fit.identifiability.equivalent_params:
+            for params in fit.identifiability.equivalent:
                 other_e2e_s, other_throughput = predict_frame(self.catalog, self.hardware, params, configs,
                                                               self.ablation)
                 alternatives.append({THROUGHPUT: other_throughput, E2E: other_e2e_s})
