@@ -22,6 +22,7 @@ from slim.errors import AdvisorError, TraceFormatError
 from slim.gpu.kv_memory import plan_kv_memory
 from slim.model.equations import predict_frame
 from slim.model.metrics import mape_pct
+from slim.predictors.slim_model import FittedSlim
 from slim.sim.constants import FITTED_CONSTANTS
 from slim.specs.hardware import load_hardware
 
@@ -114,7 +115,8 @@ def test_no_held_out_check_when_every_target_run_is_trained_on(user_runs, catalo
     advice = advise(request(USER, "opt-2.7b", hardware="a100-80gb", train_models=["opt-2.7b"]))
     assert advice.held_out is None and advice.n_left_out == 12 and advice.train_models == ("opt-2.7b",)
     train = user_runs[user_runs[col.MODEL] == "opt-2.7b"]
-    assert held_out_check(user_runs, train, catalog["opt-2.7b"], catalog, h100, advice.fit) is None
+    fitted = FittedSlim.of_fit("SLIM", advice.fit, catalog, h100)
+    assert held_out_check(user_runs, train, catalog["opt-2.7b"], fitted) is None
 
 
 # ---------------------------------------------------------------- the warnings, on a curve known exactly

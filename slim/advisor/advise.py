@@ -45,7 +45,7 @@ from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
-from slim.predictors import RegisteredPredictor, TrainingRuns, advise_predictors
+from slim.predictors import FittedPredictor, RegisteredPredictor, TrainingRuns, advise_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants
 from slim.sim.schedules import DEFAULT_NUM_PROMPTS, ScheduleKey, keys_of_frame, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, Architecture, ArchitectureCatalog, load_architectures
@@ -196,7 +196,7 @@ def advise(request: AdviceRequest) -> Advice:
                   kv_capacity_source=capacity_source, memory=memory, max_model_len=max_model_len,
                   knee=recommend_knee(arch, hw, r.input_len + r.output_len), hardware=hw.name,
                   train_models=tuple(sorted(train[col.MODEL].unique())), n_left_out=len(runs) - len(train),
-                  held_out=None if advice.curve is None else held_out_check(runs, train, arch, catalog, hw, fit),
+                  held_out=None if advice.curve is None else held_out_check(runs, train, arch, advice.fitted),
                   warnings=advice_warnings(arch, runs, train, decision, capacity, capacity_source, advice.curve, memory,
                                            r.input_len + r.output_len)
                   + tensor_parallel_warnings(runs, every_degree, other_degrees),
@@ -269,10 +269,14 @@ class PredictorAdvice:
     None where the decision rests on simulated runs, SIM's, which queue beyond the KV capacity
     themselves and have no held-out check)."""
 
-    fit: CalibrationResult | None
+    fitted: FittedPredictor
     decision: BcaResult
     refused: tuple[float, ...] = ()
     curve: CurvePredictor | None = None
+
+    @property
+    def fit(self) -> CalibrationResult | None:
+        return self.fitted.calibration
 
 
 def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: pd.DataFrame,
@@ -306,5 +310,5 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
                             sample_valley=request.confidence is not None and entry.bca == "curve")
     fitted = entry.predictor.fit(training)
     decided = predicted_bca(entry, fitted, target, candidates, request.slo_s, request.epsilon, request.confidence)
-    return PredictorAdvice(fitted.calibration, decided.decision, over_budget + decided.refused, decided.curve)
+    return PredictorAdvice(fitted, decided.decision, over_budget + decided.refused, decided.curve)
 

@@ -13,9 +13,8 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
-from slim.model.equations import predict_frame
-from slim.model.fit import SlimFit
 from slim.model.metrics import mape_pct
+from slim.predictors import FittedPredictor
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
@@ -122,14 +121,16 @@ def select_training_runs(usable: pd.DataFrame, catalog: ArchitectureCatalog, tra
     return usable[keep]
 
 
-def held_out_check(usable: pd.DataFrame, train: pd.DataFrame, arch: Architecture, catalog: ArchitectureCatalog,
-                   hw: Hardware, fit: SlimFit) -> HeldOutCheck | None:
-    """SLIM's MAPE (Eqs. 5-12 at the fitted parameters) on the usable runs of `arch` that `train`
-    lacks: how well the fit transfers to the target; None if every run of it was trained on."""
+def held_out_check(usable: pd.DataFrame, train: pd.DataFrame, arch: Architecture,
+                   fitted: FittedPredictor) -> HeldOutCheck | None:
+    """The fitted predictor's MAPE (SLIM: Eqs. 5-12 at the fitted parameters) on the usable runs of
+    `arch` that `train` lacks: how well the fit transfers to the target; None if every run of it was
+    trained on."""
     left_out = usable[(usable[col.MODEL] == arch.name) & ~usable.index.isin(train.index)]
     if left_out.empty:
         return None
-    e2e_s, throughput = predict_frame(catalog, hw, fit.params, left_out)
+    prediction = fitted.predict(left_out)
+    throughput, e2e_s = prediction.throughput_per_s, prediction.e2e_latency_s
     return HeldOutCheck(arch.name, len(left_out),
                         mape_pct(throughput, left_out[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)),
                         mape_pct(e2e_s, left_out[col.E2E_LATENCY_S].to_numpy(dtype=float)))

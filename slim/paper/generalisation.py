@@ -10,7 +10,7 @@ limitation (it overestimates the gap between Qwen-32B/TP2 and Qwen-72B/TP4); the
 figure is meant to show it, not to hide it.
 
 The fit and the prediction reuse the held-out machinery: the training and target
-rows are a `HeldOutSetting` cut by `split_setting`, SLIM is `fit_slim`, and the
+rows are a `HeldOutSetting` cut by `split_setting`, SLIM is the registry's (`slim.predictors`), and the
 prediction rows are those of `slim.paper.heldout` (x = the measured mean batch size).
 """
 
@@ -23,13 +23,14 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError, PlotInputError
-from slim.model.equations import ArchitectureLookup, predict_frame
-from slim.model.fit import SlimFit, fit_slim
+from slim.model.equations import ArchitectureLookup
+from slim.model.fit import SlimFit
 from slim.model.metrics import mape_pct
 from slim.paper.generalisation_config import SECTION, GeneralisationConfig
 from slim.paper.heldout import SLIM, prediction_rows
 from slim.paper.splits import HeldOutSetting, split_setting
 from slim.paper.table_format import to_booktabs, to_html_page, to_markdown
+from slim.predictors import TrainingRuns, registered
 from slim.specs.hardware import Hardware
 
 SETTING_NAME = "generalisation"
@@ -88,7 +89,7 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
     predicted with one GPU's ``F_max`` and ``BW_max`` from `hw` and the *whole*
     model's ``L, D, D_kv, r_ff``: no tensor-parallel sharding is modelled, as in
     the paper. The x value is each run's measured mean batch size, as in the
-    held-out evaluation (`slim.model.equations.predict_frame`).
+    held-out evaluation (the registry's SLIM, `slim.predictors`).
     """
     col.require_columns(clean, (col.TENSOR_PARALLEL,), "the cleaned table", ConfigError,
                         fix="re-run ingest (snakemake --forcerun ingest)")
@@ -98,15 +99,16 @@ def evaluate_generalisation(clean: pd.DataFrame, config: GeneralisationConfig, c
     if not sharded.empty:
         raise ConfigError(f"{SECTION}.train_models: run '{sharded[col.RUN_ID].iloc[0]}' uses tensor parallelism "
                           f"{int(sharded[col.TENSOR_PARALLEL].iloc[0])}; SLIM is fitted on single-GPU runs only")
-    fit = fit_slim(split.train, catalog, hw, split_name=SETTING_NAME)
+    fitted = registered(SLIM).predictor.fit(TrainingRuns(split.train, catalog, hw, label=SETTING_NAME))
     order = {model: position for position, model in enumerate(config.target_models)}
     targets = split.validate.sort_values([col.MODEL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.RUN_ID],
                                          key=lambda values: values.map(order) if values.name == col.MODEL else values)
-    e2e_s, throughput = predict_frame(catalog, hw, fit.params, targets)
-    rows = prediction_rows(SETTING_NAME, SLIM, targets, TARGET_ROLE, throughput, e2e_s)
+    prediction = fitted.predict(targets)
+    rows = prediction_rows(SETTING_NAME, SLIM, targets, TARGET_ROLE, prediction.throughput_per_s,
+                           prediction.e2e_latency_s)
     rows[col.TENSOR_PARALLEL] = targets[col.TENSOR_PARALLEL].to_numpy()
     predictions = rows[list(col.GENERALISATION_PREDICTION_COLUMNS)].reset_index(drop=True)
-    return GeneralisationResult(predictions, fit, setting, len(split.train))
+    return GeneralisationResult(predictions, fitted.calibration, setting, len(split.train))
 
 
 def generalisation_mapes(predictions: pd.DataFrame) -> pd.DataFrame:
