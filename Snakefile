@@ -45,4 +45,4 @@ if "characterisation" in config:
 rule all:
     default_target: True
     input:
-        all_targets(),
+        PLAN.all_targets(),

@@ -9,6 +9,11 @@ class ConfigError(SlimError):
     """A configuration value is missing, unknown or out of range."""
 
 
+class PlanError(ConfigError):
+    """A target the run is asked for cannot be built with this config (its datasets are not in
+    run_datasets, or their traces are absent); raised when the target is planned, naming the key."""
+
+
 class UnknownModelError(ConfigError):
     """A model name is not in the models file (`slim/specs/models.yaml` or another)."""
 

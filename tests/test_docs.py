@@ -27,7 +27,8 @@ _SPAN = re.compile(r"`([^`\n]+)`")
 _MODULE = re.compile(r"(?:slim|baselines)(?:\.[A-Za-z_]\w*)+")
 _RULE = re.compile(r"^(?:rule|checkpoint)\s+(\w+)\s*:", re.M)
 _SETTING_FILES = re.compile(r'dataset_setting_files\(\w+, "(?P<folder>[^"]+)", "(?P<extension>[^"]+)"\)')
-"""An output list of `common.smk`'s `dataset_setting_files`: results/<dataset>/<folder>/<setting>.<extension>."""
+"""An output list of the plan's `dataset_setting_files` (slim/pipeline/planning.py):
+results/<dataset>/<folder>/<setting>.<extension>."""
 _PATH_DIRECTIVE = re.compile(r"^(?P<indent>\s+)(?:output|log|benchmark):\s*$")
 _PLACEHOLDER = re.compile(r"<[^<>/]+>|\{[^{}/]+\}")
 _OPTION_VALUE = {"--cores", "-c", "--jobs", "-j", "--profile", "--report", "--executor", "--forcerun", "-R",

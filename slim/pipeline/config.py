@@ -46,6 +46,18 @@ class DatasetConfig:
     table_layout: TableLayout = DEFAULT_LAYOUT
     hardware_catalog: Mapping[str, Hardware] | None = None   # the hardware file (labels that are its keys)
     rows: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)   # datasets.<name>.rows: rows kept
+    source: str | None = None       # datasets.<name>.source: the trace source `fetch_traces` downloads
+    table: Mapping[str, Any] | None = None   # datasets.<name>.table as configured (its summary tables' columns)
+
+    @property
+    def hardware_key(self) -> str | None:
+        """The dataset's `hardware` key of the hardware file, or None where its table maps rows to accelerators."""
+        return None if self.hardware is None else self.hardware.name
+
+    @property
+    def reads_summary_tables(self) -> bool:
+        """Whether its runs come from summary tables (offline static batches) rather than run folders."""
+        return self.table is not None
 
     @property
     def ingest_options(self) -> IngestOptions:
@@ -290,6 +302,7 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
         hardware=hardware[entry["hardware"]] if "hardware" in entry else None,
         models=models, settings_file=settings_file, description=entry.get("description", ""), bca_file=bca_file,
         hardware_map=hardware_map, table_layout=layout, hardware_catalog=hardware, rows=rows,
+        source=entry.get("source"), table=entry.get("table"),
     )
 
 

@@ -1,5 +1,5 @@
-"""Snakemake input and params functions that need more than a dictionary lookup (the plain
-ones live in workflow/rules/common.smk)."""
+"""Snakemake input and params functions of the Fig. 11 rules, which check their config section only
+when planned (the run's plan, `slim.pipeline.planning.Plan.generalisation`, holds them)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ rule cross_accelerator_table:
     input:
         tables=cross_accelerator_files("results/{name}/table3.csv"),
         settings=cross_accelerator_settings,
-        advisors=cross_accelerator_files("results/{name}/table_advisors.csv", cross_accelerator_advised),
-        profiling_cost=cross_accelerator_files("results/{name}/table6.csv", cross_accelerator_advised),
+        advisors=cross_accelerator_files("results/{name}/table_advisors.csv", advised_only=True),
+        profiling_cost=cross_accelerator_files("results/{name}/table6.csv", advised_only=True),
     output:
         table="results/accelerators/cross_accelerator.csv",
         advisors="results/accelerators/advisors.csv",

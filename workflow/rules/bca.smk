@@ -4,23 +4,23 @@
 # Fitting SLIM per target (Tables V-VI, Fig. 12) and leave-one-curve-out (the advisor comparison)
 # make it a cluster job; on real datasets the simulator's cached schedules add SIM-BCA beside
 # SLIM-BCA. Fig. 12 exists only for some datasets, so the rule is defined once per dataset;
-# helpers live in common.smk.
-for studied_dataset in BCA_DATASETS:
+# the dataset lists come from the run's plan (PLAN, slim.pipeline.planning).
+for studied_dataset in PLAN.bca_datasets:
 
     rule:
         name:
-            dataset_rule_name("bca_study", studied_dataset)
+            PLAN.rule_name("bca_study", studied_dataset)
         input:
             clean=f"results/{studied_dataset}/clean.parquet",
-            settings=str(DATASETS[studied_dataset].settings_file),
-            bca_config=str(DATASETS[studied_dataset].bca_file),
+            settings=str(PLAN.datasets[studied_dataset].settings_file),
+            bca_config=str(PLAN.datasets[studied_dataset].bca_file),
             models=config["models_file"],
             hardware=config["hardware_file"],
-            sim_schedules=dataset_sim_schedules_files(studied_dataset),
-            sim_constants=dataset_sim_constants_files(studied_dataset),
+            sim_schedules=PLAN.sim_schedules_files(studied_dataset),
+            sim_constants=PLAN.sim_constants_files(studied_dataset),
             reference="config/paper_reference.yaml",
         output:
-            # Fig. 12 where the advisor config names a single-curve transfer (FIG12_DATASETS).
+            # Fig. 12 where the advisor config names a single-curve transfer (PLAN.fig12_datasets).
             **(
                 {
                     "fig12_pdf": report(
@@ -30,7 +30,7 @@ for studied_dataset in BCA_DATASETS:
                     "fig12_grid": f"results/{studied_dataset}/fig12.csv",
                     "fig12_efficiency": f"results/{studied_dataset}/fig12_efficiency.csv",
                 }
-                if studied_dataset in FIG12_DATASETS
+                if studied_dataset in PLAN.fig12_datasets
                 else {}
             ),
             table5=f"figures/{studied_dataset}/table5.tex",
@@ -57,8 +57,8 @@ for studied_dataset in BCA_DATASETS:
             memory=f"results/{studied_dataset}/fig13.csv",
         params:
             dataset=studied_dataset,
-            dataset_label=DATASETS[studied_dataset].label,
-            hardware=DATASETS[studied_dataset].hardware.name,
+            dataset_label=PLAN.datasets[studied_dataset].label,
+            hardware=PLAN.datasets[studied_dataset].hardware.name,
         log:
             f"logs/{studied_dataset}/bca_study.log",
         benchmark:

@@ -1,6 +1,6 @@
 # Characterisation artefacts (paper Section V): Fig. 1 and Table I (Fig. 2 is drawn with each
 # dataset's figures, figures.smk).
-# Input functions dataset_label, batch_scaling_* live in common.smk.
+# Fig. 1's rows over several datasets come from the run's plan (PLAN.batch_scaling_*).
 
 
 localrules:
@@ -32,13 +32,13 @@ rule fig1:
 
 rule fig1_datasets:
     input:
-        runs=batch_scaling_runs_files,
+        runs=PLAN.batch_scaling_runs_files(),
     output:
         pdf=report("figures/fig1.pdf", caption="../report/fig1_datasets.rst", category="Characterisation"),
         png="figures/fig1.png",
     params:
-        dataset_labels=batch_scaling_labels,
-        output_lens=batch_scaling_output_lens,
+        dataset_labels=PLAN.batch_scaling_labels(),
+        output_lens=PLAN.batch_scaling_output_lens(),
     log:
         "logs/fig1.log",
     conda:

@@ -3,23 +3,23 @@
 # the dataset has them): they read the same inputs, and one Python start-up with scikit-learn,
 # SciPy and statsmodels (about 1.6 CPU-s) costs more than most settings' fits. Its outputs name
 # the dataset's settings, so the rule is defined once per evaluated dataset (Snakemake's
-# procedural rule definition); helpers live in common.smk.
-for evaluated_dataset in EVALUATED_DATASETS:
+# procedural rule definition); the dataset lists come from the run's plan (PLAN, slim.pipeline.planning).
+for evaluated_dataset in PLAN.evaluated_datasets:
 
     rule:
         name:
-            dataset_rule_name("evaluate", evaluated_dataset)
+            PLAN.rule_name("evaluate", evaluated_dataset)
         input:
             clean=f"results/{evaluated_dataset}/clean.parquet",
-            settings=str(DATASETS[evaluated_dataset].settings_file),
+            settings=str(PLAN.datasets[evaluated_dataset].settings_file),
             models=config["models_file"],
             hardware=config["hardware_file"],
-            sim_schedules=dataset_sim_schedules_files(evaluated_dataset),
-            sim_constants=dataset_sim_constants_files(evaluated_dataset),
+            sim_schedules=PLAN.sim_schedules_files(evaluated_dataset),
+            sim_constants=PLAN.sim_constants_files(evaluated_dataset),
             reference="config/paper_reference.yaml",
             expected="config/headlines.yaml",
         output:
-            # The baselines' readings where the dataset has them (SENSITIVITY_DATASETS).
+            # The baselines' readings where the dataset has them (PLAN.sensitivity_datasets).
             **(
                 {
                     "sensitivity": f"results/{evaluated_dataset}/baseline_sensitivity.csv",
@@ -30,12 +30,12 @@ for evaluated_dataset in EVALUATED_DATASETS:
                     ),
                     "sensitivity_md": f"results/{evaluated_dataset}/baseline_sensitivity.md",
                 }
-                if evaluated_dataset in SENSITIVITY_DATASETS
+                if evaluated_dataset in PLAN.sensitivity_datasets
                 else {}
             ),
-            predictions=dataset_setting_files(evaluated_dataset, "evaluation", "parquet"),
-            identifiability=dataset_setting_files(evaluated_dataset, "identifiability", "parquet"),
-            fits=dataset_setting_files(evaluated_dataset, "fits", "json"),
+            predictions=PLAN.dataset_setting_files(evaluated_dataset, "evaluation", "parquet"),
+            identifiability=PLAN.dataset_setting_files(evaluated_dataset, "identifiability", "parquet"),
+            fits=PLAN.dataset_setting_files(evaluated_dataset, "fits", "json"),
             mapes=f"results/{evaluated_dataset}/table3.csv",
             comparisons=f"results/{evaluated_dataset}/mape_comparisons.csv",
             reduction=f"results/{evaluated_dataset}/mape_reduction.csv",
@@ -59,10 +59,10 @@ for evaluated_dataset in EVALUATED_DATASETS:
             measured=f"results/{evaluated_dataset}/headlines_measured.yaml",
         params:
             dataset=evaluated_dataset,
-            dataset_label=DATASETS[evaluated_dataset].label,
-            settings=applicable_settings(evaluated_dataset),
-            ablation_transfers=table4_setting_names(SETTINGS[evaluated_dataset]),
-            hardware=DATASETS[evaluated_dataset].hardware.name,
+            dataset_label=PLAN.datasets[evaluated_dataset].label,
+            settings=PLAN.applicable_settings(evaluated_dataset),
+            ablation_transfers=PLAN.table4_settings(evaluated_dataset),
+            hardware=PLAN.datasets[evaluated_dataset].hardware.name,
         log:
             f"logs/{evaluated_dataset}/evaluate.log",
         benchmark:

@@ -7,7 +7,7 @@ localrules:
 
 rule fetch_traces:
     input:
-        expand(f"{TRACE_CACHE}/{{source}}", source=TRACE_SOURCES),
+        expand(f"{PLAN.trace_cache}/{{source}}", source=PLAN.trace_sources),
 
 
 # One source: its archive at a fixed commit, exactly the checksum manifest's files extracted and
@@ -16,7 +16,7 @@ rule fetch_trace_source:
     input:
         checksums=trace_source_checksums,
     output:
-        traces=directory(f"{TRACE_CACHE}/{{source}}"),
+        traces=directory(f"{PLAN.trace_cache}/{{source}}"),
     params:
         source=trace_source_entry,
         timeout_s=config["fetch"]["timeout_s"],
@@ -30,7 +30,7 @@ rule fetch_trace_source:
 
 
 # An artefact of a dataset skipped for want of its traces: planning stops with the dataset's line.
-if ABSENT_DATASETS:
+if PLAN.absent:
 
     rule absent_dataset:
         input:
@@ -39,7 +39,7 @@ if ABSENT_DATASETS:
             "{area}/{absent_dataset}/{absent_path}",
         wildcard_constraints:
             area="results|figures",
-            absent_dataset="|".join(re.escape(name) for name in ABSENT_DATASETS),
+            absent_dataset=PLAN.absent_dataset_pattern,
             absent_path=".+",
         log:
             "logs/{area}/{absent_dataset}/{absent_path}.absent.log",

@@ -1,12 +1,12 @@
 # Fig. 11: SLIM fitted only on the single-GPU runs of config `generalisation.train_models`,
 # predicting unseen models (GQA, tensor parallelism). The config is checked when these
-# targets are planned (GENERALISATION, slim.pipeline.config.GeneralisationInputs, in common.smk),
+# targets are planned (PLAN.generalisation, slim.pipeline.snakemake_inputs.GeneralisationInputs),
 # naming the key.
 
 
 rule generalisation:
     input:
-        clean=GENERALISATION.clean_table,
+        clean=PLAN.generalisation.clean_table,
         models=config["models_file"],
         hardware=config["hardware_file"],
     output:
@@ -17,20 +17,20 @@ rule generalisation:
         table_html=report(
             "figures/table_fig11.html",
             caption="../report/table_fig11.rst",
-            category=GENERALISATION.report_category(),
+            category=PLAN.generalisation.report_category(),
         ),
         fig11_pdf=report(
             "figures/fig11.pdf",
             caption="../report/fig11.rst",
-            category=GENERALISATION.report_category(),
+            category=PLAN.generalisation.report_category(),
         ),
         fig11_png="figures/fig11.png",
     params:
-        dataset=GENERALISATION.dataset_name,
-        dataset_label=GENERALISATION.dataset_label,
-        train_models=GENERALISATION.train_models,
-        target_models=GENERALISATION.target_models,
-        hardware=GENERALISATION.hardware_name,
+        dataset=PLAN.generalisation.dataset_name,
+        dataset_label=PLAN.generalisation.dataset_label,
+        train_models=PLAN.generalisation.train_models,
+        target_models=PLAN.generalisation.target_models,
+        hardware=PLAN.generalisation.hardware_name,
     log:
         "logs/generalisation/generalisation.log",
     benchmark:

@@ -9,11 +9,11 @@ localrules:
 # (`snakemake --cores 2 record_headlines`); the copy under results/ is the rule's output.
 rule record_headlines:
     input:
-        mapes=recorded_headline_tables,
+        mapes=PLAN.recorded_headline_tables(),
     output:
         recorded="results/headlines_recorded.yaml",
     params:
-        datasets=EVALUATED_DATASETS,
+        datasets=PLAN.evaluated_datasets,
         record="config/headlines.yaml",
     log:
         "logs/record_headlines.log",
@@ -29,7 +29,7 @@ rule default_artefact:
     output:
         "figures/{artefact}",
     wildcard_constraints:
-        artefact=DEFAULT_ARTEFACT_PATTERN,
+        artefact=PLAN.default_artefact_pattern,
     log:
         "logs/default_artefact/{artefact}.log",
     conda:
@@ -40,11 +40,11 @@ rule default_artefact:
 
 rule readme_results:
     input:
-        summaries=readme_summaries,
+        summaries=PLAN.readme_summaries(),
     output:
         "results/readme_results.md",
     params:
-        skipped=skipped_dataset_lines,
+        skipped=PLAN.skipped_dataset_lines(),
     log:
         "logs/readme_results.log",
     conda:
@@ -55,14 +55,14 @@ rule readme_results:
 
 rule readme_headline:
     input:
-        unpack(headline_tables),
+        **PLAN.headline_tables(),
         paper_settings="config/settings/paper.yaml",
         reference="config/paper_reference.yaml",
     output:
         "results/readme_headline.md",
     params:
-        labels=headline_labels,
-        profiled=headline_profiled,
+        labels=PLAN.headline_labels(),
+        profiled=PLAN.headline_profiled(),
     log:
         "logs/readme_headline.log",
     conda:

@@ -16,8 +16,8 @@ rule tuning_replay:
         settings=tuning_settings_file,
         models=config["models_file"],
         hardware=config["hardware_file"],
-        sim_schedules=tuning_sim_inputs("schedules"),
-        sim_constants=tuning_sim_inputs("constants"),
+        sim_schedules=tuning_sim_schedules,
+        sim_constants=tuning_sim_constants,
     output:
         replay="results/{dataset}/tuning_replay.csv",
         calibration="results/{dataset}/tuning_calibration.csv",
@@ -43,9 +43,9 @@ rule tuning_replay:
 
 rule tuning_summary:
     input:
-        replays=tuning_files("results/{name}/tuning_replay.csv"),
-        calibrations=tuning_files("results/{name}/tuning_calibration.csv"),
-        notes=tuning_files("results/{name}/tuning_notes.txt"),
+        replays=PLAN.tuning_files("results/{name}/tuning_replay.csv"),
+        calibrations=PLAN.tuning_files("results/{name}/tuning_calibration.csv"),
+        notes=PLAN.tuning_files("results/{name}/tuning_notes.txt"),
     output:
         csv="results/tuning/summary.csv",
         md="results/tuning/summary.md",
@@ -57,7 +57,7 @@ rule tuning_summary:
             category="Tuning",
         ),
     params:
-        dataset_labels=tuning_dataset_labels,
+        dataset_labels=PLAN.tuning_dataset_labels(),
     log:
         "logs/tuning/tuning_summary.log",
     conda:
