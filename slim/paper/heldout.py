@@ -13,7 +13,7 @@ quantities: total-token throughput and the Little's-law E2E latency of each vali
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,7 @@ from slim.specs.hardware import Hardware
 
 if TYPE_CHECKING:
     from slim.model.calibration import CalibrationResult
-    from slim.predictors import RegisteredPredictor
+    from slim.predictors import FittedPredictor, RegisteredPredictor
     from slim.predictors.contract import Prediction
     from slim.sim.schedules import ScheduleTable
 
@@ -194,7 +194,8 @@ def evaluate_predictor(entry: RegisteredPredictor, training: TrainingRuns, split
     return frames, record
 
 
-def _refit_predict(fitted, training: TrainingRuns, setting: str):
+def _refit_predict(fitted: FittedPredictor, training: TrainingRuns,
+                   setting: str) -> Callable[[pd.DataFrame, pd.DataFrame], tuple[np.ndarray, np.ndarray] | None]:
     """``(train, rows) -> (throughput, E2E)`` of `fitted` refitted on `train` (one refinement from
     it), or None where those runs cannot determine it: a conformal fold's predictor."""
 
