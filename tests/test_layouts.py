@@ -11,7 +11,6 @@ import pytest
 from conftest import load_data_generator
 
 from slim import columns as col
-from slim.advisor import advise as advice_module
 from slim.advisor.advise import AdviceRequest, advise
 from slim.model import fit as fit_module
 from slim.specs.architecture import MODELS_FILE
@@ -117,16 +116,18 @@ def advice_per_layout():
     are equal up to run names: the SLIM fit (seconds each, tested in test_fit.py) is computed once
     per distinct table, and everything else, ingest to BCA, runs per layout."""
     fits: dict[bytes, object] = {}
+    fit_slim = fit_module.fit_slim
 
     def fit_once(frame, *args, **kwargs):
         table = frame[list(fit_module.FIT_INPUT_COLUMNS)].sort_values(col.MEAN_BATCH_SIZE)
         key = table.round(6).to_csv(index=False).encode()
         if key not in fits:
-            fits[key] = fit_module.fit_slim(frame, *args, **kwargs)
+            fits[key] = fit_slim(frame, *args, **kwargs)
         return fits[key]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(advice_module, "fit_slim", fit_once)
+        # The registered SLIM predictor looks fit_slim up where it fits.
+        patch.setattr(fit_module, "fit_slim", fit_once)
         return {name: advise(AdviceRequest(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
                                            models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
                 for name in LAYOUTS.LAYOUTS}
