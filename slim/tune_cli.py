@@ -31,6 +31,7 @@ from slim.advisor.tune_plan import (
 )
 from slim.advisor.tune_report import tune_json, tune_text
 from slim.errors import AdvisorError
+from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -74,7 +75,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
     tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
-    tune.add_argument("--predictor", choices=("sim", "slim"), default="sim",
+    tune.add_argument("--predictor", choices=sorted(tune_predictors()), default="sim",
                       help="the prior the measurements correct: sim (the simulator, default) or slim")
     tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
                       help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
+from slim.advisor.tune_model import tune_prior
+from slim.errors import FitError
 from slim.model.equations import SlimParams, predict_frame
 from slim.predictors import (
     IMAI,
@@ -23,10 +25,12 @@ from slim.predictors import (
     registered,
     table3_labels,
     table4_labels,
+    tune_predictors,
 )
 from slim.predictors.contract import E2E, MEAN_BATCH, THROUGHPUT
-from slim.predictors.slim_model import FittedSlim
+from slim.predictors.slim_model import IDEAL_SLIM_PARAMS, FittedSlim
 from slim.sim import SimConstants
+from slim.sim.schedule_costs import prediction_costs
 from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
@@ -135,8 +139,6 @@ def sim_runs() -> tuple[pd.DataFrame, ScheduleTable]:
     frame = pd.DataFrame({col.MODEL: [key.model for key in keys], col.INPUT_LEN_MEAN: 128.0,
                           col.OUTPUT_LEN_MEAN: 64.0, col.MAX_NUM_SEQS: [key.max_num_seqs for key in keys],
                           col.NUM_PROMPTS: 60})
-    from slim.sim.schedule_costs import prediction_costs
-
     simulated = prediction_costs(frame, schedules, CATALOG, H100).predict(truth)
     frame[col.TOTAL_TOKEN_THROUGHPUT] = simulated.throughput_per_s
     frame[col.MEAN_BATCH_SIZE] = simulated.mean_batch_size
@@ -157,7 +159,22 @@ def test_sim_and_slim_at_sims_batch_predict_the_batch_too(sim_runs):
 
 
 def test_sim_without_schedules_is_a_clear_error():
-    from slim.errors import FitError
-
     with pytest.raises(FitError, match="cached simulator schedules"):
         registered(SIM).predictor.fit(TrainingRuns(synthetic_runs(), CATALOG, H100, label="no schedules"))
+
+
+def test_slim_tune_starts_from_each_registered_prior_fitted_on_no_run(sim_runs):
+
+    runs, schedules = sim_runs
+    configs = runs.drop(columns=[col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT])
+    assert list(tune_predictors()) == ["slim", "sim"]
+    slim = tune_prior(tune_predictors()["slim"], CATALOG, H100).predict(configs)
+    ideal = FittedSlim.at_constants(SLIM, IDEAL_SLIM_PARAMS, CATALOG, H100).predict(configs)
+    np.testing.assert_array_equal(slim.throughput_per_s, ideal.throughput_per_s)
+    # SIM's prior runs at its schedule table's constants, not at any calibration.
+    sim = tune_prior(tune_predictors()["sim"], CATALOG, H100, schedules).predict(configs)
+    np.testing.assert_array_equal(
+        sim.throughput_per_s, prediction_costs(configs, schedules, CATALOG, H100).predict(schedules.constants)
+        .throughput_per_s)
+    with pytest.raises(FitError, match="schedule table"):
+        tune_prior(tune_predictors()["sim"], CATALOG, H100)

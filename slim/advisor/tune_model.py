@@ -3,7 +3,7 @@ SIM, from the accelerator's catalog entry alone) corrected by the residuals of t
 far, with calibrated intervals.
 
 **The prior.** SLIM at the ideal roofline machine (``eta_c = eta_m = 1``, no offset, no overheads;
-Eqs. 5-12 at `slim.model.fit.IDEAL_ROOFLINE`), evaluated at the running batch
+Eqs. 5-12 at `slim.predictors.slim_model.IDEAL_SLIM_PARAMS`), evaluated at the running batch
 ``min(cap, KV capacity in sequences, prompts)``; or SIM, the simulator with its shipped constants
 (`slim.sim.constants`), on the accelerator's catalog entry. Neither is fitted to the runs: every
 measured run is out of sample for the prior, so its residual is an honest error.
@@ -41,22 +41,17 @@ from scipy.stats import norm
 from slim import columns as col
 from slim.errors import AdvisorError
 from slim.model.conformal import conformal_quantile
-from slim.model.equations import SlimParams
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
 if TYPE_CHECKING:
-    from slim.predictors import Prediction
+    from slim.predictors import Prediction, RegisteredPredictor
     from slim.sim.schedules import ScheduleTable
 
 CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
                   col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.NUM_PROMPTS, col.BENCHMARK_MODE,
                   col.TENSOR_PARALLEL, col.KV_CAPACITY_TOKENS)
 """What a candidate configuration is: the columns of the runs table it is described by."""
-
-IDEAL_SLIM_PARAMS = SlimParams(eta_compute=1.0, eta_memory=1.0, batch_offset=0.0, alpha_s_per_token=0.0,
-                               gamma_s_per_token=0.0, t_fixed_s=0.0)
-"""SLIM's ideal roofline machine: the prior before any run of the accelerator is measured."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class PriorPrediction:
 
 class PriorPredictor(Protocol):
     """Predicts candidate configurations (`CONFIG_COLUMNS`) from the catalog alone: a registered
-    predictor at constants no run of the accelerator fitted (`slim_prior`, `sim_prior`)."""
+    predictor at constants no run of the accelerator fitted (`tune_prior`)."""
 
     name: str
 
@@ -98,22 +93,20 @@ def predicted_gpu_seconds(configs: pd.DataFrame, throughput_per_s: np.ndarray) -
     return gpus * tokens / np.asarray(throughput_per_s, dtype=float)
 
 
+def tune_prior(entry: RegisteredPredictor, architectures: ArchitectureCatalog, hardware: Hardware,
+               schedules: ScheduleTable | None = None) -> PriorPredictor:
+    """The registered predictor's prior (`Predictor.prior`: SLIM at the ideal roofline machine, SIM at
+    the constants of `schedules`, each configuration simulated once), fitted on no run."""
+    from slim.predictors import TrainingRuns
+
+    return entry.predictor.prior(TrainingRuns(pd.DataFrame(), architectures, hardware, schedules, "no runs (prior)"))
+
+
 def slim_prior(architectures: ArchitectureCatalog, hardware: Hardware) -> PriorPredictor:
-    """SLIM (`slim.predictors`) at `IDEAL_SLIM_PARAMS` on `hardware`, at ``B = min(cap, KV capacity,
-    prompts)`` (`slim.predictors.slim_model.running_batch`)."""
-    from slim.predictors import SLIM
-    from slim.predictors.slim_model import FittedSlim
+    """SLIM's prior (`tune_prior` of the registry's ``slim``)."""
+    from slim.predictors import tune_predictors
 
-    return FittedSlim.at_constants(SLIM, IDEAL_SLIM_PARAMS, architectures, hardware)
-
-
-def sim_prior(architectures: ArchitectureCatalog, hardware: Hardware, schedules: ScheduleTable) -> PriorPredictor:
-    """SIM (`slim.predictors`) at the constants of `schedules` (the shipped ones): each configuration's
-    schedule simulated once, taken from `schedules` where it is there."""
-    from slim.predictors import SIM
-    from slim.predictors.simulator import FittedSim
-
-    return FittedSim.at_table_constants(SIM, schedules, architectures, hardware)
+    return tune_prior(tune_predictors()["slim"], architectures, hardware)
 
 
 def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame) -> PriorPrediction:

@@ -35,8 +35,9 @@ from slim.advisor.tune import (
     Workload,
     curve_label,
 )
-from slim.advisor.tune_model import CONFIG_COLUMNS, prior_prediction, sim_prior, slim_prior
+from slim.advisor.tune_model import CONFIG_COLUMNS, prior_prediction, tune_prior
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
+from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
@@ -105,8 +106,8 @@ class TuneRequest:
                                "(--slo-relative)")
         if self.mode not in (ONLINE, OFFLINE):
             raise AdvisorError(f"mode must be {ONLINE} or {OFFLINE}, got '{self.mode}'")
-        if self.predictor not in ("sim", "slim"):
-            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose sim or slim")
+        if self.predictor not in tune_predictors():
+            raise AdvisorError(f"unknown predictor '{self.predictor}'; choose {' or '.join(sorted(tune_predictors()))}")
         if not (0 < self.confidence < 1):
             raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
         if self.slo_relative is not None and self.slo_reference_cap not in self.candidate_caps:
@@ -199,8 +200,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
             rows.append(row)
             measured[len(rows) - 1] = measurement_of_runs(run)
     candidates = pd.DataFrame(rows)
-    prior = (slim_prior(catalog, hw) if request.predictor == "slim"
-             else sim_prior(catalog, hw, _empty_schedules(request.sim_constants_file)))
+    entry = tune_predictors()[request.predictor]
+    prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
+                       else None)
     session = TuneSession(workloads, candidates, prior_prediction(prior, candidates),
                           TuneSettings(confidence=request.confidence, tolerance=request.tolerance))
     for index, measurement in measured.items():

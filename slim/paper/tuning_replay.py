@@ -51,10 +51,18 @@ from slim.advisor.tune_model import CONFIG_COLUMNS, PriorPredictor, prior_predic
 from slim.errors import FitError, SplitError
 from slim.model.equations import ArchitectureLookup
 from slim.paper.splits import HeldOutSetting, select_rows
-from slim.predictors import SLIM, TrainingRuns, registered
+from slim.predictors import SLIM, TrainingRuns, registered, tune_predictors
 from slim.specs.hardware import Hardware
 
-POLICIES = ("full_profile", "paper_plan", "model_free", "tune_slim", "tune_sim")
+
+def tune_policy(name: str) -> str:
+    """The replay policy of `slim tune` with the prior registered as `name` (``tune_slim``)."""
+    return f"tune_{name}"
+
+
+TUNE_POLICIES = tuple(tune_policy(name) for name in tune_predictors())
+"""`slim tune` with each prior the registry offers it (`slim.predictors.tune_predictors`)."""
+POLICIES = ("full_profile", "paper_plan", "model_free", *TUNE_POLICIES)
 REPLAY_COLUMNS = ("curve", "policy", "runs", "gpu_seconds", "full_profile_gpu_seconds", "chosen_cap",
                   "full_profile_cap", "regret_pct", "slo_violated")
 CALIBRATION_COLUMNS = ("policy", "quantity", "n_predicted", "coverage_pct", "confidence_pct")
@@ -245,7 +253,7 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
     for curve in curves:
         caps, chosen = model_free_caps(curve, epsilon)
         rows.append(_row(curve, "model_free", caps, chosen, full_caps[curve.label]))
-    for policy in ("tune_slim", "tune_sim"):
+    for policy in TUNE_POLICIES:
         if policy not in priors:
             notes.append(f"{policy}: its prior predictor is not available for this dataset; not replayed")
             continue
@@ -359,7 +367,7 @@ def tuning_goals(replays: dict[str, pd.DataFrame], calibration: pd.DataFrame) ->
         full = table[table["policy"] == "full_profile"]
         sweep = full["runs"].median() >= SWEEP_MIN_CAPS
         free = table[table["policy"] == "model_free"]
-        for policy in ("tune_slim", "tune_sim"):
+        for policy in TUNE_POLICIES:
             part = table[table["policy"] == policy]
             if part.empty:
                 continue

@@ -39,14 +39,15 @@ _SIM = SimPredictor(SIM)
 
 REGISTRY: list[RegisteredPredictor] = [
     RegisteredPredictor(_SLIM, in_table3=True, in_table4=True, predicts_training_rows=True, conformal=True,
-                        fit_key="full", advise="slim", bca="curve"),
+                        fit_key="full", advise="slim", bca="curve",
+                        tune="slim"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), in_table4=True, fit_key="no_kv_scan"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), in_table4=True,
                         fit_key="no_dense_decode"),
     RegisteredPredictor(LLMVisorPredictor(LLMVISOR), in_table3=True),
     RegisteredPredictor(ImaiPredictor(IMAI), in_table3=True),
     RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim", advise="sim",
-                        bca="simulated"),
+                        bca="simulated", tune="sim"),
     RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), in_table3=True, needs_schedules=True),
 ]
 """Every predictor, in the order of the evaluation's rows and of the tables' columns."""
@@ -89,5 +90,11 @@ def advise_predictors() -> dict[str, RegisteredPredictor]:
     return {entry.advise: entry for entry in REGISTRY if entry.advise is not None}
 
 
+def tune_predictors() -> dict[str, RegisteredPredictor]:
+    """The priors `slim tune --predictor` offers, by their option name (registry order)."""
+    return {entry.tune: entry for entry in REGISTRY if entry.tune is not None}
+
+
 __all__ = ["REGISTRY", "FittedPredictor", "Interval", "Prediction", "Predictor", "RegisteredPredictor",
-           "TrainingRuns", "register", "registered", "table3_labels", "table4_labels", "advise_predictors"]
+           "TrainingRuns", "register", "registered", "table3_labels", "table4_labels", "advise_predictors",
+           "tune_predictors"]

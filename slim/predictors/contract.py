@@ -157,7 +157,9 @@ class FittedPredictor(Protocol):
 
 
 class Predictor(Protocol):
-    """A way of predicting runs, fitted by `fit` (see the module docstring)."""
+    """A way of predicting runs, fitted by `fit` (see the module docstring). A predictor that
+    `slim tune` can start from also has ``prior(training) -> FittedPredictor``: itself before any run
+    of the accelerator is measured, from the catalogs alone (`training.runs` is not read)."""
 
     name: str
 
@@ -178,6 +180,8 @@ class RegisteredPredictor:
       under this name.
     - `bca`: how its prediction becomes an Eq. 13 decision (`slim.advisor.predictor_bca`:
       ``"curve"`` or ``"simulated"``).
+    - `tune`: `slim tune --predictor` offers its `prior` under this name, and the tuning replay
+      replays it as policy ``tune_<name>``.
     """
 
     predictor: Predictor
@@ -189,6 +193,7 @@ class RegisteredPredictor:
     fit_key: str | None = None
     advise: str | None = None
     bca: str | None = None
+    tune: str | None = None
 
     @property
     def name(self) -> str:

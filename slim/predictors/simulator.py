@@ -116,6 +116,13 @@ class SimPredictor:
 
     name: str
 
+    def prior(self, training: TrainingRuns) -> FittedSim:
+        """SIM at the constants of `training.schedules` (the shipped ones): each configuration's
+        schedule simulated once, taken from those schedules where it is there."""
+        if training.schedules is None:
+            raise FitError("SIM's prior needs a schedule table at its constants (it may hold no schedule)")
+        return FittedSim.at_table_constants(self.name, training.schedules, training.catalog, training.hardware)
+
     def fit(self, training: TrainingRuns) -> FittedSim:
         from slim.sim.schedule_fit import calibrate_on_rows
 

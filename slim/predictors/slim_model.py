@@ -131,12 +131,23 @@ class FittedSlim:
         return FittedSlim.of_fit(self.name, refit, training.catalog, training.hardware)
 
 
+IDEAL_SLIM_PARAMS = SlimParams(eta_compute=1.0, eta_memory=1.0, batch_offset=0.0, alpha_s_per_token=0.0,
+                               gamma_s_per_token=0.0, t_fixed_s=0.0)
+"""SLIM's ideal roofline machine (Eqs. 5-12 with efficiencies of one, no offset, no overheads): its
+prior before any run of the accelerator is measured."""
+
+
 @dataclass(frozen=True)
 class SlimPredictor:
     """SLIM under `ablation` (the full model by default), fitted by `slim.model.fit.fit_slim`."""
 
     name: str
     ablation: Ablation = FULL
+
+    def prior(self, training: TrainingRuns) -> FittedSlim:
+        """SLIM at `IDEAL_SLIM_PARAMS` on the accelerator's catalog entry."""
+        return replace(FittedSlim.at_constants(self.name, IDEAL_SLIM_PARAMS, training.catalog, training.hardware),
+                       ablation=self.ablation)
 
     def fit(self, training: TrainingRuns) -> FittedSlim:
         from slim.model.fit import fit_slim
