@@ -11,10 +11,12 @@ IMAI OOD-LR) implements it, and `slim.predictors.REGISTRY` names each once:
   accelerator), a `Prediction`: total-token throughput (Eq. 6), E2E latency (Eq. 5) and the mean
   running batch, each with its interval at a stated confidence where the predictor has one, and
   its range over the training-equivalent fits where the data leave directions open
-  (`slim.model.calibration.equivalent_solutions`).
+  (`slim.model.identifiability.equivalent_solutions`).
 - **Refitting** (`FittedPredictor.refit`): the same predictor fitted again on other runs, started
-  from this fit (the conformal intervals' folds, `slim.model.conformal`); None where those runs
-  cannot determine it.
+  from this fit (the conformal intervals' folds, `slim.model.conformal`, and the advisor study's
+  leave-one-curve-out refits); None where those runs cannot determine it.
+- **The prior** (`prior`, where a predictor has one): the predictor fitted on no run, from the
+  catalogs alone; `slim tune` corrects it with the runs it measures.
 
 Predictors that take the measured mean batch as an input (SLIM, the baselines) use the column
 `columns.MEAN_BATCH_SIZE` where a configuration has it; the others predict it.
