@@ -25,6 +25,7 @@ from slim.paper.splits import HeldOutSetting, Split, select_rows, split_setting
 # Light: each registered predictor imports its fitting code (scikit-learn, SciPy's optimiser and
 # scipy.stats, about 2 CPU-s) only when it fits, which table and figure jobs never do.
 from slim.predictors import IMAI, LLMVISOR, REGISTRY, SIM, SLIM, SLIM_PREDICTED_BATCH, TrainingRuns
+from slim.predictors.contract import throughput_band_from_e2e
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -111,11 +112,8 @@ def prediction_rows(setting: str, predictor: str, rows: pd.DataFrame, role: str,
     frame[col.PREDICTED_E2E_S] = e2e_s
     frame[col.ROLE] = role
     low_s, high_s = (np.full(len(rows), np.nan),) * 2 if e2e_band_s is None else e2e_band_s
-    tokens = rows[col.MEAN_BATCH_SIZE].to_numpy(dtype=float) * (rows[col.INPUT_LEN_MEAN].to_numpy(dtype=float)
-                                                                 + rows[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frame[col.PREDICTED_THROUGHPUT_LOW] = np.where(np.asarray(high_s) > 0, tokens / np.asarray(high_s), np.nan)
-        frame[col.PREDICTED_THROUGHPUT_HIGH] = np.where(np.asarray(low_s) > 0, tokens / np.asarray(low_s), np.nan)
+    frame[col.PREDICTED_THROUGHPUT_LOW], frame[col.PREDICTED_THROUGHPUT_HIGH] = throughput_band_from_e2e(
+        rows, low_s, high_s)
     frame[col.PREDICTED_E2E_LOW_S] = low_s
     frame[col.PREDICTED_E2E_HIGH_S] = high_s
     for metric in col.PREDICTION_METRICS:

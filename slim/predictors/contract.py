@@ -108,10 +108,6 @@ class Prediction:
     """Per configuration: the predictor refuses it (SIM: the simulated run preempts or cannot start);
     None where it refuses none."""
 
-    @property
-    def predicts_batch(self) -> bool:
-        return bool(np.isfinite(self.mean_batch).any())
-
     def valley_range(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """``(lowest, highest)`` of `metric` over the training-equivalent fits, per configuration
         (the chosen prediction on both ends where the data determine it)."""
@@ -132,18 +128,24 @@ class Prediction:
         return frame
 
 
-def throughput_interval_from_e2e(configs: pd.DataFrame, e2e: Interval | None) -> Interval | None:
-    """The throughput interval an E2E interval implies by Eq. 6 (``T = B (IL + OL) / E2E``: the low
-    E2E gives the high throughput), at the configurations' measured mean batch; NaN where that E2E
-    is <= 0."""
-    if e2e is None:
-        return None
+def throughput_band_from_e2e(configs: pd.DataFrame, e2e_low_s: np.ndarray,
+                             e2e_high_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The throughput band ``(low, high)`` an E2E band implies by Eq. 6 (``T = B (IL + OL) / E2E``:
+    the low E2E gives the high throughput), at the configurations' measured mean batch; NaN where
+    that E2E is <= 0 (or NaN)."""
     tokens = configs[col.MEAN_BATCH_SIZE].to_numpy(dtype=float) * (
         configs[col.INPUT_LEN_MEAN].to_numpy(dtype=float) + configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float))
     with np.errstate(divide="ignore", invalid="ignore"):
-        low = np.where(np.asarray(e2e.high) > 0, tokens / np.asarray(e2e.high), np.nan)
-        high = np.where(np.asarray(e2e.low) > 0, tokens / np.asarray(e2e.low), np.nan)
-    return Interval(low, high, e2e.confidence, e2e.kind)
+        low = np.where(np.asarray(e2e_high_s) > 0, tokens / np.asarray(e2e_high_s), np.nan)
+        high = np.where(np.asarray(e2e_low_s) > 0, tokens / np.asarray(e2e_low_s), np.nan)
+    return low, high
+
+
+def throughput_interval_from_e2e(configs: pd.DataFrame, e2e: Interval | None) -> Interval | None:
+    """The throughput interval an E2E interval implies (`throughput_band_from_e2e`); None without one."""
+    if e2e is None:
+        return None
+    return Interval(*throughput_band_from_e2e(configs, e2e.low, e2e.high), e2e.confidence, e2e.kind)
 
 
 class FittedPredictor(Protocol):

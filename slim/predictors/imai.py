@@ -28,10 +28,7 @@ class FittedImai:
     name: str
     estimator: Any
     catalog: ArchitectureCatalog
-
-    @property
-    def calibration(self) -> None:
-        return None
+    calibration: None = None   # no fitted constants to report (a regression)
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         from baselines.features import add_architecture_columns

@@ -80,10 +80,7 @@ class FittedLLMVisor:
     catalog: ArchitectureCatalog
     estimator: Any = None
     not_fitted: str | None = None
-
-    @property
-    def calibration(self) -> None:
-        return None
+    calibration: None = None   # no fitted constants to report (a regression)
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         from baselines.features import add_architecture_columns

@@ -140,10 +140,7 @@ class FittedSlimAtSimBatch:
     name: str
     slim: FittedSlim
     sim: FittedSim
-
-    @property
-    def calibration(self) -> None:
-        return None
+    calibration: None = None   # its constants are the two fits' (`slim`, `sim`)
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """SLIM at SIM's chosen batch; the range covers SLIM's equivalent fits at that batch and

@@ -19,6 +19,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import FitError
+from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
 from slim.model.equations import FULL, Ablation, SlimParams, predict_frame
 from slim.predictors.contract import (
     E2E,
@@ -46,8 +47,6 @@ def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardwa
     """The batch a configuration's cap allows: ``min(cap, KV capacity in sequences, prompts)``, at
     least one; the KV capacity is the recorded one, else vLLM's default reservation
     (`slim.gpu.kv_memory.kv_capacity_tokens_or_default`); a static batch runs the cap at once."""
-    from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
-
     arch = catalog[str(row[col.MODEL])]
     il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
     recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row.get(col.KV_CAPACITY_TOKENS)) else math.nan
