@@ -38,7 +38,7 @@ from slim.sim.schedules import DEFAULT_NUM_PROMPTS
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.traces.clean import check_lines, clean_runs
-from slim.tune_cli import EXIT_OPEN, add_tune_parser, run_tune
+from slim.tune_cli import EXIT_INTERRUPTED, EXIT_OPEN, add_tune_parser, run_tune
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -49,6 +49,7 @@ EXIT_CODES = {
     EXIT_BAD_INPUT: "bad input: arguments, trace folder, model, hardware, catalog or config.json",
     EXIT_NO_FEASIBLE_CAP: "no candidate --max-num-seqs meets the SLO and the efficiency floor",
     EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, or no benchmark left)",
+    EXIT_INTERRUPTED: "slim tune --run was interrupted (Ctrl-C); run it again to resume",
 }
 
 

@@ -6,7 +6,7 @@ folder, or (``--run``) run them through a command template until every decision 
 
 `add_tune_parser` declares the arguments on `slim`'s parser, `tune_request` turns them into a
 `slim.advisor.tune_plan.TuneRequest`, and `run_tune` prints the report (`slim.advisor.tune_report`)
-and returns the exit code.
+and returns the exit code (`EXIT_OPEN`, `EXIT_INTERRUPTED`, or `slim.cli`'s).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from slim.advisor.tune_plan import (
     DEFAULT_ONLINE_PROMPTS,
     OFFLINE,
     ONLINE,
+    TUNE_FOLDER,
     TuneRequest,
     WorkloadSpec,
     build_plan,
@@ -38,11 +39,15 @@ from slim.specs.hardware import HARDWARE_FILE
 
 EXIT_OPEN = 4
 """``slim tune --run`` stopped with a decision still open (a budget spent, or no benchmark left)."""
+EXIT_INTERRUPTED = 130
+"""``slim tune --run`` was interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it."""
 
 TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
   {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
   {num_prompts} {tensor_parallel} {result_dir} {result_filename} {result_file}
 The template runs without a shell; inside `sh -c '...'` the values are shell-quoted.
+A recorded failure excludes its cap only while the template, the server settings and slim's
+version are the same (--retry-failed: never).
 
 example (online: one server at the largest cap, the client's --max-concurrency varies):
   slim tune --traces runs/ --hardware h100-64gb --workload facebook/opt-1.3b:512:128 --slo-ms 4000
@@ -59,12 +64,19 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                     "measurement is most useful per GPU-second as an exact command line; with --run, run it and "
                     "repeat.", epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     tune.add_argument("--traces", required=True, type=Path,
-                      help="folder of benchmark results measured so far (any layout `slim check` reads); new results "
-                           "land in its slim-tune/ folder")
+                      help="folder (or summary table) of benchmark results measured so far, any layout `slim check` "
+                           "reads; with --run, one that does not exist yet means starting from no runs")
+    tune.add_argument("--results", type=Path, default=None, metavar="DIR",
+                      help="where new results and the attempts ledger go, read with the traces (default: "
+                           f"{TUNE_FOLDER}/ inside --traces, or beside it when --traces is a table file)")
     tune.add_argument("--workload", action="append", default=[], metavar="MODEL:IL:OL",
                       help="a workload: the model as vLLM serves it (Hugging Face id or catalog name), prompt and "
                            "output tokens (repeatable)")
     tune.add_argument("--model", help="one workload's model (with --input-len and --output-len)")
+    tune.add_argument("--model-config", type=Path, metavar="CONFIG_JSON",
+                      help="Hugging Face config.json describing a workload's model the models file lacks (as slim "
+                           "advise --model-config), named --model if given, else by its _name_or_path; runs of it "
+                           "become usable too")
     tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
     tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
     slo = tune.add_mutually_exclusive_group(required=True)
@@ -95,6 +107,8 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--budget-gpu-hours", type=positive_float, default=None,
                       help="with --run: stop once this many GPU-hours are spent")
     tune.add_argument("--timeout-s", type=positive_float, default=None, help="with --run: per-run time limit")
+    tune.add_argument("--retry-failed", action="store_true",
+                      help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
     tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML")
     tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML")
     tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML")
@@ -116,29 +130,50 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
                        confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
                        models_file=args.models_file, hardware_file=args.hardware_file,
-                       sim_constants_file=args.sim_constants, table_columns=args.table_columns)
+                       sim_constants_file=args.sim_constants, table_columns=args.table_columns,
+                       results=args.results, model_config=args.model_config, model_config_name=args.model)
 
 
 def run_tune(args: argparse.Namespace) -> int:
     """``slim tune``: the plan, or the loop; 0 when printed (and, with --run, settled), `EXIT_OPEN`
-    when the loop stopped with a decision open."""
+    when the loop stopped with a decision open, `EXIT_INTERRUPTED` on Ctrl-C with --run (one line
+    on stderr; the run in progress is stopped and logged as interrupted).
+
+    Raises `AdvisorError` for bad input, e.g. a --traces that does not exist without --run."""
+    if not args.traces.exists() and args.run is None:
+        raise AdvisorError(f"--traces '{args.traces}' does not exist; name a folder or summary table of benchmark "
+                           "results (with --run, a new folder to start from no runs)")
+    if args.run is None:
+        return _plan_or_loop(args)
+    try:
+        return _plan_or_loop(args)
+    except KeyboardInterrupt:
+        print("slim tune: interrupted; the run in progress was stopped and logged as interrupted in the results "
+              "folder's attempts.jsonl; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _plan_or_loop(args: argparse.Namespace) -> int:
+    """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
+    from slim.advisor.tune_runner import failure_reason, mark_failed_attempts, run_tuning_loop
+
     plan = build_plan(tune_request(args))
+    retried = mark_failed_attempts(plan, args.run, args.retry_failed)
     stopped, runs_done = None, 0
     if args.run is not None:
-        from slim.advisor.tune_runner import run_tuning_loop
+        for attempt in retried:
+            why = "--retry-failed" if args.retry_failed else "it ran under another template, settings or slim version"
+            print(f"slim tune: {attempt.workload} cap {attempt.max_num_seqs:g} gave no usable run before "
+                  f"({failure_reason(attempt)}); it may run again: {why}", file=sys.stderr)
 
         def progress(proposal, attempt) -> None:
-            state = "usable" if attempt.usable else f"no usable run (exit code {attempt.exit_code})"
-            print(f"slim tune: ran {proposal.workload} cap {proposal.max_num_seqs:g}: {state}; {attempt.folder}",
-                  file=sys.stderr)
+            state = "usable" if attempt.usable else f"no usable run ({attempt.reason})"
+            print(f"slim tune: ran {proposal.workload} cap {proposal.max_num_seqs:g}: {state}; "
+                  f"{plan.request.results_folder / attempt.folder}", file=sys.stderr)
 
         budget_s = None if args.budget_gpu_hours is None else args.budget_gpu_hours * 3600.0
         steps, stopped = run_tuning_loop(plan, args.run, args.budget_runs, budget_s, args.timeout_s, progress)
         runs_done = len(steps)
-    else:
-        from slim.advisor.tune_runner import mark_failed_attempts
-
-        mark_failed_attempts(plan)
     proposals = select_proposals(plan.session.proposals(), args.next)
     print(json.dumps(tune_json(plan, proposals, stopped, runs_done), indent=2) if args.json
           else tune_text(plan, proposals, stopped, runs_done), end="" if not args.json else "\n")

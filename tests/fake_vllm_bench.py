@@ -5,10 +5,12 @@ the server's cap at the client's ``--max-concurrency``) and writes the result fi
 
     python tests/fake_vllm_bench.py --model facebook/opt-125m --random-input-len 128 \
         --random-output-len 32 --max-concurrency 8 --num-prompts 64 --result-dir DIR \
-        --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] [--fail-at 16]
+        --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] [--fail-at 16] \
+        [--corrupt-at 32]
 
 ``--fail-at CAP`` makes the run at that concurrency fail (exit code 1, no result), as a crashed
-benchmark would.
+benchmark would; ``--corrupt-at CAP`` makes it exit 0 with a result file that is not valid JSON, as
+a benchmark killed while writing it would.
 """
 
 from __future__ import annotations
@@ -38,10 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metadata", nargs="*", default=[])
     parser.add_argument("--hardware", default="h100-64gb")
     parser.add_argument("--fail-at", type=int, default=None)
+    parser.add_argument("--corrupt-at", type=int, default=None)
     args = parser.parse_args(argv)
     if args.fail_at == args.max_concurrency:
         print(f"fake benchmark: the server crashed at concurrency {args.max_concurrency}", file=sys.stderr)
         return 1
+    if args.corrupt_at == args.max_concurrency:
+        args.result_dir.mkdir(parents=True, exist_ok=True)
+        (args.result_dir / args.result_filename).write_text('{"date": "20260101-000000", "num_prompts": ')
+        return 0
     arch = load_architectures(MODELS_FILE)[args.model]
     hw = load_hardware(HARDWARE_FILE)[args.hardware]
     result = simulate_run(arch, hw, load_sim_constants(SIM_CONSTANTS_FILE), args.random_input_len,

@@ -1,15 +1,23 @@
 """`slim tune` end to end: the plan's command lines, the loop through a template that runs a fake
-`vllm bench serve` backed by the simulator, resuming, failed runs, and the template's safety."""
+`vllm bench serve` backed by the simulator, resuming, failed runs (trusted only under the same
+fingerprint), Ctrl-C, the traces and results folders, and the template's safety."""
 
 import json
+import re
+import shutil
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from slim.advisor.tune_runner import read_attempts, render_template
-from slim.cli import main
+from slim.advisor.tune_runner import LEDGER, read_attempts, render_template, run_fingerprint
+from slim.cli import build_parser, main
 from slim.errors import AdvisorError
+from slim.tune_cli import tune_request
 
 FAKE_BENCH = REPO / "tests" / "fake_vllm_bench.py"
 WORKLOAD = ["--workload", "facebook/opt-125m:128:32", "--hardware", "a100-sxm-40gb", "--num-prompts", "64",
@@ -30,14 +38,14 @@ def tune(capsys, traces, *arguments):
 
 
 def test_the_plan_names_the_next_benchmark_as_exact_command_lines(tmp_path, capsys):
-    code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150")
+    code, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
     assert code == 0 and body["status"] == "open" and body["measured_runs"] == 0
     commands = body["next"][0]["commands"]
     assert commands["server"].startswith("vllm serve facebook/opt-125m --max-num-seqs 64")
     cap = int(body["next"][0]["max_num_seqs"])
     assert f"--max-concurrency {cap} " in commands["benchmark"]
     assert "--metadata max_num_seqs=64" in commands["benchmark"] and "vllm bench serve" in commands["benchmark"]
-    offline = main(["tune", "--traces", str(tmp_path / "runs"), *WORKLOAD, "--slo-ms", "150", "--mode", "offline"])
+    offline = main(["tune", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "150", "--mode", "offline"])
     assert offline == 0 and "vllm bench latency --model facebook/opt-125m --input-len 128 --output-len 32 " \
                             "--batch-size" in capsys.readouterr().out
 
@@ -57,9 +65,11 @@ def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_
     run_folder = next((traces / "slim-tune").glob("*_concurrency*"))
     log = (run_folder / "command.log").read_text()
     assert "exit_code: 0" in log and '"--max-concurrency"' in log and (run_folder / "stdout.log").is_file()
+    assert body["traces_exist"] is False and body["runs_found"] == 0
     again, resumed, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template())
+    assert resumed["traces_exist"] is True and resumed["runs_found"] == ran and resumed["skipped_runs"] == []
     assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["workloads"][0]["certificate"]["batch_cap"] == chosen
-    assert len(read_attempts(traces)) == ran
+    assert len(read_attempts(traces / "slim-tune")) == ran
 
 
 @pytest.mark.integration
@@ -67,11 +77,11 @@ def test_a_failed_run_is_reported_and_never_retried(tmp_path, capsys):
     traces = tmp_path / "runs"
     first, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"), "--budget-runs", "1")
     assert body["loop"]["runs"] == 1
-    attempts = read_attempts(traces)
+    attempts = read_attempts(traces / "slim-tune")
     assert attempts[0].max_num_seqs == 64 and not attempts[0].usable and attempts[0].exit_code == 1
     assert "no usable run (exit code 1)" in err
     code, body, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"))
-    caps = [a.max_num_seqs for a in read_attempts(traces)]
+    caps = [a.max_num_seqs for a in read_attempts(traces / "slim-tune")]
     assert caps.count(64) == 1, "the failed cap was tried again"
     row = next(c for c in body["workloads"][0]["candidates"] if c["max_num_seqs"] == 64)
     assert row["failed"] and row["measured_throughput_per_s"] is None
@@ -80,7 +90,7 @@ def test_a_failed_run_is_reported_and_never_retried(tmp_path, capsys):
 @pytest.mark.integration
 def test_a_relative_slo_measures_its_reference_first(tmp_path, capsys):
     code, body, _ = tune(capsys, tmp_path / "runs", "--slo-relative", "2", "--run", template(), "--budget-runs", "1")
-    assert code == 4 and read_attempts(tmp_path / "runs")[0].max_num_seqs == 1
+    assert code == 4 and read_attempts(tmp_path / "runs" / "slim-tune")[0].max_num_seqs == 1
     assert body["workloads"][0]["certificate"]["slo_s"] > 0
 
 
@@ -109,3 +119,198 @@ def test_a_broken_template_stops_the_loop_after_a_few_failures_and_settles_nothi
     code, body, _ = tune(capsys, tmp_path / "runs", "--slo-ms", "150", "--run", broken)
     assert code == 4 and body["loop"]["runs"] == 3 and "3 runs in a row" in body["loop"]["stopped"]
     assert not body["workloads"][0]["certificate"]["settled"]
+
+
+# --- failures are trusted only under the same fingerprint ----------------------------------
+
+def settled_cap(body: dict) -> float:
+    assert body["status"] == "settled"
+    return body["workloads"][0]["certificate"]["batch_cap"]
+
+
+@pytest.mark.integration
+def test_failures_of_a_broken_template_do_not_outlive_the_fix(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    broken = "no-such-benchmark-program --model {model} --max-concurrency {max_concurrency}"
+    code, body, _ = tune(capsys, traces, "--slo-ms", "150", "--run", broken)
+    attempts = read_attempts(traces / "slim-tune")
+    assert code == 4 and len(attempts) == 3 and {a.exit_code for a in attempts} == {127}
+    assert all(a.fingerprint["template"] == broken and a.fingerprint["num_prompts"] == 64
+               and a.fingerprint["hardware"] == "a100-sxm-40gb" and a.fingerprint["slim_version"] for a in attempts)
+    assert "cannot start no-such-benchmark-program" in attempts[0].reason
+    code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template())
+    assert code == 0 and body["workloads"][0]["failed_caps"] == [], err
+    assert "may run again: it ran under another template" in err
+    fresh_code, fresh, _ = tune(capsys, tmp_path / "fresh", "--slo-ms", "150", "--run", template())
+    assert fresh_code == 0 and settled_cap(body) == settled_cap(fresh)
+
+
+@pytest.mark.integration
+def test_a_trusted_failure_is_named_on_the_decision_line_and_retry_failed_ignores_it(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"), "--budget-runs", "1")
+    _, planned, _ = tune(capsys, traces, "--slo-ms", "150")
+    assert planned["workloads"][0]["failed_caps"] == [{"max_num_seqs": 64, "reason": "exit code 1"}]
+    assert 64 not in [run["max_num_seqs"] for run in planned["next"]]
+    assert main(["tune", "--traces", str(traces), *WORKLOAD, "--slo-ms", "150"]) == 0
+    decision = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  open"))
+    assert decision.endswith("(cap 64 excluded: its run failed (exit code 1); --retry-failed to try again)")
+    _, retrying, _ = tune(capsys, traces, "--slo-ms", "150", "--retry-failed")
+    assert retrying["workloads"][0]["failed_caps"] == [] and retrying["next"][0]["max_num_seqs"] == 64
+    _, ran, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(), "--retry-failed", "--budget-runs", "1")
+    assert [a.max_num_seqs for a in read_attempts(traces / "slim-tune")] == [64, 64] and ran["measured_runs"] == 1
+    assert "cap 64 gave no usable run before (exit code 1); it may run again: --retry-failed" in err
+
+
+def test_a_failure_without_a_fingerprint_or_under_other_settings_is_not_trusted(tmp_path, capsys):
+    results = tmp_path / "slim-tune"
+    results.mkdir()
+    arguments = ["tune", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "150"]
+    fingerprint = run_fingerprint(tune_request(build_parser().parse_args(arguments)), "bench {model}")
+    line = {"workload": "opt-125m IL 128 OL 32", "folder": "x", "exit_code": 1, "usable": False, "gpu_seconds": 1.0}
+    ledger = [{**line, "max_num_seqs": 64},                                            # an older ledger's line
+              {**line, "max_num_seqs": 32, "fingerprint": {**fingerprint, "num_prompts": 1000}},
+              {**line, "max_num_seqs": 16, "fingerprint": fingerprint}]
+    (results / LEDGER).write_text("".join(json.dumps(entry) + "\n" for entry in ledger))
+    code, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
+    # planning trusts a failure under the same settings, whatever template ran
+    assert code == 0 and [row["max_num_seqs"] for row in body["workloads"][0]["failed_caps"]] == [16]
+
+
+# --- the template ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("placeholder", ["{model", "{}", "}", "{0}", "{model!z}"])
+def test_malformed_braces_in_the_template_are_a_one_line_error(tmp_path, capsys, placeholder):
+    code = main(["tune", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "150", "--run",
+                 f"bench --model {placeholder} --cap {{cap}}"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--run template" in err and "Traceback" not in err
+    assert not (tmp_path / "slim-tune").exists()
+
+
+def _running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie (a container's init may not reap orphans)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_the_run_with_its_children_and_logs_it_as_interrupted(tmp_path):
+    traces = tmp_path / "runs"
+    sleeper = "sh -c 'sleep 100 & echo $! > {result_dir}/grandchild.pid; wait'"
+    process = subprocess.Popen([sys.executable, "-m", "slim", "tune", "--traces", str(traces), *WORKLOAD,
+                                "--slo-ms", "150", "--run", sleeper], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not list(traces.glob("slim-tune/*/grandchild.pid")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid_file = next(traces.glob("slim-tune/*/grandchild.pid"))
+    time.sleep(0.2)   # the pid is written in full
+    grandchild = int(pid_file.read_text())
+    assert _running(grandchild)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err and "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while _running(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(grandchild), "the benchmark's child outlived the loop"
+    (attempt,) = read_attempts(traces / "slim-tune")
+    assert attempt.interrupted and not attempt.failed
+    assert "exit_code: interrupted" in (pid_file.parent / "command.log").read_text()
+
+
+# --- the traces and the results folders -------------------------------------------------
+
+def test_traces_that_do_not_exist_are_an_error_without_run(tmp_path, capsys):
+    assert main(["tune", "--traces", str(tmp_path / "nowhere"), *WORKLOAD, "--slo-ms", "150"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "does not exist" in err
+
+
+def test_empty_traces_and_traces_of_corrupt_runs_are_named(tmp_path, capsys):
+    assert main(["tune", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "150"]) == 0
+    assert f"traces: no benchmark runs under '{tmp_path}': starting from no runs" in capsys.readouterr().out
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "result.json").write_text('{"date": ')
+    assert main(["tune", "--traces", str(tmp_path), *WORKLOAD, "--slo-ms", "150"]) == 0
+    assert f"traces: none of the 1 run(s) under '{tmp_path}' is usable (corrupt: 1)" in capsys.readouterr().out
+    _, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
+    assert body["runs_found"] == 1 and body["measured_runs"] == 0
+    (skipped,) = body["skipped_runs"]
+    assert skipped["path"] == str(tmp_path / "broken") and skipped["status"] == "corrupt"
+    assert "not valid JSON" in skipped["reason"]
+
+
+@pytest.mark.integration
+def test_an_unusable_run_is_named_with_its_reason(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template("--corrupt-at 64"),
+                           "--budget-runs", "1")
+    (attempt,) = read_attempts(traces / "slim-tune")
+    assert attempt.exit_code == 0 and attempt.failed and attempt.reason.startswith("corrupt: ")
+    assert "cap 64: no usable run (corrupt: " in err and "not valid JSON" in err
+    assert body["workloads"][0]["failed_caps"][0]["reason"] == attempt.reason
+    code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(), "--retry-failed",
+                           "--budget-runs", "1")
+    named, ran = err.index("cap 64 gave no usable run before (corrupt: "), err.index("ran opt-125m IL 128 OL 32 cap 64")
+    assert named < ran and body["measured_runs"] == 1
+
+
+@pytest.mark.integration
+def test_a_summary_table_as_traces_keeps_the_results_beside_it(tmp_path, capsys):
+    table = tmp_path / "tables" / "points.csv"
+    table.parent.mkdir()
+    shutil.copy(REPO / "tests" / "data" / "formats" / "summary_table" / "points.csv", table)
+    code, body, _ = tune(capsys, table, "--slo-ms", "150", "--run", template(), "--budget-runs", "1")
+    assert body["loop"]["runs"] == 1 and body["results"] == str(tmp_path / "tables" / "slim-tune")
+    assert read_attempts(tmp_path / "tables" / "slim-tune")[0].usable
+    _, again, _ = tune(capsys, table, "--slo-ms", "150")
+    table_rows = len(table.read_text().splitlines()) - 1   # each an A100-80GB point: not this accelerator's
+    assert again["measured_runs"] == 1 and again["runs_found"] == table_rows + 1
+    assert [run["status"] for run in again["skipped_runs"]] == ["other_rows"] * table_rows
+
+
+@pytest.mark.integration
+def test_results_go_where_results_says_and_are_read_from_there(tmp_path, capsys):
+    traces, results = tmp_path / "traces", tmp_path / "elsewhere"
+    traces.mkdir()
+    _, planned, _ = tune(capsys, traces, "--slo-ms", "150", "--results", str(results))
+    assert f"--result-dir {results}/" in planned["next"][0]["commands"]["benchmark"] and not results.exists()
+    tune(capsys, traces, "--slo-ms", "150", "--results", str(results), "--run", template(), "--budget-runs", "1")
+    assert (results / LEDGER).is_file() and not (traces / "slim-tune").exists()
+    _, again, _ = tune(capsys, traces, "--slo-ms", "150", "--results", str(results))
+    assert again["measured_runs"] == 1
+
+
+def test_a_hugging_face_config_describes_a_model_the_catalog_lacks(tmp_path, capsys):
+    config = json.loads((REPO / "tests" / "data" / "hf_configs" / "opt-350m" / "config.json").read_text())
+    config.update({"_name_or_path": "acme/opt-custom", "num_hidden_layers": 12})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    custom = ["tune", "--traces", str(tmp_path), "--workload", "acme/opt-custom:128:32", "--hardware",
+              "a100-sxm-40gb", "--slo-ms", "150", "--json"]
+    assert main(custom) == 2 and "unknown model 'acme/opt-custom'" in capsys.readouterr().err
+    assert main([*custom, "--model-config", str(tmp_path / "config.json")]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["workloads"][0]["workload"] == "opt-custom IL 128 OL 32"
+    assert body["next"][0]["commands"]["benchmark"].startswith("vllm bench serve --model acme/opt-custom ")
+    assert main([*custom, "--model-config", str(tmp_path / "none.json")]) == 2
+    assert "model config not found" in capsys.readouterr().err
+
+
+# --- the documentation of --json ---------------------------------------------------------
+
+def documented_json_fields() -> set[str]:
+    """The field names of docs/tuning.md's tables of `slim tune --json` (first column, in backticks)."""
+    page = (REPO / "docs" / "tuning.md").read_text()
+    section = page.split("## The JSON document: `--json`", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+
+
+def test_every_json_field_is_documented_and_every_documented_field_exists(tmp_path, capsys):
+    _, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
+    actual = set(body) | {f"workloads[].{key}" for key in body["workloads"][0]}
+    assert documented_json_fields() == actual

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +23,7 @@ import pandas as pd
 from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.certificate import DEFAULT_TOLERANCE
-from slim.advisor.training_runs import trace_options, usable_runs
+from slim.advisor.training_runs import trace_options
 from slim.advisor.tune import (
     DEFAULT_CONFIDENCE,
     DEFAULT_SCATTER,
@@ -36,11 +36,14 @@ from slim.advisor.tune import (
     curve_label,
 )
 from slim.advisor.tune_model import CONFIG_COLUMNS, prior_prediction, tune_prior
-from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
+from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
+from slim.specs.hf_config import architecture_from_hf_config
+from slim.traces.clean import CleaningPolicy, clean_runs
+from slim.traces.ingest import ingest_traces
 
 TUNE_FOLDER = "slim-tune"
 ONLINE, OFFLINE = "online", "offline"
@@ -77,7 +80,9 @@ class WorkloadSpec:
 @dataclass(frozen=True)
 class TuneRequest:
     """One `slim tune` call. The SLO is `slo_ms`, or `slo_relative` times the E2E at cap
-    `slo_reference_cap` of each workload (measured first where it is not yet)."""
+    `slo_reference_cap` of each workload (measured first where it is not yet). New results go to
+    `results` (None: `results_folder`'s default). `model_config` is a Hugging Face ``config.json``
+    describing a model the models file lacks, named `model_config_name` (None: its own name)."""
 
     traces: Path
     workloads: tuple[WorkloadSpec, ...]
@@ -97,6 +102,9 @@ class TuneRequest:
     hardware_file: Path = HARDWARE_FILE
     sim_constants_file: Path = SIM_CONSTANTS_FILE
     table_columns: Path | None = None
+    results: Path | None = None
+    model_config: Path | None = None
+    model_config_name: str | None = None
 
     def __post_init__(self) -> None:
         if not self.workloads:
@@ -118,6 +126,44 @@ class TuneRequest:
         """The candidates, always with cap 1 (``T(1)`` of the efficiency floor)."""
         return tuple(sorted({int(c) for c in self.candidates} | {1}))
 
+    @property
+    def results_folder(self) -> Path:
+        """Where new results and the attempts ledger go: `results`, else ``slim-tune/`` inside the
+        traces folder, or beside the traces when they are one file (a summary table)."""
+        if self.results is not None:
+            return self.results
+        return (self.traces.parent if self.traces.is_file() else self.traces) / TUNE_FOLDER
+
+    @property
+    def trace_sources(self) -> tuple[Path, ...]:
+        """What is ingested: the traces, and the results folder unless it lies inside them."""
+        results = self.results_folder
+        if self.traces.is_dir() and results.resolve().is_relative_to(self.traces.resolve()):
+            return (self.traces,)
+        return (self.traces, results)
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A run found under the traces or the results folder that the plan does not use, and why: its
+    cleaning status (`slim.traces.verdict.REASON_CODES`, as `slim check` prints it) and the detail."""
+
+    path: str
+    status: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "status": self.status, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class TraceReadout:
+    """What reading the traces found: whether they exist, how many runs, and the runs left out."""
+
+    traces_exist: bool
+    runs_found: int
+    skipped: tuple[SkippedRun, ...]
+
 
 @dataclass
 class TunePlan:
@@ -130,24 +176,50 @@ class TunePlan:
     specs: dict[str, WorkloadSpec]          # by workload label
     session: TuneSession
     measured_runs: pd.DataFrame
+    readout: TraceReadout
+    failure_reasons: dict[int, str] = field(default_factory=dict)
+    """Why the run of a failed candidate (a row of the session's candidates) gave nothing usable."""
 
 
 def _benchmark_mode(mode: str) -> str:
     return col.BenchmarkMode.OFFLINE_STATIC_BATCH if mode == OFFLINE else col.BenchmarkMode.ONLINE
 
 
-def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog, hardware_catalog) -> pd.DataFrame:
-    """The usable runs under the traces folder (none where it is empty or missing)."""
-    if not request.traces.exists():
-        return pd.DataFrame(columns=list(CONFIG_COLUMNS))
+def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog,
+                    hardware_catalog) -> tuple[pd.DataFrame, TraceReadout]:
+    """The usable runs of the request's accelerator, mode and tensor-parallel degree under its trace
+    sources (none where they are empty or missing), and what was found: every run left out with
+    its cleaning status (the cleaning report `slim check` prints) or the setting that differs."""
     options = trace_options(hardware_catalog, request.hardware, request.table_columns)
-    try:
-        runs = usable_runs(request.traces, catalog, options, hardware=request.hardware)
-    except (NoUsableRunsError, TraceFormatError):
-        return pd.DataFrame(columns=list(CONFIG_COLUMNS))
-    degree = runs[col.TENSOR_PARALLEL].fillna(1).astype(int) == request.tensor_parallel
-    mode = runs[col.BENCHMARK_MODE] == _benchmark_mode(request.mode)
-    return runs[degree & mode].reset_index(drop=True)
+    ingested = []
+    for source in request.trace_sources:
+        if source.exists():
+            runs = ingest_traces(source, dataset=source.name, catalog=catalog, options=options)
+            id_root = source.parent if source.is_file() else source
+            runs[col.RUN_ID] = [str(id_root / str(run)) for run in runs[col.RUN_ID]]
+            ingested.append(runs)
+    found = pd.concat(ingested, ignore_index=True) if ingested else pd.DataFrame(columns=list(col.RUN_COLUMNS))
+    readout = TraceReadout(request.traces.exists(), len(found), ())
+    if found.empty:
+        return pd.DataFrame(columns=list(CONFIG_COLUMNS)), readout
+    usable, report = clean_runs(found, CleaningPolicy(rows={col.HARDWARE: (request.hardware,)}))
+    skipped = [SkippedRun(str(run[col.RUN_ID]), str(run[col.STATUS]), str(run[col.REASON_DETAIL]))
+               for _, run in report[~report["kept"]].iterrows()]
+    known = usable[col.MODEL].map(lambda name: name in catalog).astype(bool)
+    skipped += [SkippedRun(str(run[col.RUN_ID]), "unknown_model", f"model '{run[col.MODEL]}' is not in the models "
+                           "file (describe it with --model-config)") for _, run in usable[~known].iterrows()]
+    usable = usable[known]
+    if usable.empty:
+        return pd.DataFrame(columns=list(CONFIG_COLUMNS)), TraceReadout(readout.traces_exist, len(found),
+                                                                         tuple(skipped))
+    degree = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
+    mode = usable[col.BENCHMARK_MODE]
+    other = (degree != request.tensor_parallel) | (mode != _benchmark_mode(request.mode))
+    skipped += [SkippedRun(str(run[col.RUN_ID]), "other_settings",
+                           f"{run[col.BENCHMARK_MODE]} at tensor parallel {int(degree[index])}, not "
+                           f"{_benchmark_mode(request.mode)} at tensor parallel {request.tensor_parallel}")
+                for index, run in usable[other].iterrows()]
+    return usable[~other].reset_index(drop=True), TraceReadout(readout.traces_exist, len(found), tuple(skipped))
 
 
 def _matches(runs: pd.DataFrame, model: str, il: float, ol: float) -> np.ndarray:
@@ -160,11 +232,14 @@ def build_plan(request: TuneRequest) -> TunePlan:
     """The session: one candidate per (workload, cap), the measured runs as facts (those of the
     workloads and, as context, every other measured curve), the prior of the request's predictor."""
     catalog = load_architectures(request.models_file)
+    if request.model_config is not None:
+        catalog = catalog.with_architecture(architecture_from_hf_config(request.model_config,
+                                                                        request.model_config_name))
     hardware_catalog = load_hardware(request.hardware_file)
     if request.hardware not in hardware_catalog:
         raise AdvisorError(f"unknown hardware '{request.hardware}'; known: {', '.join(hardware_catalog)}")
     hw = hardware_catalog[request.hardware]
-    runs = measured_so_far(request, catalog, hardware_catalog)
+    runs, readout = measured_so_far(request, catalog, hardware_catalog)
     mode = _benchmark_mode(request.mode)
     rows, workloads, specs = [], [], {}
     claimed = np.zeros(len(runs), dtype=bool)
@@ -207,7 +282,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
                           TuneSettings(confidence=request.confidence, tolerance=request.tolerance))
     for index, measurement in measured.items():
         session.record(index, measurement)
-    return TunePlan(request, catalog, hw, workloads, specs, session, runs)
+    return TunePlan(request, catalog, hw, workloads, specs, session, runs, readout)
 
 
 def _empty_schedules(constants_file: Path):
@@ -238,7 +313,7 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
 
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool."""
-    folder = request.traces / TUNE_FOLDER / run_folder_name(spec, cap, request.mode)
+    folder = request.results_folder / run_folder_name(spec, cap, request.mode)
     result_file = ("result.json" if request.mode == ONLINE
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
                         f"_out{spec.output_len}.json")

@@ -3,43 +3,66 @@ read back with the project's ingest, until every decision is settled or a budget
 
 The template is split like a shell would (`shlex.split`) but run without one, as an argument list;
 its ``{placeholders}`` (`slim.advisor.tune_plan.placeholders`) are filled with values the tool
-chose (caps, lengths, the model as the user named it, paths under the traces folder), never with
+chose (caps, lengths, the model as the user named it, paths under the results folder), never with
 anything read from a trace file. Where the template itself asks for a shell (``sh -c '...'``), the
-values substituted into the shell's script are quoted with `shlex.quote`.
+values substituted into the shell's script are quoted with `shlex.quote`. Each run is started in a
+process group of its own, and the whole group is stopped on a timeout or Ctrl-C, so a benchmark's
+own children do not outlive the loop.
 
 Every attempt is written beside its result: ``command.log`` (the argument list and exit code),
-``stdout.log`` and ``stderr.log`` in the run's folder, and one line in
-``<traces>/slim-tune/attempts.jsonl``. A rerun resumes from what is there: measured runs are
-ingested again as facts, and a candidate whose attempt failed or gave no usable run is not proposed
-again.
+``stdout.log`` and ``stderr.log`` in the run's folder, and one line in the results folder's
+``attempts.jsonl`` with the run's fingerprint (`run_fingerprint`: the template, the server
+settings, slim's version). A rerun resumes from what is there: measured runs are ingested again as
+facts, and a candidate whose attempt failed or gave no usable run is not proposed again while the
+fingerprint is the same; a failure under another fingerprint, without one (an older ledger), or
+interrupted is not trusted and the candidate may run again, as may every failure with
+``retry_failed``. Without a template (planning), a failure excludes its candidate when the
+fingerprint differs at most in the template.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import string
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+from slim import __version__
 from slim import columns as col
 from slim.advisor.training_runs import trace_options, usable_runs
 from slim.advisor.tune import LoopStep, Measurement, Proposal, Unusable, run_loop
-from slim.advisor.tune_plan import TUNE_FOLDER, TunePlan, measurement_of_runs, placeholders
+from slim.advisor.tune_plan import TunePlan, TuneRequest, measurement_of_runs, placeholders
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"
 MAX_FAILURES_IN_A_ROW = 3
 """The loop stops after this many runs in a row gave nothing usable: the template is likely broken."""
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
+STOP_GRACE_S = 5.0
+"""How long a stopped run's process group has between SIGTERM and SIGKILL."""
+EXIT_TIMED_OUT, EXIT_CANNOT_START, EXIT_INTERRUPTED = 124, 127, 130
 
 
 def template_fields(template: str) -> set[str]:
-    """The placeholder names a template uses."""
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    """The placeholder names a template uses.
+
+    Raises `AdvisorError` for braces that do not pair up and for positional fields (``{}``, ``{0}``)."""
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as error:
+        raise AdvisorError(f"--run template has unbalanced braces ({error}); write a placeholder as {{name}} "
+                           "and a literal brace as {{ or }}") from error
+    positional = [name for name in names if name == "" or name.isdigit()]
+    if positional:
+        raise AdvisorError(f"--run template has a positional placeholder {{{positional[0]}}}; name the value, "
+                           "e.g. {model} or {max_concurrency}")
+    return set(names)
 
 
 def render_template(template: str, values: dict[str, str]) -> list[str]:
@@ -60,110 +83,225 @@ def render_template(template: str, values: dict[str, str]) -> list[str]:
     argv = []
     for position, word in enumerate(words):
         script = shell and position > 0 and words[position - 1] == "-c"
-        argv.append(word.format_map(quoted if script else values))
+        try:
+            argv.append(word.format_map(quoted if script else values))
+        except (ValueError, KeyError, IndexError, AttributeError) as error:
+            raise AdvisorError(f"--run template: cannot fill '{word}' ({error})") from error
     return argv
+
+
+def run_fingerprint(request: TuneRequest, template: str | None) -> dict[str, Any]:
+    """What an attempt's outcome depends on beyond its candidate: the command template, the server
+    settings and slim's version. A recorded failure is trusted only under an equal fingerprint."""
+    return {"template": template, "mode": request.mode, "tensor_parallel": request.tensor_parallel,
+            "num_prompts": request.num_prompts, "server_max_num_seqs": max(request.candidate_caps),
+            "hardware": request.hardware, "slim_version": __version__}
 
 
 @dataclass(frozen=True)
 class Attempt:
+    """One run of the loop as the ledger records it; `reason` says why it gave nothing usable, and
+    an `interrupted` attempt (Ctrl-C) says nothing about its candidate."""
+
     workload: str
     max_num_seqs: float
     folder: str
     exit_code: int
     usable: bool
     gpu_seconds: float
+    fingerprint: dict[str, Any] | None = None
+    reason: str = ""
+    interrupted: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({"workload": self.workload, "max_num_seqs": self.max_num_seqs, "folder": self.folder,
-                           "exit_code": self.exit_code, "usable": self.usable, "gpu_seconds": self.gpu_seconds})
+        return json.dumps(asdict(self))
+
+    @property
+    def failed(self) -> bool:
+        return not self.usable and not self.interrupted
 
 
-def read_attempts(traces: Path) -> list[Attempt]:
-    """Every attempt recorded under the traces folder (a line that cannot be read is skipped)."""
-    path = traces / TUNE_FOLDER / LEDGER
+def read_attempts(results_folder: Path) -> list[Attempt]:
+    """Every attempt recorded in the results folder's ledger (a line that cannot be read is skipped)."""
+    path = results_folder / LEDGER
     if not path.is_file():
         return []
     attempts = []
     for line in path.read_text().splitlines():
         try:
             entry = json.loads(line)
+            fingerprint = entry.get("fingerprint")
             attempts.append(Attempt(str(entry["workload"]), float(entry["max_num_seqs"]), str(entry["folder"]),
-                                    int(entry["exit_code"]), bool(entry["usable"]), float(entry["gpu_seconds"])))
-        except (ValueError, KeyError, TypeError):
+                                    int(entry["exit_code"]), bool(entry["usable"]), float(entry["gpu_seconds"]),
+                                    fingerprint if isinstance(fingerprint, dict) else None,
+                                    str(entry.get("reason") or ""), bool(entry.get("interrupted", False))))
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return attempts
 
 
-def mark_failed_attempts(plan: TunePlan) -> None:
-    """Candidates whose recorded attempt gave no usable run are not proposed again."""
+def _same_run(recorded: dict[str, Any] | None, current: dict[str, Any]) -> bool:
+    if recorded is None:
+        return False
+    if current["template"] is None:   # planning: whichever template ran, under the same settings
+        return {**recorded, "template": None} == current
+    return recorded == current
+
+
+def failure_reason(attempt: Attempt) -> str:
+    """Why an attempt gave no usable run, as recorded (an older ledger's line: its exit code)."""
+    return attempt.reason or f"exit code {attempt.exit_code}"
+
+
+def mark_failed_attempts(plan: TunePlan, template: str | None = None,
+                         retry_failed: bool = False) -> list[Attempt]:
+    """Record the ledger's trusted failures in the session (their candidates are not proposed
+    again; module docstring) and return the failures not trusted, whose candidates may run again."""
     session = plan.session
-    for attempt in read_attempts(plan.request.traces):
-        if attempt.usable:
+    current = run_fingerprint(plan.request, template)
+    untrusted = []
+    for attempt in read_attempts(plan.request.results_folder):
+        if not attempt.failed:
             continue
-        rows = session.candidates.index[(session.candidates["workload"] == attempt.workload)
-                                        & (session.candidates[col.MAX_NUM_SEQS] == attempt.max_num_seqs)]
+        rows = [int(index) for index in session.candidates.index[
+            (session.candidates["workload"] == attempt.workload)
+            & (session.candidates[col.MAX_NUM_SEQS] == attempt.max_num_seqs)] if int(index) not in session.measurements]
+        if not rows:
+            continue
+        if retry_failed or not _same_run(attempt.fingerprint, current):
+            untrusted.append(attempt)
+            continue
         for index in rows:
-            if int(index) not in session.measurements:
-                session.record(int(index), None)
+            session.record(index, None)
+            plan.failure_reasons[index] = failure_reason(attempt)
+    return untrusted
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop a run started in its own process group, with every process it started: SIGTERM to the
+    group, then after `grace_s` (or once the leader is gone) SIGKILL to whatever is left."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sent)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
 
 
 def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tuple[int, float]:
-    """Run one benchmark without a shell, logging its command, exit code and output in `folder`;
-    ``(exit code, wall seconds)``; a program that cannot start is exit code 127."""
+    """Run one benchmark without a shell, in a process group of its own, logging its command, exit
+    code and output in `folder`; ``(exit code, wall seconds)``. A program that cannot start is exit
+    code 127, a run past `timeout_s` 124. On Ctrl-C the run's group is stopped, its log says so, and
+    `KeyboardInterrupt` propagates."""
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+
+    def log(code: int | str) -> None:
+        (folder / "command.log").write_text(f"argv: {json.dumps(argv)}\nexit_code: {code}\n"
+                                            f"wall_seconds: {time.monotonic() - started:.3f}\n")
+
     with open(folder / "stdout.log", "wb") as stdout, open(folder / "stderr.log", "wb") as stderr:
         try:
-            code = subprocess.run(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, shell=False,
-                                  timeout=timeout_s, check=False).returncode
-        except FileNotFoundError as error:
+            process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, shell=False,
+                                       start_new_session=True)
+        except (FileNotFoundError, PermissionError) as error:
             stderr.write(f"cannot start {argv[0]}: {error}\n".encode())
-            code = 127
+            log(EXIT_CANNOT_START)
+            return EXIT_CANNOT_START, time.monotonic() - started
+        try:
+            code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            stop_process_group(process)
             stderr.write(f"timed out after {timeout_s} s\n".encode())
-            code = 124
-    seconds = time.monotonic() - started
-    (folder / "command.log").write_text(f"argv: {json.dumps(argv)}\nexit_code: {code}\nwall_seconds: {seconds:.3f}\n")
-    return code, seconds
+            code = EXIT_TIMED_OUT
+        except BaseException:
+            stop_process_group(process)
+            stderr.write(b"interrupted: the run's process group was stopped\n")
+            log("interrupted")
+            raise
+    log(code)
+    return code, time.monotonic() - started
 
 
-def ingest_run(plan: TunePlan, folder: Path):
-    """The usable run a benchmark wrote into `folder`, as a measurement; None if there is none."""
+def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
+    """The usable run a benchmark wrote into `folder`, as a measurement, or None and why there is
+    none (the cleaning report's status and reason, as `slim check` names them)."""
     request = plan.request
     from slim.specs.hardware import load_hardware
 
     options = trace_options(load_hardware(request.hardware_file), request.hardware, request.table_columns)
     try:
         runs = usable_runs(folder, plan.catalog, options, hardware=request.hardware)
-    except (NoUsableRunsError, TraceFormatError):
-        return None
-    return measurement_of_runs(runs) if len(runs) else None
+    except NoUsableRunsError as error:
+        details = [line.split("\t") for line in error.lines]
+        return None, "; ".join(f"{status}: {reason}" for status, _, _, reason in details) or str(error)
+    except TraceFormatError:
+        return None, "the benchmark exited 0 but wrote no result file"
+    return (measurement_of_runs(runs), "") if len(runs) else (None, "no usable run")
+
+
+def check_template(plan: TunePlan, template: str) -> None:
+    """Fill `template` for the plan's first workload, so that a template error stops the loop
+    before anything runs. Raises `AdvisorError` naming what is wrong."""
+    spec = next(iter(plan.specs.values()))
+    render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps)))
+
+
+def _exit_reason(code: int, argv: list[str], timeout_s: float | None) -> str:
+    if code == EXIT_CANNOT_START:
+        return f"exit code {code}: cannot start {argv[0]}"
+    if code == EXIT_TIMED_OUT:
+        return f"exit code {code}: timed out after {timeout_s:g} s"
+    return f"exit code {code}"
 
 
 def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = None,
                     budget_gpu_seconds: float | None = None, timeout_s: float | None = None,
                     on_step: Callable[[Proposal, Attempt], None] | None = None) -> tuple[list[LoopStep], str]:
     """`slim.advisor.tune.run_loop` with each proposal run through `template` and ingested, every
-    attempt written to the ledger; the steps and why the loop stopped ("settled", "no proposal",
-    "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in a row)."""
-    mark_failed_attempts(plan)
+    attempt written to the ledger with its fingerprint; the steps and why the loop stopped
+    ("settled", "no proposal", "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in
+    a row). Mark the ledger's trusted failures in the plan first (`mark_failed_attempts`): the loop
+    proposes every candidate the session does not hold as failed. On Ctrl-C the running attempt is
+    recorded as interrupted and `KeyboardInterrupt` propagates."""
+    check_template(plan, template)
     request = plan.request
-    ledger = request.traces / TUNE_FOLDER / LEDGER
+    results_folder = request.results_folder
+    ledger = results_folder / LEDGER
+    fingerprint = run_fingerprint(request, template)
+
+    def record(attempt: Attempt) -> None:
+        ledger.parent.mkdir(parents=True, exist_ok=True)
+        with open(ledger, "a") as handle:
+            handle.write(attempt.to_json() + "\n")
 
     def measure(proposal: Proposal) -> Measurement | Unusable:
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
         values = placeholders(request, spec, cap)
         folder = Path(values["result_dir"])
-        code, seconds = execute(render_template(template, values), folder, timeout_s)
-        measurement = ingest_run(plan, folder) if code == 0 else None
+        argv = render_template(template, values)
+        relative_folder = str(folder.relative_to(results_folder))
+        started = time.monotonic()
+        try:
+            code, seconds = execute(argv, folder, timeout_s)
+        except KeyboardInterrupt:
+            record(Attempt(proposal.workload, float(cap), relative_folder, EXIT_INTERRUPTED, False,
+                           (time.monotonic() - started) * request.tensor_parallel, fingerprint,
+                           "interrupted (Ctrl-C)", interrupted=True))
+            raise
+        measurement, reason = ingest_run(plan, folder) if code == 0 else (None, _exit_reason(code, argv, timeout_s))
         result = measurement if measurement is not None else Unusable(
             seconds * request.tensor_parallel,
             f"check the --run template (the last run's output: {folder / 'stderr.log'})")
-        attempt = Attempt(proposal.workload, float(cap), str(folder.relative_to(request.traces)), code,
-                          measurement is not None, result.gpu_seconds)
-        ledger.parent.mkdir(parents=True, exist_ok=True)
-        with open(ledger, "a") as handle:
-            handle.write(attempt.to_json() + "\n")
+        if measurement is None:
+            plan.failure_reasons[proposal.candidate] = reason
+        attempt = Attempt(proposal.workload, float(cap), relative_folder, code, measurement is not None,
+                          result.gpu_seconds, fingerprint, reason)
+        record(attempt)
         if on_step is not None:
             on_step(proposal, attempt)
         return result
