@@ -25,12 +25,20 @@ from slim.advisor.tune_model import (
     slim_prior,
 )
 from slim.paper.tuning_replay import (
+    PER_DATASET,
+    PER_WORKLOAD,
     REPLAY_COLUMNS,
+    ReplayOptions,
+    RunNoise,
+    expected_range_of_normals,
     model_free_caps,
+    repeat_scatter,
     replay_curves,
     replay_dataset,
+    slim_replay_prior,
     summarise,
     summary_markdown,
+    tuning_goals,
 )
 from slim.specs.hardware import load_hardware
 
@@ -71,6 +79,22 @@ def test_conformal_multiplier_takes_the_rank_and_falls_back_to_the_largest_score
     assert conformal_multiplier(np.array([0.5, 3.0]), 0.9) == 3.0          # too few: the largest
     assert conformal_multiplier(np.array([0.1]), 0.9) == pytest.approx(1.6448536)   # or the normal quantile
     assert conformal_multiplier(np.zeros(0), 0.5) == pytest.approx(0.6744898)
+
+
+def test_leave_one_out_scores_equal_refitting_without_the_run():
+    kernel = ResidualKernel()
+    rng = np.random.default_rng(5)
+    coordinates = rng.normal(size=(7, 3))
+    models = np.array(["a", "a", "a", "b", "b", "a", "c"])
+    curves = np.array([0, 0, 1, 1, 2, 3, 4])
+    residuals = rng.normal(scale=0.2, size=7)
+    noise = np.full(7, 0.03)
+    scores = ResidualProcess(kernel, coordinates, models, residuals, curves, noise).leave_one_out_scores()
+    for i in range(7):
+        keep = np.arange(7) != i
+        rest = ResidualProcess(kernel, coordinates[keep], models[keep], residuals[keep], curves[keep], noise[keep])
+        mean, sd = rest.predict(coordinates[i:i + 1], models[i:i + 1], 0.03)
+        np.testing.assert_allclose(scores[i], np.abs(residuals[i] - mean[0]) / sd[0], rtol=1e-9)
 
 
 def test_leave_one_curve_out_scores_equal_refitting_without_the_curve():
@@ -197,26 +221,74 @@ def test_model_free_doubles_until_the_gain_falls_under_epsilon():
     assert chosen == 16.0
 
 
-def replay(runs, catalog, hardware):
-    return replay_dataset(runs, catalog, hardware, 0.1, 3.0, None, None, {"tune_slim": slim_prior(catalog, hardware)},
-                          TuneSettings())
+def test_descend_stops_at_the_largest_cap_within_the_slo_and_bisect_halves_the_caps():
+    # knee 24: E2E(B) / E2E(1) = 1 + B / 24, so under an SLO of 2.5 x E2E(1) caps up to 32 (2.33x) hold
+    runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
+    curve = replay_curves(runs, 2.5, None)[0][0]
+    assert model_free_caps(curve, 0.1, "descend") == ([1.0, 64.0, 32.0], 32.0)
+    assert model_free_caps(curve, 0.1, "bisect") == ([1.0, 32.0, 64.0], 32.0)
+    assert curve.gpu_seconds([1.0]) == 0.0, "the SLO's reference run is free"
+    assert curve.gpu_seconds([1.0, 32.0]) == pytest.approx(curve.recorded(32.0, col.DURATION_S))
+
+
+def test_noise_is_the_same_run_for_every_policy_of_a_seed_and_another_for_another_seed():
+    runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
+    curve = replay_curves(runs, 2.5, None)[0][0]
+    first, again, other = RunNoise(0.02, 1), RunNoise(0.02, 1), RunNoise(0.02, 2)
+    assert first.observe(curve, 32.0) == again.observe(curve, 32.0) != other.observe(curve, 32.0)
+    throughput, e2e = first.observe(curve, 32.0)
+    assert throughput / curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT) == pytest.approx(
+        curve.recorded(32.0, col.E2E_LATENCY_S) / e2e), "a slower run is slower in both"
+    assert RunNoise().observe(curve, 32.0) == (curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT),
+                                               curve.recorded(32.0, col.E2E_LATENCY_S))
+
+
+def test_the_repeat_scatter_is_the_spread_over_the_expected_range():
+    assert expected_range_of_normals(2) == pytest.approx(2 / np.sqrt(np.pi), rel=1e-6)
+    frame = pd.DataFrame({col.N_MEASUREMENTS: [1, 2, 2, 3], col.MEASUREMENT_SPREAD_PCT: [np.nan, 1.128379, 3.0, 1.693]})
+    scatter, source = repeat_scatter(frame)
+    assert scatter == pytest.approx(0.01, rel=1e-3) and "median of 3 repeated" in source
+    assert repeat_scatter(frame.iloc[:1]) == (0.02, "2% (no repeated runs)")
+
+
+def replay(runs, catalog, hardware, seeds=2):
+    priors = {"tune_slim": slim_replay_prior(runs, catalog, hardware)}
+    return replay_dataset(runs, catalog, hardware, 0.1, 3.0, None, None, priors, ReplayOptions(seeds=seeds),
+                          "synthetic")
 
 
 def test_the_replay_charges_what_each_policy_measures_and_scores_its_regret(catalog, hardware):
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0, "opt-2.7b": 6.0})
     table, calibration, notes = replay(runs, catalog, hardware)
     assert list(table.columns) == list(REPLAY_COLUMNS)
-    full = table[table["policy"] == "full_profile"]
+    assert set(table["seed"]) == {0, 1, 2} and set(table.loc[table["seed"] == 0, "noise"]) == {0.0}
+    assert set(table.loc[table["seed"] > 0, "noise"]) == {0.02}, "2 % where the dataset has no repeats"
+    assert set(table["policy"]) == {"full_profile", "descend", "bisect", "doubling", "tune_slim"}
+    assert set(table.loc[table["policy"] == "tune_slim", "session"]) == {PER_WORKLOAD, PER_DATASET}
+    clean = table[table["seed"] == 0]
+    full = clean[clean["policy"] == "full_profile"]
     assert (full["gpu_seconds"] == full["full_profile_gpu_seconds"]).all() and (full["regret_pct"] == 0).all()
-    tuned = table[table["policy"] == "tune_slim"]
+    assert (table["floor_gpu_seconds"] <= table["full_profile_gpu_seconds"]).all()
+    measured_only_choice = table[(table["policy"] != "full_profile") & (table["regret_pct"] <= 0)]
+    assert (measured_only_choice["gpu_seconds"] >= measured_only_choice["floor_gpu_seconds"] - 1e-9).all()
+    tuned = clean[clean["policy"] == "tune_slim"]
     assert not tuned["slo_violated"].any() and not any("open" in line for line in notes)
     assert (tuned["regret_pct"] <= 1.0 + 1e-9).all()
-    assert tuned["gpu_seconds"].sum() < full["gpu_seconds"].sum()
+    for session in (PER_WORKLOAD, PER_DATASET):
+        assert tuned.loc[tuned["session"] == session, "gpu_seconds"].sum() < full["gpu_seconds"].sum()
     assert any("paper_plan" in line for line in notes) and any("tune_sim" in line for line in notes)
     summary = summarise({"synthetic": table})
-    assert set(summary["policy"]) == {"full_profile", "model_free", "tune_slim"}
-    text = summary_markdown(summary, calibration.assign(dataset="synthetic"), {"synthetic": notes})
-    assert "| synthetic | tune_slim |" in text and "Not replayed" in text
+    assert {"mean_curve_gpu_pct", "mean_curve_floor_pct", "regret_over_1pct_pct"} <= set(summary.columns)
+    calibration = calibration.assign(dataset="synthetic")
+    text = summary_markdown(summary, calibration, {"synthetic": notes}, ["synthetic"])
+    assert "| tune_slim | per_workload |" in text and "Not replayed" not in text and "relied_on" in text
+    goals = tuning_goals(summary, calibration, ["synthetic"])
+    assert list(goals["policy"]) == ["tune_slim"]
+    noisy = summary[summary["noisy"] & (summary["session"] == PER_WORKLOAD)
+                    & summary["policy"].isin(["descend", "bisect", "doubling"])]
+    cheapest = noisy[noisy["within_1pct_share"] >= 0.95].sort_values("gpu_seconds").iloc[0]
+    assert goals["best_model_free"].iloc[0] == cheapest["policy"]
+    assert goals["model_free_gpu_time_pct"].iloc[0] == pytest.approx(cheapest["gpu_time_pct_of_full"])
 
 
 def test_the_replay_is_the_same_under_a_1e_9_perturbation_and_a_shuffled_table(catalog, hardware):

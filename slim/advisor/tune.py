@@ -5,13 +5,22 @@ keeps what is measured, believes the rest (`slim.advisor.tune_model`: a prior pr
 by the measured runs' residuals, with conformal intervals), certifies each workload's decision
 (`slim.advisor.certificate`) and, while some decision is open, proposes the next measurement:
 
-**The next measurement.** Among the open workloads' challengers, the candidate of largest
-``P(it is feasible and beats the incumbent by more than the tolerance) / predicted GPU-seconds``
-(without an incumbent: ``P(feasible) x predicted T / the workload's best predicted T``, per
-GPU-second). ``P`` comes from the belief's lognormal marginals; the GPU-seconds from the corrected
-throughput (`slim.advisor.tune_model.predicted_gpu_seconds`). Where only ``T(1)`` keeps a
-measured cap from being chosen, the smallest cap is proposed. A measurement of one workload's cap updates the
-belief of every workload.
+**The next measurement.** Each open workload's belief is read as scenarios: at each of
+`SCENARIO_COUNT` standard normal quantiles ``z``, every unmeasured candidate's throughput is its
+corrected prediction times ``exp(sd_T z)`` and its E2E divided by ``exp(sd_E z)`` (one draw for the
+whole curve: a prior that is too slow at one cap is too slow at its neighbours, and a slower run is
+slower in both); measured candidates keep their measurements. Eq. 13 on each scenario gives the
+probability that each candidate is the decision once everything is known
+(`TuneSession.decision_probabilities`). The chosen cap must be measured anyway, so the next
+measurement is the challenger of largest ``P(decision) / predicted GPU-seconds`` (the order that
+minimises the expected cost of a search that stops on finding). Where no challenger can be the
+decision (the incumbent is, but a bound is not yet tight), the challenger of largest ``P(feasible
+and better than the incumbent by more than the tolerance) / predicted GPU-seconds``; without an
+incumbent, ``P(feasible) x predicted T / the workload's best predicted T`` per GPU-second. ``P``
+comes from the belief's lognormal marginals; the GPU-seconds from the corrected throughput
+(`slim.advisor.tune_model.predicted_gpu_seconds`). Where only ``T(1)`` keeps a measured cap from
+being chosen, the smallest cap is proposed. A measurement of one workload's cap updates the belief
+of every workload.
 
 `run_loop` repeats propose, measure (a callback: an oracle replaying recorded runs, or a real
 benchmark through `slim.advisor.bench_runner`) and update until every decision is settled, no
@@ -45,6 +54,11 @@ DEFAULT_SCATTER = 0.02
 """Run-to-run scatter (relative, one standard deviation) of a run measured once."""
 
 WORKLOAD = "workload"   # column of the candidates table: which workload a candidate belongs to
+SCENARIO_COUNT = 64
+SCENARIO_QUANTILES = norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
+"""The belief's scenarios: standard normal quantiles at equal weights (deterministic, no sampling)."""
+LIKELY_DECISION_WEIGHT = 1e6
+"""A candidate that may be the decision ranks before any measured only to exclude it."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +129,14 @@ class Proposal:
 
 @dataclass(frozen=True)
 class TuneSettings:
+    """The confidence of each bound, the tolerance of the certificate, the residual kernel and its
+    out-of-sample extrapolation scores (`slim.advisor.tune_kernel.extrapolation_scores`: what the
+    intervals' multiplier falls back on while the session has too few scores of its own)."""
+
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
     kernel: ResidualKernel = ResidualKernel()
+    extrapolation_scores: tuple[float, ...] = ()
 
 
 def curve_label(frame: pd.DataFrame) -> pd.Series:
@@ -168,7 +187,8 @@ class TuneSession:
             self._belief = belief(self.candidates, self.prior, index,
                                   np.array([m.throughput_per_s for m in runs]),
                                   np.array([m.e2e_latency_s for m in runs]),
-                                  np.array([m.scatter for m in runs]), self.settings.confidence, self.settings.kernel)
+                                  np.array([m.scatter for m in runs]), self.settings.confidence, self.settings.kernel,
+                                  self.settings.extrapolation_scores)
         return self._belief
 
     # --- decisions ------------------------------------------------------------------------
@@ -220,6 +240,25 @@ class TuneSession:
         return {w.label: self.certificate(w) for w in self.workloads}
 
     # --- the next measurement -------------------------------------------------------------
+    def decision_probabilities(self, workload: Workload) -> np.ndarray:
+        """Per candidate of `workload` (ascending cap): the probability that Eq. 13 chooses it once
+        every candidate is known, over the belief's scenarios (module docstring)."""
+        rows, b = self._rows(workload), self.belief
+        caps = self.candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)[rows]
+        measured = np.array([i in self.measurements for i in rows])
+        failed = np.array([i in self.failed and i not in self.measurements for i in rows])
+        z = SCENARIO_QUANTILES[:, None]
+        throughput = np.where(measured, b.throughput_per_s[rows], b.throughput_per_s[rows] * np.exp(
+            b.throughput_log_sd[rows] * z))
+        e2e = np.where(measured, b.e2e_latency_s[rows], b.e2e_latency_s[rows] * np.exp(-b.e2e_log_sd[rows] * z))
+        slo_s = self.slo_s(workload)
+        efficiency = throughput / (caps * (throughput[:, :1] / caps[0]))
+        admissible = (e2e <= slo_s) & (efficiency > workload.epsilon) & ~failed
+        best = np.where(admissible, throughput, -np.inf)
+        chosen = np.argmax(best, axis=1)          # ties: the smaller cap, as Eq. 13
+        feasible = admissible.any(axis=1)
+        return np.bincount(chosen[feasible], minlength=len(rows)) / len(SCENARIO_QUANTILES)
+
     def proposals(self) -> list[Proposal]:
         """Every useful next measurement, best first (module docstring); empty when settled."""
         b, out = self.belief, []
@@ -242,11 +281,15 @@ class TuneSession:
                 if one in open_rows:
                     out.append(self._proposal(one, workload, 1.0 / gpu_seconds[one], gpu_seconds[one],
                                               "T(1) decides the efficiency floor"))
+            challengers = [i for i in open_rows if float(self.candidates.at[i, col.MAX_NUM_SEQS]) in cert.challengers]
+            chosen = dict(zip(rows.tolist(), self.decision_probabilities(workload)))
+            if any(chosen[i] > 0 for i in challengers):
+                for i in challengers:
+                    out.append(self._proposal(i, workload, LIKELY_DECISION_WEIGHT * chosen[i] / gpu_seconds[i],
+                                              gpu_seconds[i], f"likely the decision (P = {chosen[i]:.2f})"))
+                continue
             best_predicted = max(b.throughput_per_s[rows].max(), 1e-300)
-            for i in open_rows:
-                cap = float(self.candidates.at[i, col.MAX_NUM_SEQS])
-                if cap not in cert.challengers:
-                    continue
+            for i in challengers:
                 p_slo = norm.cdf((np.log(slo_s) - np.log(b.e2e_latency_s[i])) / max(b.e2e_log_sd[i], 1e-12))
                 if cert.feasible:
                     target = np.log(cert.throughput_per_s * (1.0 + self.settings.tolerance))

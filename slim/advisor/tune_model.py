@@ -166,15 +166,17 @@ class ResidualKernel:
                 + self.smooth_sd ** 2 * smooth * (rho + (1.0 - rho) * same_model))
 
 
-def conformal_multiplier(scores: np.ndarray, confidence: float) -> float:
+def conformal_multiplier(scores: np.ndarray, confidence: float, reference_scores: Sequence[float] = ()) -> float:
     """Split-conformal multiplier of the standardised interval at `confidence`
     (`slim.model.conformal.conformal_quantile`); with too few scores for its rank, the larger of
-    the normal quantile and the largest score."""
+    the largest score and the multiplier of `reference_scores` (scores of the same prediction made
+    out of sample on other datasets), or without enough of those the normal quantile."""
     quantile = conformal_quantile(scores, confidence)
     if math.isfinite(quantile):
         return quantile
-    normal = float(norm.ppf(0.5 + confidence / 2.0))
-    return max(normal, float(np.max(scores))) if len(scores) else normal
+    reference = conformal_quantile(np.asarray(reference_scores, dtype=float), confidence)
+    base = reference if math.isfinite(reference) else float(norm.ppf(0.5 + confidence / 2.0))
+    return max(base, float(np.max(scores))) if len(scores) else base
 
 
 class ResidualProcess:
@@ -199,6 +201,15 @@ class ResidualProcess:
         mean = cross.T @ self._weights
         explained = (cross * cho_solve(self._factor, cross)).sum(axis=0)
         return mean, np.sqrt(np.maximum(prior_var - explained, noise_sd ** 2))
+
+    def leave_one_out_scores(self) -> np.ndarray:
+        """``|r_i - mean_i| / sd_i`` of every measured run, predicted from every other measured run
+        (its own curve's other caps included: extrapolation across caps), in closed form:
+        ``e_i = (K^-1 r)_i / (K^-1)_ii``, ``sd_i^2 = 1 / (K^-1)_ii``."""
+        if not len(self.residuals):
+            return np.zeros(0)
+        inverse_diagonal = cho_solve(self._factor, np.eye(len(self.residuals))).diagonal()
+        return np.abs(self._weights / inverse_diagonal) * np.sqrt(inverse_diagonal)
 
     def leave_one_curve_out_scores(self) -> np.ndarray:
         """``|r_i - mean_i| / sd_i`` of every measured run, predicted from the other curves only
@@ -234,11 +245,13 @@ class Belief:
 
 def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Sequence[int],
            measured_throughput: np.ndarray, measured_e2e_s: np.ndarray, measured_scatter: np.ndarray,
-           confidence: float, kernel: ResidualKernel = ResidualKernel()) -> Belief:
+           confidence: float, kernel: ResidualKernel = ResidualKernel(),
+           reference_scores: Sequence[float] = ()) -> Belief:
     """The corrected prediction of every candidate given the measured ones (module docstring).
 
     `measured_index` are row positions in `candidates`; `measured_scatter` each run's relative
-    run-to-run scatter (one standard deviation, at least the kernel's noise)."""
+    run-to-run scatter (one standard deviation, at least the kernel's noise); `reference_scores`
+    the kernel's out-of-sample extrapolation scores (`conformal_multiplier`)."""
     index = np.asarray(measured_index, dtype=int)
     coordinates = kernel.coordinates(candidates)
     models = candidates[col.MODEL].astype(str).to_numpy()
@@ -252,7 +265,7 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Seq
         log_prior = np.log(prior_values)
         residuals = np.log(np.asarray(measured, dtype=float)) - log_prior[index]
         process = ResidualProcess(kernel, coordinates[index], models[index], residuals, curves[index], noise)
-        multiplier = conformal_multiplier(process.leave_one_curve_out_scores(), confidence)
+        multiplier = conformal_multiplier(process.leave_one_out_scores(), confidence, reference_scores)
         mean, sd = process.predict(coordinates, models, kernel.noise_sd)
         centre, half = log_prior + mean, multiplier * sd
         centre[index], half[index] = np.log(np.asarray(measured, dtype=float)), z * noise

@@ -35,6 +35,7 @@ from slim.advisor.tune import (
     Workload,
     curve_label,
 )
+from slim.advisor.tune_kernel import load_kernels
 from slim.advisor.tune_model import CONFIG_COLUMNS, prior_prediction, tune_prior
 from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
@@ -279,7 +280,8 @@ def build_plan(request: TuneRequest) -> TunePlan:
     prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
                        else None)
     session = TuneSession(workloads, candidates, prior_prediction(prior, candidates),
-                          TuneSettings(confidence=request.confidence, tolerance=request.tolerance))
+                          load_kernels().settings(request.predictor, TuneSettings(confidence=request.confidence,
+                                                                                  tolerance=request.tolerance)))
     for index, measurement in measured.items():
         session.record(index, measurement)
     return TunePlan(request, catalog, hw, workloads, specs, session, runs, readout)

@@ -414,6 +414,18 @@ class Plan:
     def tuning_dataset_labels(self) -> list[str]:
         return [self.datasets[name].label for name in self.bca_datasets]
 
+    def tuning_real_datasets(self) -> list[str]:
+        return [name for name in self.bca_datasets if not self.datasets[name].is_simulated]
+
+    def tuning_residual_files(self, excluding: str | None = None) -> list[str]:
+        """Every real replayed dataset's prior residuals (the kernels' evidence), but `excluding`'s:
+        a dataset's replay chooses its kernel on the others only."""
+        return [f"results/{name}/tuning_residuals.parquet" for name in self.tuning_real_datasets() if name != excluding]
+
+    def tuning_real_dataset_labels(self) -> list[str]:
+        """The replayed datasets the tuning goals are measured on: the real ones."""
+        return [self.datasets[name].label for name in self.bca_datasets if not self.datasets[name].is_simulated]
+
     def tuning_settings_files(self, dataset: str) -> list[str]:
         """The dataset's held-out settings (the paper plan's training sets), or nothing."""
         settings_file = self.datasets[dataset].settings_file

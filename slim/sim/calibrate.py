@@ -109,15 +109,18 @@ def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardwa
 
 
 def write_calibration_yaml(consts: SimConstants, residuals: pd.DataFrame, path: str | Path,
-                           curves: pd.DataFrame | None = None, source: str = "") -> Path:
+                           curves: pd.DataFrame | None = None, source: str = "", hardware: str | None = None) -> Path:
     """Write the constants (key ``constants``, loadable by `load_sim_constants`) with the
-    fit residuals and, if given, the per-curve validation."""
+    hardware key they were fitted on, the fit residuals (one per fitted run:
+    `slim.sim.constants.load_calibration_runs` reads them back) and, if given, the per-curve
+    validation."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     errors = residuals["relative_error"].abs() * 100
     document = {
         "description": "slim.sim calibrated constants (vLLM V0 simulator, H100 64 GB); written by "
                        "slim.sim.calibrate.write_calibration_yaml" + (f" from {source}" if source else ""),
+        **({"hardware": hardware} if hardware is not None else {}),
         "fitted": list(FITTED_CONSTANTS),
         "constants": {key: (float(value) if isinstance(value, float) else value)
                       for key, value in consts.to_dict().items()},

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
 from slim.columns import SIM_FITTED_CONSTANTS
 from slim.errors import ConfigError
 from slim.gpu.kv_memory import VllmMemoryProfile
@@ -114,6 +116,24 @@ class SimConstants:
         defaults = cls()
         converted = {key: type(getattr(defaults, key))(value) for key, value in values.items()}
         return cls(**converted)
+
+
+def load_calibration_runs(path: str | Path) -> tuple[str | None, pd.DataFrame]:
+    """The runs a constants file was fitted on, as its ``residuals`` list them (model, input_len,
+    output_len, max_num_seqs), and the hardware key it names (``hardware``; None where it names
+    none). A file without residuals lists no runs."""
+    path = Path(path)
+    raw = read_yaml_mapping(path, f"sim constants file not found: {path}")
+    entries = raw.get("residuals") or []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: key 'residuals' must be a list of fitted runs")
+    columns = ["model", "input_len", "output_len", "max_num_seqs"]
+    try:
+        runs = pd.DataFrame([{name: entry[name] for name in columns} for entry in entries], columns=columns)
+    except (KeyError, TypeError) as error:
+        raise ConfigError(f"{path}: a 'residuals' entry lacks {error}; each names {', '.join(columns)}") from None
+    hardware = raw.get("hardware")
+    return (str(hardware) if hardware is not None else None), runs
 
 
 def load_sim_constants(path: str | Path) -> SimConstants:

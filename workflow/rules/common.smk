@@ -64,6 +64,11 @@ def dataset_labels(wildcards):
     return [dataset_label(wildcards)]
 
 
+def dataset_kind(wildcards):
+    """'real' or 'simulated'."""
+    return "simulated" if PLAN.datasets[wildcards.dataset].is_simulated else "real"
+
+
 def hardware_name(wildcards):
     return PLAN.datasets[wildcards.dataset].hardware.name
 
@@ -118,6 +123,10 @@ def tuning_settings_file(wildcards):
 
 def tuning_sim_schedules(wildcards):
     return PLAN.tuning_sim_schedules(wildcards.dataset)
+
+
+def tuning_other_residuals(wildcards):
+    return PLAN.tuning_residual_files(excluding=wildcards.dataset)
 
 
 def tuning_sim_constants(wildcards):

@@ -1,5 +1,7 @@
 # The tuning loop replayed on every dataset's measured curves (slim.paper.tuning_replay): each
-# dataset with an advisor config (datasets.<name>.bca) that this run builds. Not part of `all`;
+# dataset with an advisor config (datasets.<name>.bca) that this run builds. Each real dataset's prior
+# residuals are the evidence the other datasets' residual kernels are fitted on (never their own);
+# tuning_kernels fits slim tune's shipped kernels on all of them. Not part of `all`;
 # `snakemake --cores 2 tuning --configfile config/config.yaml config/accelerators.yaml` adds the
 # LLM-Inference-Bench accelerators.
 
@@ -7,6 +9,48 @@
 localrules:
     tuning,
     tuning_summary,
+    tuning_kernels,
+
+
+rule tuning_residuals:
+    input:
+        clean="results/{dataset}/clean.parquet",
+        bca_config=tuning_bca_config,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+        sim_schedules=tuning_sim_schedules,
+        sim_constants=tuning_sim_constants,
+    output:
+        residuals="results/{dataset}/tuning_residuals.parquet",
+    params:
+        hardware=hardware_name,
+        dataset_label=dataset_label,
+        noise_sd=config["tuning"].get("noise_sd"),
+    log:
+        "logs/{dataset}/tuning_residuals.log",
+    benchmark:
+        "benchmarks/{dataset}/tuning_residuals.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/tuning_residuals.py"
+
+
+rule tuning_kernels:
+    input:
+        residuals=PLAN.tuning_residual_files(),
+    output:
+        kernels="results/tuning/tune_kernels.yaml",
+    log:
+        "logs/tuning/tuning_kernels.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/tuning_kernels.py"
 
 
 rule tuning_replay:
@@ -18,6 +62,7 @@ rule tuning_replay:
         hardware=config["hardware_file"],
         sim_schedules=tuning_sim_schedules,
         sim_constants=tuning_sim_constants,
+        other_residuals=tuning_other_residuals,
     output:
         replay="results/{dataset}/tuning_replay.csv",
         calibration="results/{dataset}/tuning_calibration.csv",
@@ -25,8 +70,11 @@ rule tuning_replay:
     params:
         hardware=hardware_name,
         dataset_label=dataset_label,
+        dataset_kind=dataset_kind,
         confidence=config["tuning"]["confidence"],
         tolerance=config["tuning"]["tolerance"],
+        noise_sd=config["tuning"].get("noise_sd"),
+        seeds=config["tuning"]["seeds"],
     log:
         "logs/{dataset}/tuning_replay.log",
     benchmark:
@@ -58,6 +106,7 @@ rule tuning_summary:
         ),
     params:
         dataset_labels=PLAN.tuning_dataset_labels(),
+        real_dataset_labels=PLAN.tuning_real_dataset_labels(),
     log:
         "logs/tuning/tuning_summary.log",
     conda:
@@ -68,6 +117,7 @@ rule tuning_summary:
 
 rule tuning:
     input:
+        "results/tuning/tune_kernels.yaml",
         "results/tuning/summary.csv",
         "results/tuning/summary.md",
         "results/tuning/headline.md",

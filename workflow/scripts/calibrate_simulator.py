@@ -21,7 +21,8 @@ schedules = read_schedules(snakemake.input.schedules, load_sim_constants(snakema
 constants, residuals = calibrate(fit_rows, architectures, hardware, initial=schedules.constants, schedules=schedules)
 _, curves = validate(validation_rows, architectures, hardware, constants, schedules=schedules)
 write_calibration_yaml(constants, residuals, snakemake.output.constants, curves,
-                       source=f"{snakemake.input.runs} (ok runs; validation includes preempted runs)")
+                       source=f"{snakemake.input.runs} (ok runs; validation includes preempted runs)",
+                       hardware=snakemake.params.hardware)
 write_csv(curves, snakemake.output.validation)
 log.info("calibrated on %d runs; median curve throughput MAPE %.2f%%, worst %.2f%%", len(fit_rows),
          curves["throughput_mape"].median(), curves["throughput_mape"].max())

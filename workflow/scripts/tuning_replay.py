@@ -2,27 +2,32 @@
 import pandas as pd
 
 from slim.advisor.tune import TuneSettings
-from slim.advisor.tune_model import tune_prior
+from slim.advisor.tune_kernel import fit_kernels
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tuning_replay import replay_dataset, tune_policy
+from slim.paper.tuning_replay import TUNE_POLICIES, ReplayOptions, predictor_of, replay_dataset, replay_priors
 from slim.pipeline.io import job_specs, open_log, write_csv, write_text
-from slim.predictors import tune_predictors
 
 log = open_log(snakemake.log[0])
 study = load_bca_config(snakemake.input.bca_config)
 frame = study.study_rows(pd.read_parquet(snakemake.input.clean))
 specs = job_specs(snakemake)
-architectures, hardware = specs.catalog, specs.hardware
-schedules = specs.schedules
-priors = {tune_policy(name): tune_prior(entry, architectures, hardware, schedules)
-          for name, entry in tune_predictors().items() if schedules is not None or not entry.needs_schedules}
+label = snakemake.params.dataset_label
+priors = replay_priors(frame, specs.catalog, specs.hardware, specs.schedules,
+                       snakemake.input.sim_constants[0] if snakemake.input.sim_constants else None)
+# The kernels are chosen on the other real datasets' residuals only (this dataset's file is not an input).
+others = [pd.read_parquet(path) for path in snakemake.input.other_residuals]
+kernels = fit_kernels(pd.concat(others, ignore_index=True) if others else pd.DataFrame(columns=["dataset", "policy"]),
+                      {policy: predictor_of(policy) for policy in TUNE_POLICIES}, exclude=[label])
 settings = load_settings(snakemake.input.settings[0]) if snakemake.input.settings else None
-tuning = TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance)
-replay, calibration, notes = replay_dataset(frame, architectures, hardware, study.epsilon,
+options = ReplayOptions(TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance),
+                        kernels, noise_sd=snakemake.params.noise_sd, seeds=snakemake.params.seeds)
+replay, calibration, notes = replay_dataset(frame, specs.catalog, specs.hardware, study.epsilon,
                                             study.strict_slo_multiplier, study.slo_reference_max_num_seqs,
-                                            settings, priors, tuning)
+                                            settings, priors, options, label)
 write_csv(replay, snakemake.output.replay)
-write_csv(calibration.assign(dataset=snakemake.params.dataset_label), snakemake.output.calibration)
+write_csv(calibration.assign(dataset=label, dataset_kind=snakemake.params.dataset_kind),
+          snakemake.output.calibration)
 write_text("".join(f"{line}\n" for line in notes), snakemake.output.notes)
-log.info("replay:\n%s\ncalibration:\n%s\nnotes:\n%s", replay.to_string(), calibration.to_string(), "\n".join(notes))
+log.info("kernels:\n%s\nreplay:\n%s\ncalibration:\n%s\nnotes:\n%s", kernels.to_yaml(), replay.to_string(),
+         calibration.to_string(), "\n".join(notes))
