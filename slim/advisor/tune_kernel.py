@@ -139,33 +139,39 @@ def extrapolation_scores(table: pd.DataFrame, kernel: ResidualKernel) -> tuple[f
     """How far the process extrapolates across caps, out of sample: on every curve of a
     `residual_table`, conditioned on its smallest cap alone and then with each other cap, the
     standardised errors ``|r - mean| / sd`` at the caps left out (the curve's other runs unseen, as
-    in a session that tunes one workload), throughput and E2E: their `SCORE_QUANTILES` - 1 order
-    statistics at levels ``k / SCORE_QUANTILES`` (all of them where there are fewer), sorted, to
-    `SIGNIFICANT_DIGITS` + 1 digits."""
+    in a session that tunes one workload), throughput and E2E. Every dataset weighs the same (a
+    sweep of ten caps must not outvote curves of four): the `SCORE_QUANTILES` - 1 quantiles of the
+    weighted scores at levels ``k / SCORE_QUANTILES``, or the scores themselves where there are
+    fewer; sorted, to `SIGNIFICANT_DIGITS` + 1 digits."""
     from slim.advisor.tune_model import ResidualProcess
 
     scores: list[float] = []
-    for _, curve in table.groupby(["dataset", "curve"], sort=True):
-        curve = curve.sort_values(col.MAX_NUM_SEQS, kind="stable")
-        if len(curve) < 2:
-            continue
-        coordinates, models = kernel.coordinates(curve), curve[col.MODEL].astype(str).to_numpy()
-        noise = np.maximum(curve["scatter"].to_numpy(dtype=float), kernel.noise_sd)
-        same = np.zeros(len(curve))
-        for column in ("log_residual_throughput", "log_residual_e2e"):
-            residuals = curve[column].to_numpy(dtype=float)
-            for other in range(len(curve)):
-                seen = [0] if other == 0 else [0, other]
-                unseen = [i for i in range(len(curve)) if i not in seen]
-                if not unseen:
-                    continue
-                process = ResidualProcess(kernel, coordinates[seen], models[seen], residuals[seen], same[seen],
-                                          noise[seen])
-                mean, sd = process.predict(coordinates[unseen], models[unseen], kernel.noise_sd)
-                scores += (np.abs(residuals[unseen] - mean) / sd).tolist()
+    weights: list[float] = []
+    for _, dataset in table.groupby("dataset", sort=True):
+        of_dataset: list[float] = []
+        for _, curve in dataset.groupby("curve", sort=True):
+            curve = curve.sort_values(col.MAX_NUM_SEQS, kind="stable")
+            coordinates, models = kernel.coordinates(curve), curve[col.MODEL].astype(str).to_numpy()
+            noise = np.maximum(curve["scatter"].to_numpy(dtype=float), kernel.noise_sd)
+            same = np.zeros(len(curve))
+            for column in ("log_residual_throughput", "log_residual_e2e"):
+                residuals = curve[column].to_numpy(dtype=float)
+                for other in range(len(curve)):
+                    seen = [0] if other == 0 else [0, other]
+                    unseen = [i for i in range(len(curve)) if i not in seen]
+                    if not unseen:
+                        continue
+                    process = ResidualProcess(kernel, coordinates[seen], models[seen], residuals[seen], same[seen],
+                                              noise[seen])
+                    mean, sd = process.predict(coordinates[unseen], models[unseen], kernel.noise_sd)
+                    of_dataset += (np.abs(residuals[unseen] - mean) / sd).tolist()
+        scores += of_dataset
+        weights += [1.0 / len(of_dataset)] * len(of_dataset)
     if len(scores) >= SCORE_QUANTILES:
-        levels = np.arange(1, SCORE_QUANTILES) / SCORE_QUANTILES
-        scores = np.quantile(np.asarray(scores), levels, method="inverted_cdf").tolist()
+        order = np.argsort(scores, kind="stable")
+        ordered, cumulative = np.asarray(scores)[order], np.cumsum(np.asarray(weights)[order])
+        levels = np.arange(1, SCORE_QUANTILES) / SCORE_QUANTILES * cumulative[-1]
+        scores = ordered[np.minimum(np.searchsorted(cumulative, levels - 1e-12), len(ordered) - 1)].tolist()
     return tuple(sorted(float(f"{score:.{SIGNIFICANT_DIGITS + 1}g}") for score in scores))
 
 
