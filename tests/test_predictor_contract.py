@@ -28,7 +28,7 @@ from slim.predictors import (
     tune_predictors,
 )
 from slim.predictors.contract import E2E, MEAN_BATCH, THROUGHPUT
-from slim.predictors.slim_model import IDEAL_SLIM_PARAMS, FittedSlim
+from slim.predictors.slim_model import FittedSlim, ideal_slim_params
 from slim.sim import SimConstants
 from slim.sim.schedule_costs import prediction_costs
 from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedules
@@ -169,7 +169,7 @@ def test_slim_tune_starts_from_each_registered_prior_fitted_on_no_run(sim_runs):
     configs = runs.drop(columns=[col.MEAN_BATCH_SIZE, col.TOTAL_TOKEN_THROUGHPUT])
     assert list(tune_predictors()) == ["slim", "sim"]
     slim = tune_prior(tune_predictors()["slim"], CATALOG, H100).predict(configs)
-    ideal = FittedSlim.at_constants(SLIM, IDEAL_SLIM_PARAMS, CATALOG, H100).predict(configs)
+    ideal = FittedSlim.at_constants(SLIM, ideal_slim_params(H100), CATALOG, H100).predict(configs)
     np.testing.assert_array_equal(slim.throughput_per_s, ideal.throughput_per_s)
     # SIM's prior runs at its schedule table's constants, not at any calibration.
     sim = tune_prior(tune_predictors()["sim"], CATALOG, H100, schedules).predict(configs)

@@ -2,29 +2,31 @@
 SIM, from the accelerator's catalog entry alone) corrected by the residuals of the runs measured so
 far, with calibrated intervals.
 
-**The prior.** SLIM at the ideal roofline machine (``eta_c = eta_m = 1``, no offset, no overheads;
-Eqs. 5-12 at `slim.predictors.slim_model.IDEAL_SLIM_PARAMS`), evaluated at the running batch
+**The prior.** SLIM at the ideal roofline machine (``eta_c = eta_m = 1``, no offset, no overheads,
+the dense decode streaming every layer's weights once per step at the peak bandwidth; Eqs. 5-12 at
+`slim.predictors.slim_model.ideal_slim_params`), evaluated at the running batch
 ``min(cap, KV capacity in sequences, prompts)``; or SIM, the simulator with its shipped constants
 (`slim.sim.constants`), on the accelerator's catalog entry. Neither is fitted to the runs: every
 measured run is out of sample for the prior, so its residual is an honest error.
 
 **The correction** (measurements are facts). The log residual ``r = log(measured / prior)`` of
 throughput, and separately of E2E latency, is a Gaussian process over the configuration
-``x = (log2 cap, log2 IL, log2 OL, model)`` with a fixed kernel (`ResidualKernel`): an offset, a
-linear trend in each log coordinate (how the prior's error grows with the batch or the length),
-both also per model, a smooth term of length scale `ResidualKernel.length_scale_log2` shared
-across models at `ResidualKernel.cross_model_correlation`, and the run-to-run scatter. A point
-measured for one model or length therefore informs the others, most of all its neighbours.
+``x = (log2 cap, log2 IL, log2 OL, model)`` with a kernel (`ResidualKernel`): an offset, a linear
+trend in each log coordinate (how the prior's error grows with the batch or the length), both also
+per model, a smooth term of length scale `ResidualKernel.length_scale_log2` shared across models at
+`ResidualKernel.cross_model_correlation`, and the run-to-run scatter. A point measured for one
+model or length therefore informs the others, most of all its neighbours. The kernel's scales are
+chosen by the evidence of real datasets, per prior (`slim.advisor.tune_kernel`), not by hand.
 
-**The calibration** (split conformal over leave-one-curve-out). For each measured curve (one
-model, IL and OL), the process is conditioned on every other curve and predicts the left-out
-curve's runs (closed form, `ResidualProcess.leave_one_curve_out_scores`); the standardised errors
-``|r - mean| / sd`` are the conformity scores, and the interval multiplier at confidence ``c`` is
-their ``ceil((n + 1) c)``-th smallest (`conformal_multiplier`). Until there are enough scores for
-that rank the multiplier is the larger of the normal quantile and the largest score.
+**The calibration** (split conformal over leave-one-out). Each measured run is predicted from every
+other one (closed form, `ResidualProcess.leave_one_out_scores`; its own curve's other caps included,
+so the score checks extrapolation across caps); the standardised errors ``|r - mean| / sd`` are the
+conformity scores, and the interval multiplier at confidence ``c`` is their ``ceil((n + 1) c)``-th
+smallest (`conformal_multiplier`). Until there are enough scores for that rank the multiplier is
+the larger of the largest score and the same rank of the kernel's out-of-sample extrapolation
+scores (or, without those, the normal quantile).
 
-Nothing here depends on the accelerator beyond its catalog entry: the kernel is the same for
-every dataset.
+Nothing here depends on the accelerator beyond its catalog entry and the runs measured on it.
 """
 
 from __future__ import annotations

@@ -628,8 +628,11 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
         usable = [c for c in curves if c.curve.model in prior.by_model]
         for model, why in prior.missing.items():
             notes.append(f"{policy}: {model} not replayed: {why}")
-        described = sorted({f"{source.description} for {model}" for model, source in prior.by_model.items()})
-        notes.append(f"{policy}: prior {'; '.join(described)}")
+        models_by_source: dict[str, list[str]] = {}
+        for model, source in sorted(prior.by_model.items()):
+            models_by_source.setdefault(source.description, []).append(model)
+        notes.append(f"{policy}: prior " + "; ".join(f"{description} for {', '.join(models)}"
+                                                      for description, models in models_by_source.items()))
         if not usable:
             continue
         for session in SESSIONS:

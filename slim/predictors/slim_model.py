@@ -20,7 +20,7 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import FitError
 from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
-from slim.model.equations import FULL, Ablation, SlimParams, predict_frame
+from slim.model.equations import FULL, GAMMA_REFERENCE_HIDDEN_DIM, Ablation, SlimParams, predict_frame
 from slim.predictors.contract import (
     E2E,
     THROUGHPUT,
@@ -29,7 +29,7 @@ from slim.predictors.contract import (
     TrainingRuns,
     throughput_interval_from_e2e,
 )
-from slim.specs.architecture import ArchitectureCatalog
+from slim.specs.architecture import BYTES_PER_FP16, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
 if TYPE_CHECKING:
@@ -132,8 +132,20 @@ class FittedSlim:
 
 IDEAL_SLIM_PARAMS = SlimParams(eta_compute=1.0, eta_memory=1.0, batch_offset=0.0, alpha_s_per_token=0.0,
                                gamma_s_per_token=0.0, t_fixed_s=0.0)
-"""SLIM's ideal roofline machine (Eqs. 5-12 with efficiencies of one, no offset, no overheads): its
-prior before any run of the accelerator is measured."""
+"""SLIM's efficiencies of one, no offset and no overheads; `ideal_slim_params` adds the dense
+decode's weight traffic of an ideal machine."""
+DENSE_PARAMS_PER_LAYER_PER_WIDTH = 12.0
+"""Dense weights per layer in units of ``D^2`` (attention 4 ``D^2``, an MLP of 4 ``D`` 8 ``D^2``): what
+one decode step streams once, whatever the batch."""
+
+
+def ideal_slim_params(hw: Hardware) -> SlimParams:
+    """SLIM's ideal roofline machine on `hw` (Eqs. 5-12 with efficiencies of one, no offset, no
+    overheads): the dense decode of Eq. 10 streams every layer's weights once per step at the peak
+    bandwidth, ``gamma = 12 x 1024^2 x 2 B / BW_max`` per layer and ``(D / 1024)^2``. Its prior
+    before any run of the accelerator is measured."""
+    weight_bytes = DENSE_PARAMS_PER_LAYER_PER_WIDTH * GAMMA_REFERENCE_HIDDEN_DIM ** 2 * BYTES_PER_FP16
+    return replace(IDEAL_SLIM_PARAMS, gamma_s_per_token=weight_bytes / hw.hbm_bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -144,8 +156,9 @@ class SlimPredictor:
     ablation: Ablation = FULL
 
     def prior(self, training: TrainingRuns) -> FittedSlim:
-        """SLIM at `IDEAL_SLIM_PARAMS` on the accelerator's catalog entry."""
-        return replace(FittedSlim.at_constants(self.name, IDEAL_SLIM_PARAMS, training.catalog, training.hardware),
+        """SLIM at `ideal_slim_params` of the accelerator's catalog entry."""
+        return replace(FittedSlim.at_constants(self.name, ideal_slim_params(training.hardware), training.catalog,
+                                               training.hardware),
                        ablation=self.ablation)
 
     def fit(self, training: TrainingRuns) -> FittedSlim:
