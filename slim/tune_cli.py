@@ -19,7 +19,7 @@ from typing import Callable
 
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.certificate import DEFAULT_TOLERANCE
-from slim.advisor.tune import DEFAULT_CONFIDENCE
+from slim.advisor.tune import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 from slim.advisor.tune_plan import (
     DEFAULT_ONLINE_PROMPTS,
     OFFLINE,
@@ -92,6 +92,9 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
                       help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")
     tune.add_argument("--epsilon", type=fraction, default=DEFAULT_EPSILON, help="batching-efficiency floor")
+    tune.add_argument("--max-runs-per-cap", type=positive_int, default=DEFAULT_MAX_RUNS_PER_CAP, metavar="N",
+                      help="a measured E2E within the run-to-run scatter of the SLO, where its side decides, is run "
+                           f"again up to N runs of that cap (default {DEFAULT_MAX_RUNS_PER_CAP}; 1: never)")
     tune.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE,
                       help="settled when no cap can beat the choice by more than this share of throughput "
                            f"(default {DEFAULT_TOLERANCE:g})")
@@ -128,6 +131,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
     return TuneRequest(args.traces, tuple(specs), args.hardware, slo_ms=args.slo_ms, slo_relative=args.slo_relative,
                        slo_reference_cap=args.slo_reference_cap, mode=args.mode, predictor=args.predictor,
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
+                       max_runs_per_cap=args.max_runs_per_cap,
                        confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,

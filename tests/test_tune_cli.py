@@ -314,3 +314,12 @@ def test_every_json_field_is_documented_and_every_documented_field_exists(tmp_pa
     _, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
     actual = set(body) | {f"workloads[].{key}" for key in body["workloads"][0]}
     assert documented_json_fields() == actual
+
+
+def test_a_repeated_cap_runs_into_a_folder_of_its_own(tmp_path):
+    from slim.advisor.tune_plan import TuneRequest, WorkloadSpec, placeholders
+
+    request = TuneRequest(tmp_path, (WorkloadSpec("facebook/opt-125m", 128, 32),), "a100-sxm-40gb", slo_ms=150)
+    spec = request.workloads[0]
+    first, second = placeholders(request, spec, 16), placeholders(request, spec, 16, repeat=1)
+    assert first["result_dir"] != second["result_dir"] and second["result_dir"].endswith("_concurrency16_run2")

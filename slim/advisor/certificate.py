@@ -14,6 +14,11 @@ the others known only within intervals (`slim.advisor.tune_model.Belief`), the d
 
 Or, with no incumbent, when every candidate is excluded as infeasible (no cap meets the SLO) and
 not every one of them merely failed to run.
+Under run-to-run noise (`certify`'s ``noise_z`` > 0) a measurement is itself uncertain: the decision
+is not settled while the incumbent's measured E2E lies within ``noise_z`` standard deviations of
+its runs' mean below the SLO (it may truly break it), or a measured cap that would beat the
+incumbent lies within them above the SLO (it may truly meet it), and that cap may still be
+measured again (`CandidateView.repeatable`): those caps are to *repeat*.
 Otherwise the candidates that are not excluded are the *challengers*: what a measurement could
 change. Bounds hold at the belief's confidence each; the certificate names the measurements and
 bounds that settle it.
@@ -46,6 +51,8 @@ class CandidateView:
     e2e_mean: np.ndarray
     e2e_low: np.ndarray
     e2e_high: np.ndarray
+    e2e_measured_log_sd: np.ndarray | None = None   # standard deviation of a measured mean's log E2E
+    repeatable: np.ndarray | None = None            # measured candidates that may be measured again
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class Certificate:
     challengers: tuple[float, ...] = ()
     needs_throughput_at_one: bool = False
     notes: tuple[str, ...] = field(default=())
+    repeat: tuple[float, ...] = ()
 
     @property
     def feasible(self) -> bool:
@@ -90,17 +98,21 @@ class Certificate:
                 "throughput_at_one": [_json(v) for v in self.throughput_at_one],
                 "throughput_at_one_measured": self.throughput_at_one_measured,
                 "exclusions": [e.to_dict() for e in self.exclusions], "challengers": list(self.challengers),
-                "needs_throughput_at_one": self.needs_throughput_at_one, "notes": list(self.notes)}
+                "needs_throughput_at_one": self.needs_throughput_at_one, "notes": list(self.notes),
+                "repeat": list(self.repeat)}
 
 
 def _json(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float = DEFAULT_TOLERANCE) -> Certificate:
+def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float = DEFAULT_TOLERANCE,
+            noise_z: float = 0.0) -> Certificate:
     """The decision state of one workload (module docstring). ``T(1)`` of the efficiency floor is
     the smallest candidate's throughput divided by its cap (cap 1 itself where it is a candidate,
-    as `slim.advisor.bca.throughput_at_one` reads a measured curve)."""
+    as `slim.advisor.bca.throughput_at_one` reads a measured curve). With ``noise_z`` > 0 (and the
+    view's measurement scatter), a measurement within ``noise_z`` standard deviations of the SLO
+    that could change the decision is to repeat."""
     caps = view.caps
     one = 0                      # the smallest cap: 1, or T(B_min) / B_min as for a measured curve
     one_measured = bool(view.measured[one])
@@ -147,15 +159,34 @@ def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float 
             challengers.append(float(cap))
     if incumbent < 0 and efficient_maybe.any() and not one_measured:
         needs_one = True             # a measured cap meets the SLO; only T(1) keeps it from being chosen
-    settled = not challengers and not needs_one
+    repeat = _to_repeat(view, slo_s, incumbent, reference, meets_slo,
+                        view.throughput_measured / (caps * t_one[0]), epsilon, noise_z)
+    settled = not challengers and not needs_one and not repeat
     if incumbent < 0 and all(view.failed[i] and not measured[i] for i in range(len(caps))):
         settled = False   # nothing ran: no measurement or bound rules any cap out
     if incumbent >= 0:
         return Certificate(float(caps[incumbent]), float(view.throughput_measured[incumbent]),
                            float(view.e2e_measured[incumbent]), settled, slo_s, epsilon, tolerance,
                            (float(t_one[0]), float(t_one[1])), one_measured, tuple(exclusions), tuple(challengers),
-                           needs_one)
+                           needs_one, repeat=repeat)
     nan = float("nan")
     return Certificate(nan, nan, nan, settled, slo_s, epsilon, tolerance, (float(t_one[0]), float(t_one[1])),
                        one_measured, tuple(exclusions), tuple(challengers), needs_one,
-                       ("no candidate meets the SLO and the efficiency floor",) if settled else ())
+                       ("no candidate meets the SLO and the efficiency floor",) if settled else (), repeat)
+
+
+def _to_repeat(view: CandidateView, slo_s: float, incumbent: int, reference: float, meets_slo: np.ndarray,
+               efficiency_high: np.ndarray, epsilon: float, noise_z: float) -> tuple[float, ...]:
+    """The measured caps whose side of the SLO the run-to-run noise leaves open and whose side
+    decides (module docstring), where they may be measured again: the incumbent, and the caps over
+    the SLO that would beat it (efficiently, by more than the tolerance) if they met it."""
+    if noise_z <= 0 or view.e2e_measured_log_sd is None or view.repeatable is None:
+        return ()
+    with np.errstate(invalid="ignore"):
+        margin = np.abs(np.log(view.e2e_measured / slo_s)) / np.maximum(view.e2e_measured_log_sd, 1e-12)
+        unsure = view.measured & view.repeatable & (margin <= noise_z)
+        could_beat = view.measured & ~meets_slo & (view.throughput_measured > reference) & (efficiency_high > epsilon)
+    decides = could_beat.copy()
+    if incumbent >= 0:
+        decides[incumbent] = True
+    return tuple(float(c) for c in view.caps[unsure & decides])

@@ -19,8 +19,11 @@ and better than the incumbent by more than the tolerance) / predicted GPU-second
 incumbent, ``P(feasible) x predicted T / the workload's best predicted T`` per GPU-second. ``P``
 comes from the belief's lognormal marginals; the GPU-seconds from the corrected throughput
 (`slim.advisor.tune_model.predicted_gpu_seconds`). Where only ``T(1)`` keeps a measured cap from
-being chosen, the smallest cap is proposed. A measurement of one workload's cap updates the belief
-of every workload.
+being chosen, the smallest cap is proposed. A measured cap whose E2E lies within its run-to-run
+scatter of the SLO, where its side decides (`slim.advisor.certificate`: the certificate's
+``repeat``), is run again, up to `TuneSettings.max_runs_per_cap` runs, before anything else of its
+workload: repeated runs combine into one measurement of smaller scatter (`Measurement.combined`).
+A measurement of one workload's cap updates the belief of every workload.
 
 `run_loop` repeats propose, measure (a callback: an oracle replaying recorded runs, or a real
 benchmark through `slim.advisor.bench_runner`) and update until every decision is settled, no
@@ -52,6 +55,8 @@ from slim.errors import AdvisorError
 DEFAULT_CONFIDENCE = 0.9
 DEFAULT_SCATTER = 0.02
 """Run-to-run scatter (relative, one standard deviation) of a run measured once."""
+DEFAULT_MAX_RUNS_PER_CAP = 3
+"""A measurement within the noise of the SLO is repeated, up to this many runs of one cap."""
 
 WORKLOAD = "workload"   # column of the candidates table: which workload a candidate belongs to
 SCENARIO_COUNT = 64
@@ -91,12 +96,29 @@ class Workload:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One usable run: total-token throughput, E2E latency, the GPU-seconds it took, its scatter."""
+    """Usable runs of one configuration: total-token throughput and E2E latency (their geometric
+    mean over `runs` runs), the GPU-seconds they took, and the run-to-run scatter of one run."""
 
     throughput_per_s: float
     e2e_latency_s: float
     gpu_seconds: float
     scatter: float = DEFAULT_SCATTER
+    runs: int = 1
+
+    @property
+    def log_sd(self) -> float:
+        """Standard deviation of the mean's log: one run's scatter over the root of the runs."""
+        return self.scatter / float(np.sqrt(self.runs))
+
+    def combined(self, other: "Measurement") -> "Measurement":
+        """This measurement and `other` (more runs of the same configuration) as one."""
+        runs = self.runs + other.runs
+
+        def mean(a: float, b: float) -> float:
+            return float(np.exp((self.runs * np.log(a) + other.runs * np.log(b)) / runs))
+        return Measurement(mean(self.throughput_per_s, other.throughput_per_s),
+                           mean(self.e2e_latency_s, other.e2e_latency_s), self.gpu_seconds + other.gpu_seconds,
+                           max(self.scatter, other.scatter), runs)
 
 
 @dataclass(frozen=True)
@@ -131,12 +153,14 @@ class Proposal:
 class TuneSettings:
     """The confidence of each bound, the tolerance of the certificate, the residual kernel and its
     out-of-sample extrapolation scores (`slim.advisor.tune_kernel.extrapolation_scores`: what the
-    intervals' multiplier falls back on while the session has too few scores of its own)."""
+    intervals' multiplier falls back on while the session has too few scores of its own), and how
+    many runs of one cap a measurement within the noise of the SLO may take (1: never repeat)."""
 
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
     kernel: ResidualKernel = ResidualKernel()
     extrapolation_scores: tuple[float, ...] = ()
+    max_runs_per_cap: int = DEFAULT_MAX_RUNS_PER_CAP
 
 
 def curve_label(frame: pd.DataFrame) -> pd.Series:
@@ -171,13 +195,22 @@ class TuneSession:
 
     # --- what is measured ---------------------------------------------------------------
     def record(self, candidate: int, measurement: Measurement | None) -> None:
-        """A candidate's run: usable (a measurement) or failed (None, never proposed again)."""
+        """A candidate's run: usable (a measurement, combined with the candidate's earlier runs) or
+        failed (None, never proposed again)."""
         if measurement is None or not (np.isfinite(measurement.throughput_per_s) and measurement.throughput_per_s > 0
                                        and np.isfinite(measurement.e2e_latency_s) and measurement.e2e_latency_s > 0):
-            self.failed.add(candidate)
+            if candidate not in self.measurements:
+                self.failed.add(candidate)
+        elif candidate in self.measurements:
+            self.measurements[candidate] = self.measurements[candidate].combined(measurement)
         else:
             self.measurements[candidate] = measurement
         self._belief = None
+
+    def runs_of(self, candidate: int) -> int:
+        """How many usable runs a candidate's measurement averages (0: not measured)."""
+        measurement = self.measurements.get(candidate)
+        return measurement.runs if measurement is not None else 0
 
     @property
     def belief(self) -> Belief:
@@ -188,7 +221,7 @@ class TuneSession:
                                   np.array([m.throughput_per_s for m in runs]),
                                   np.array([m.e2e_latency_s for m in runs]),
                                   np.array([m.scatter for m in runs]), self.settings.confidence, self.settings.kernel,
-                                  self.settings.extrapolation_scores)
+                                  self.settings.extrapolation_scores, np.array([m.runs for m in runs]))
         return self._belief
 
     # --- decisions ------------------------------------------------------------------------
@@ -210,7 +243,11 @@ class TuneSession:
                                    for i in rows]),
             throughput_mean=b.throughput_per_s[rows], throughput_low=b.throughput_low[rows],
             throughput_high=b.throughput_high[rows], e2e_mean=b.e2e_latency_s[rows], e2e_low=b.e2e_low[rows],
-            e2e_high=b.e2e_high[rows])
+            e2e_high=b.e2e_high[rows],
+            e2e_measured_log_sd=np.array([max(self.measurements[i].scatter, self.settings.kernel.noise_sd)
+                                          / np.sqrt(self.measurements[i].runs) if i in self.measurements else nan
+                                          for i in rows]),
+            repeatable=np.array([self.runs_of(i) < self.settings.max_runs_per_cap for i in rows]))
 
     def _reference_row(self, workload: Workload) -> int:
         rows = self._rows(workload)
@@ -234,7 +271,8 @@ class TuneSession:
             nan = float("nan")
             return Certificate(nan, nan, nan, False, nan, workload.epsilon, self.settings.tolerance, (nan, nan), False,
                                notes=(f"the SLO waits for the reference run at cap {workload.slo_reference_cap:g}",))
-        return certify(self.view(workload), slo_s, workload.epsilon, self.settings.tolerance)
+        return certify(self.view(workload), slo_s, workload.epsilon, self.settings.tolerance,
+                       float(norm.ppf(self.settings.confidence)))
 
     def certificates(self) -> dict[str, Certificate]:
         return {w.label: self.certificate(w) for w in self.workloads}
@@ -276,6 +314,15 @@ class TuneSession:
                                               "defines the SLO (reference run)"))
                 continue
             open_rows = [i for i in rows if i not in self.measurements and i not in self.failed]
+            view = self.view(workload) if cert.repeat else None
+            for position, cap in enumerate(view.caps if view is not None else ()):
+                if cap in cert.repeat:
+                    i = int(rows[position])
+                    wrong_side = norm.cdf(-abs(np.log(view.e2e_measured[position] / slo_s))
+                                          / max(view.e2e_measured_log_sd[position], 1e-12))
+                    out.append(self._proposal(i, workload, LIKELY_DECISION_WEIGHT * wrong_side / gpu_seconds[i],
+                                              gpu_seconds[i], f"its measured E2E is within the run-to-run scatter of "
+                                              f"the SLO: run {self.runs_of(i) + 1} of it"))
             if cert.needs_throughput_at_one:
                 one = int(rows[0])
                 if one in open_rows:

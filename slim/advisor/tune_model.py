@@ -248,18 +248,20 @@ class Belief:
 def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Sequence[int],
            measured_throughput: np.ndarray, measured_e2e_s: np.ndarray, measured_scatter: np.ndarray,
            confidence: float, kernel: ResidualKernel = ResidualKernel(),
-           reference_scores: Sequence[float] = ()) -> Belief:
+           reference_scores: Sequence[float] = (), measured_runs: np.ndarray | None = None) -> Belief:
     """The corrected prediction of every candidate given the measured ones (module docstring).
 
     `measured_index` are row positions in `candidates`; `measured_scatter` each run's relative
-    run-to-run scatter (one standard deviation, at least the kernel's noise); `reference_scores`
+    run-to-run scatter (one standard deviation, at least the kernel's noise), over the root of
+    `measured_runs` (how many runs each measurement averages; one by default); `reference_scores`
     the kernel's out-of-sample extrapolation scores (`conformal_multiplier`)."""
     index = np.asarray(measured_index, dtype=int)
     coordinates = kernel.coordinates(candidates)
     models = candidates[col.MODEL].astype(str).to_numpy()
     curves = (candidates[col.MODEL].astype(str) + "|" + candidates[col.INPUT_LEN_NOMINAL].astype(str) + "|"
               + candidates[col.OUTPUT_LEN_NOMINAL].astype(str)).to_numpy()
-    noise = np.maximum(np.asarray(measured_scatter, dtype=float), kernel.noise_sd)
+    runs = np.ones(len(index)) if measured_runs is None else np.asarray(measured_runs, dtype=float)
+    noise = np.maximum(np.asarray(measured_scatter, dtype=float), kernel.noise_sd) / np.sqrt(runs)
     z = float(norm.ppf(0.5 + confidence / 2.0))
     values = {}
     for name, prior_values, measured in (("throughput", prior.throughput_per_s, measured_throughput),

@@ -26,6 +26,7 @@ from slim.advisor.certificate import DEFAULT_TOLERANCE
 from slim.advisor.training_runs import trace_options
 from slim.advisor.tune import (
     DEFAULT_CONFIDENCE,
+    DEFAULT_MAX_RUNS_PER_CAP,
     DEFAULT_SCATTER,
     WORKLOAD,
     Measurement,
@@ -96,6 +97,7 @@ class TuneRequest:
     candidates: tuple[int, ...] = DEFAULT_CANDIDATE_BATCH_SIZES
     epsilon: float = DEFAULT_EPSILON
     tolerance: float = DEFAULT_TOLERANCE
+    max_runs_per_cap: int = DEFAULT_MAX_RUNS_PER_CAP
     confidence: float = DEFAULT_CONFIDENCE
     num_prompts: int = DEFAULT_ONLINE_PROMPTS
     tensor_parallel: int = 1
@@ -280,8 +282,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
     prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
                        else None)
     session = TuneSession(workloads, candidates, prior_prediction(prior, candidates),
-                          load_kernels().settings(request.predictor, TuneSettings(confidence=request.confidence,
-                                                                                  tolerance=request.tolerance)))
+                          load_kernels().settings(request.predictor, TuneSettings(
+                              confidence=request.confidence, tolerance=request.tolerance,
+                              max_runs_per_cap=request.max_runs_per_cap)))
     for index, measurement in measured.items():
         session.record(index, measurement)
     return TunePlan(request, catalog, hw, workloads, specs, session, runs, readout)
@@ -295,13 +298,16 @@ def _empty_schedules(constants_file: Path):
 
 
 def measurement_of_runs(runs: pd.DataFrame) -> Measurement:
-    """Repeated runs of one configuration: their mean, with their scatter."""
+    """Repeated runs of one configuration: their mean, with their scatter and how many runs they
+    are (a cleaned row that already averages repeats counts its `col.N_MEASUREMENTS`)."""
     throughput = runs[col.TOTAL_TOKEN_THROUGHPUT].to_numpy(dtype=float)
     e2e = runs[col.E2E_LATENCY_S].to_numpy(dtype=float)
     seconds = (runs[col.DURATION_S].to_numpy(dtype=float) * runs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float))
     scatter = float(np.std(throughput) / np.mean(throughput)) if len(runs) > 1 else DEFAULT_SCATTER
+    counts = (runs[col.N_MEASUREMENTS].fillna(1).to_numpy(dtype=float) if col.N_MEASUREMENTS in runs
+              else np.ones(len(runs)))
     return Measurement(float(np.mean(throughput)), float(np.mean(e2e)), float(np.nansum(seconds)),
-                       max(scatter, DEFAULT_SCATTER))
+                       max(scatter, DEFAULT_SCATTER), int(max(counts.sum(), 1)))
 
 
 # --- the benchmark command lines -----------------------------------------------------------
@@ -313,9 +319,11 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
     return f"{model}_in{spec.input_len}_out{spec.output_len}_{kind}{cap}"
 
 
-def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int) -> dict[str, str]:
-    """Every value a benchmark command or a `--run` template may use: all chosen by the tool."""
-    folder = request.results_folder / run_folder_name(spec, cap, request.mode)
+def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> dict[str, str]:
+    """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
+    `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``."""
+    folder = request.results_folder / (run_folder_name(spec, cap, request.mode)
+                                       + (f"_run{repeat + 1}" if repeat > 0 else ""))
     result_file = ("result.json" if request.mode == ONLINE
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
                         f"_out{spec.output_len}.json")
@@ -332,9 +340,9 @@ def server_command(request: TuneRequest, spec: WorkloadSpec) -> list[str]:
             "--tensor-parallel-size", str(request.tensor_parallel)]
 
 
-def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int) -> list[str]:
-    """The exact benchmark of one candidate, as an argument list."""
-    values = placeholders(request, spec, cap)
+def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> list[str]:
+    """The exact benchmark of one candidate (its `repeat`-th further run), as an argument list."""
+    values = placeholders(request, spec, cap, repeat)
     if request.mode == ONLINE:
         return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
                 "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],
@@ -350,7 +358,7 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int) -> lis
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:
     spec = plan.specs[proposal.workload]
     cap = int(proposal.max_num_seqs)
-    commands = {"benchmark": benchmark_command(plan.request, spec, cap)}
+    commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate))}
     if plan.request.mode == ONLINE:
         commands = {"server": server_command(plan.request, spec), **commands}
     return commands

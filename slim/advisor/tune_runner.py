@@ -281,7 +281,7 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
 
     def measure(proposal: Proposal) -> Measurement | Unusable:
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
-        values = placeholders(request, spec, cap)
+        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate))
         folder = Path(values["result_dir"])
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))

@@ -120,11 +120,21 @@ class ReplayCurve:
     def caps(self) -> np.ndarray:
         return self.curve.max_num_seqs
 
+    def charged(self, caps) -> list[float]:
+        """The runs of `caps` (repeats included) that are charged: all but the reference's first."""
+        charged = list(caps)
+        if self.reference_cap in charged:
+            charged.remove(self.reference_cap)
+        return charged
+
+    def run_gpu_seconds(self, cap: float) -> float:
+        """One run's recorded GPU time at `cap`: its duration times its GPUs."""
+        return self.recorded(cap, col.DURATION_S) * float(np.nan_to_num(self.recorded(cap, col.TENSOR_PARALLEL),
+                                                                        nan=1.0))
+
     def gpu_seconds(self, caps) -> float:
-        """The GPU time charged for measuring `caps` (the reference run is free)."""
-        charged = [c for c in set(caps) if c != self.reference_cap]
-        chosen = self.rows[self.rows[col.MAX_NUM_SEQS].isin(charged)]
-        return float((chosen[col.DURATION_S] * chosen[col.TENSOR_PARALLEL].fillna(1)).sum())
+        """The GPU time charged for measuring `caps`, repeats included (the reference run is free)."""
+        return float(sum(self.run_gpu_seconds(cap) for cap in self.charged(caps)))
 
     def recorded(self, cap: float, column: str) -> float:
         match = self.rows.loc[self.rows[col.MAX_NUM_SEQS] == cap, column]
@@ -139,16 +149,17 @@ class RunNoise:
     sd: float = 0.0
     seed: int = 0
 
-    def factor(self, curve: ReplayCurve, cap: float) -> float:
-        """The multiplier of the run of `curve` at `cap` (1 without noise)."""
+    def factor(self, curve: ReplayCurve, cap: float, repeat: int = 0) -> float:
+        """The multiplier of the run of `curve` at `cap` (1 without noise); `repeat` > 0 draws the
+        repeat-th further run of that cap."""
         if self.sd == 0.0:
             return 1.0
-        draw = np.random.default_rng([self.seed, curve.index, int(round(cap))]).standard_normal()
-        return float(np.exp(self.sd * draw))
+        key = [self.seed, curve.index, int(round(cap))] + ([repeat] if repeat else [])
+        return float(np.exp(self.sd * np.random.default_rng(key).standard_normal()))
 
-    def observe(self, curve: ReplayCurve, cap: float) -> tuple[float, float]:
-        """The (throughput, E2E) a policy measures at `cap` of `curve`."""
-        factor = self.factor(curve, cap)
+    def observe(self, curve: ReplayCurve, cap: float, repeat: int = 0) -> tuple[float, float]:
+        """The (throughput, E2E) a policy measures at `cap` of `curve` (its `repeat`-th further run)."""
+        factor = self.factor(curve, cap, repeat)
         return (curve.recorded(cap, col.TOTAL_TOKEN_THROUGHPUT) * factor,
                 curve.recorded(cap, col.E2E_LATENCY_S) / factor)
 
@@ -213,9 +224,8 @@ def _row(curve: ReplayCurve, run: ReplayRun, caps, chosen: float, full_cap: floa
         violated = bool(curve.recorded(chosen, col.E2E_LATENCY_S) > curve.slo_s)
     else:
         regret, violated = (100.0 if np.isfinite(t_full) else 0.0), False
-    charged = {c for c in caps if c != curve.reference_cap}
     return {"curve": curve.label, "policy": run.policy, "session": run.session, "seed": run.noise.seed,
-            "noise": run.noise.sd, "runs": len(charged), "gpu_seconds": curve.gpu_seconds(caps),
+            "noise": run.noise.sd, "runs": len(curve.charged(caps)), "gpu_seconds": curve.gpu_seconds(caps),
             "full_profile_gpu_seconds": curve.gpu_seconds(curve.caps),
             "floor_gpu_seconds": curve.gpu_seconds([full_cap]) if np.isfinite(full_cap) else 0.0,
             "chosen_cap": chosen, "full_profile_cap": full_cap, "regret_pct": regret, "slo_violated": violated}
@@ -450,16 +460,21 @@ def candidates_of(curves: list[ReplayCurve]) -> pd.DataFrame:
 
 def oracle(curves: list[ReplayCurve], noise: RunNoise = RunNoise(),
            scatter: float = DEFAULT_NOISE_SD) -> Callable[[Proposal], Measurement | None]:
-    """Reveals a recorded run (through the noise) when the loop asks for it; the charge is its
-    recorded GPU time. Each measurement carries `scatter`, the run-to-run scatter a user states."""
+    """Reveals a recorded run (through the noise; a repeated cap's further runs are new draws) when
+    the loop asks for it; the charge is its recorded GPU time. Each measurement carries `scatter`,
+    the run-to-run scatter a user states."""
     by_label = {curve.label: curve for curve in curves}
+    asked: dict[tuple[str, float], int] = {}
 
     def measure(proposal: Proposal) -> Measurement | None:
         curve = by_label[proposal.workload]
         if not (curve.caps == proposal.max_num_seqs).any():
             return None
-        throughput, e2e = noise.observe(curve, proposal.max_num_seqs)
-        return Measurement(throughput, e2e, curve.gpu_seconds([proposal.max_num_seqs]), scatter)
+        key = (curve.label, proposal.max_num_seqs)
+        repeat = asked.get(key, 1 if proposal.max_num_seqs == curve.reference_cap else 0)
+        asked[key] = repeat + 1
+        throughput, e2e = noise.observe(curve, proposal.max_num_seqs, repeat)
+        return Measurement(throughput, e2e, curve.run_gpu_seconds(proposal.max_num_seqs), scatter)
 
     return measure
 
