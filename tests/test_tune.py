@@ -3,9 +3,9 @@ next measurement, and the replay of every policy on synthetic static-batch curve
 
 import json
 import os
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,7 @@ from conftest import REPO
 
 from slim import columns as col
 from slim.advisor.certificate import CandidateView, certify
-from slim.advisor.tune import WORKLOAD, Measurement, TuneSession, TuneSettings, Workload, run_loop
+from slim.advisor.tune import WORKLOAD, Measurement, TuneSession, Workload, run_loop
 from slim.advisor.tune_model import (
     CONFIG_COLUMNS,
     PriorPrediction,
@@ -25,6 +25,7 @@ from slim.advisor.tune_model import (
     prior_prediction,
     slim_prior,
 )
+from slim.paper.tuning_priors import slim_replay_prior
 from slim.paper.tuning_replay import (
     PER_DATASET,
     PER_WORKLOAD,
@@ -36,11 +37,8 @@ from slim.paper.tuning_replay import (
     repeat_scatter,
     replay_curves,
     replay_dataset,
-    slim_replay_prior,
-    summarise,
-    summary_markdown,
-    tuning_goals,
 )
+from slim.paper.tuning_summary import summarise, summary_markdown, tuning_goals
 from slim.specs.hardware import load_hardware
 
 CAPS = (1.0, 16.0, 32.0, 64.0)
@@ -433,8 +431,8 @@ def test_repeated_runs_of_a_cap_combine_into_one_measurement_of_smaller_scatter(
 
 
 def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hardware):
-    from slim.paper.tuning_replay import ReplayRun, oracle
     from slim.advisor.tune import Proposal
+    from slim.paper.tuning_replay import ReplayRun, oracle
 
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
     curve = replay_curves(runs, 2.5, None)[0][0]

@@ -23,16 +23,15 @@ from slim.advisor.tune_kernel import (
 from slim.advisor.tune_model import PriorPrediction, ResidualKernel
 from slim.errors import SplitError
 from slim.paper.advisor_study_config import load_bca_config
-from slim.paper.tuning_replay import (
+from slim.paper.tuning_priors import (
     PriorSource,
-    ReplayOptions,
     ReplayPrior,
     constants_fitted_on,
-    replay_dataset,
     run_keys,
     sim_replay_prior,
     slim_replay_prior,
 )
+from slim.paper.tuning_replay import ReplayOptions, replay_dataset
 from slim.sim.constants import SIM_CONSTANTS_FILE
 
 TRUE_KERNEL = ResidualKernel(offset_sd=0.3, slope_sd_per_doubling=0.06, model_offset_sd=0.1,

@@ -5,7 +5,8 @@ from slim.advisor.tune import TuneSettings
 from slim.advisor.tune_kernel import fit_kernels
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tuning_replay import TUNE_POLICIES, ReplayOptions, predictor_of, replay_dataset, replay_priors
+from slim.paper.tuning_priors import TUNE_POLICIES, predictor_of, replay_priors
+from slim.paper.tuning_replay import ReplayOptions, replay_dataset
 from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])

@@ -1,0 +1,154 @@
+"""The priors of the tuning replay (`slim.paper.tuning_replay`), out of sample on every dataset they
+replay: a curve is never replayed with a prior fitted on its model's runs of the dataset.
+
+SLIM's prior is the ideal roofline machine (fitted on nothing). SIM's is the shipped constants where
+they were fitted on none of the dataset's runs of a model (a constants file's ``residuals`` list the
+runs it was fitted on: `constants_fitted_on`), else SIM calibrated on the dataset's runs of the other
+models (leave one model out). `ReplayPrior.check_out_of_sample` refuses a prior that breaks this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor.tune_model import PriorPrediction, PriorPredictor, prior_prediction
+from slim.errors import AdvisorError, FitError, SplitError
+from slim.model.equations import ArchitectureLookup
+from slim.predictors import TrainingRuns, tune_predictors
+from slim.specs.hardware import Hardware
+
+
+def tune_policy(name: str) -> str:
+    """The replay policy of `slim tune` with the prior registered as `name` (``tune_slim``)."""
+    return f"tune_{name}"
+
+
+TUNE_POLICIES = tuple(tune_policy(name) for name in tune_predictors())
+"""`slim tune` with each prior the registry offers it (`slim.predictors.tune_predictors`)."""
+
+
+def predictor_of(policy: str) -> str:
+    """The registered tuning predictor of a tune policy (``tune_sim`` -> ``sim``)."""
+    return policy.removeprefix("tune_")
+
+
+RUN_KEY_COLUMNS = ("hardware", col.MODEL, "input_len", "output_len", col.MAX_NUM_SEQS)
+
+
+def run_keys(frame: pd.DataFrame, hardware: str) -> frozenset[tuple]:
+    """Each run's identity: hardware, model, mean lengths in whole tokens (truncated, as a constants
+    file's residuals list them), cap."""
+    if frame.empty:
+        return frozenset()
+    return frozenset(zip([hardware] * len(frame), frame[col.MODEL].astype(str),
+                         frame[col.INPUT_LEN_MEAN].astype(float).astype(int),
+                         frame[col.OUTPUT_LEN_MEAN].astype(float).astype(int),
+                         frame[col.MAX_NUM_SEQS].round().astype(int)))
+
+
+def constants_fitted_on(path, hardware: str) -> frozenset[tuple]:
+    """`run_keys` of the runs a SIM constants file was fitted on; on `hardware` where the file
+    names no hardware of its own (the cautious reading)."""
+    from slim.sim.constants import load_calibration_runs
+
+    fitted_hardware, runs = load_calibration_runs(path)
+    frame = runs.rename(columns={"model": col.MODEL, "input_len": col.INPUT_LEN_MEAN,
+                                 "output_len": col.OUTPUT_LEN_MEAN, "max_num_seqs": col.MAX_NUM_SEQS})
+    return run_keys(frame, fitted_hardware or hardware)
+
+
+@dataclass(frozen=True)
+class PriorSource:
+    """One prior predictor, the runs it was fitted on (`run_keys`) and how, in words."""
+
+    predictor: PriorPredictor
+    fitted_on: frozenset[tuple]
+    description: str
+
+
+@dataclass(frozen=True)
+class ReplayPrior:
+    """A tuning policy's prior for one dataset: per model, the `PriorSource` that predicts its
+    candidates (a model missing from `by_model` cannot be replayed, `missing` says why)."""
+
+    policy: str
+    by_model: Mapping[str, PriorSource]
+    hardware: str
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def predict(self, candidates: pd.DataFrame) -> PriorPrediction:
+        """Each candidate predicted by its model's prior."""
+        throughput, e2e = np.full(len(candidates), np.nan), np.full(len(candidates), np.nan)
+        models = candidates[col.MODEL].astype(str).to_numpy()
+        for model in np.unique(models):
+            if model not in self.by_model:
+                raise AdvisorError(f"{self.policy}: no prior for {model}: {self.missing.get(model, 'not built')}")
+            rows = np.flatnonzero(models == model)
+            prediction = prior_prediction(self.by_model[model].predictor, candidates.iloc[rows])
+            throughput[rows], e2e[rows] = prediction.throughput_per_s, prediction.e2e_latency_s
+        return PriorPrediction(throughput, e2e)
+
+    def check_out_of_sample(self, frame: pd.DataFrame) -> None:
+        """`SplitError` if a model's prior was fitted on any run of that model in `frame` (runs on
+        this prior's hardware)."""
+        for model, source in self.by_model.items():
+            shared = source.fitted_on & run_keys(frame[frame[col.MODEL] == model], self.hardware)
+            if shared:
+                raise SplitError(f"{self.policy}: the prior of {model} ({source.description}) was fitted on "
+                                 f"{len(shared)} of the replayed runs of {model}, e.g. {sorted(shared)[0]}: "
+                                 "a replay must use an out-of-sample prior")
+
+
+def slim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware) -> ReplayPrior:
+    """SLIM at the ideal roofline machine for every model: fitted on no run."""
+    from slim.advisor.tune_model import tune_prior
+
+    source = PriorSource(tune_prior(tune_predictors()["slim"], architectures, hw), frozenset(),
+                         "SLIM at the ideal roofline machine (fitted on no run)")
+    return ReplayPrior(tune_policy("slim"), {str(m): source for m in frame[col.MODEL].unique()}, hw.name)
+
+
+def sim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware, schedules,
+                     shipped_fitted_on: frozenset[tuple]) -> ReplayPrior:
+    """SIM out of sample for every model of `frame` (module docstring): the shipped constants (those
+    of `schedules`, fitted on `shipped_fitted_on`) where they saw none of the model's runs here,
+    else SIM calibrated on this dataset's runs of the other models."""
+    from slim.advisor.tune_model import tune_prior
+
+    entry = tune_predictors()["sim"]
+    shipped = PriorSource(tune_prior(entry, architectures, hw, schedules), shipped_fitted_on,
+                          "SIM at the shipped constants")
+    by_model, missing = {}, {}
+    for model in sorted(frame[col.MODEL].astype(str).unique()):
+        if not (shipped_fitted_on & run_keys(frame[frame[col.MODEL] == model], hw.name)):
+            by_model[model] = shipped
+            continue
+        others = frame[frame[col.MODEL] != model]
+        if others.empty:
+            missing[model] = "the shipped constants were fitted on its runs and no other model is here to refit on"
+            continue
+        try:
+            fitted = entry.predictor.fit(TrainingRuns(others, architectures, hw, schedules,
+                                                      f"SIM without {model}", sample_valley=False))
+        except FitError as error:
+            missing[model] = f"SIM could not be refitted without it: {error}"
+            continue
+        by_model[model] = PriorSource(fitted, run_keys(others, hw.name),
+                                      f"SIM calibrated on the {len(others)} runs of the other models")
+    return ReplayPrior(tune_policy("sim"), by_model, hw.name, missing)
+
+
+def replay_priors(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware, schedules=None,
+                  sim_constants_file=None) -> dict[str, ReplayPrior]:
+    """Every tuning policy's out-of-sample prior for a dataset: SLIM's always, SIM's where the run has
+    the simulator (its `schedules` at the constants of `sim_constants_file`)."""
+    priors = {tune_policy("slim"): slim_replay_prior(frame, architectures, hw)}
+    if schedules is not None and sim_constants_file is not None:
+        priors[tune_policy("sim")] = sim_replay_prior(frame, architectures, hw, schedules,
+                                                      constants_fitted_on(sim_constants_file, hw.name))
+    return priors
