@@ -78,6 +78,11 @@ def test_conformal_multiplier_takes_the_rank_and_falls_back_to_the_largest_score
     assert conformal_multiplier(np.array([0.5, 3.0]), 0.9) == 3.0          # too few: the largest
     assert conformal_multiplier(np.array([0.1]), 0.9) == pytest.approx(1.6448536)   # or the normal quantile
     assert conformal_multiplier(np.zeros(0), 0.5) == pytest.approx(0.6744898)
+    reference = np.linspace(0.1, 2.0, 199)                # out-of-sample scores: rank 180 of 199 -> 1.81
+    assert conformal_multiplier(np.array([0.5, 3.0]), 0.9, reference) == 3.0
+    assert conformal_multiplier(np.array([0.5]), 0.9, reference) == pytest.approx(reference[179])
+    assert conformal_multiplier(scores / 2, 0.9, reference) == pytest.approx(reference[179]), \
+        "a session's own scores never narrow the intervals below the out-of-sample rank"
 
 
 def test_leave_one_out_scores_equal_refitting_without_the_run():

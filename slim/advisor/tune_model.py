@@ -22,9 +22,9 @@ chosen by the evidence of real datasets, per prior (`slim.advisor.tune_kernel`),
 other one (closed form, `ResidualProcess.leave_one_out_scores`; its own curve's other caps included,
 so the score checks extrapolation across caps); the standardised errors ``|r - mean| / sd`` are the
 conformity scores, and the interval multiplier at confidence ``c`` is their ``ceil((n + 1) c)``-th
-smallest (`conformal_multiplier`). Until there are enough scores for that rank the multiplier is
-the larger of the largest score and the same rank of the kernel's out-of-sample extrapolation
-scores (or, without those, the normal quantile).
+smallest (`conformal_multiplier`), and never below the same rank of the kernel's out-of-sample
+extrapolation scores. Until there are enough scores for that rank the multiplier is the larger of
+the largest score and that out-of-sample rank (or, without those scores, the normal quantile).
 
 Nothing here depends on the accelerator beyond its catalog entry and the runs measured on it.
 """
@@ -170,13 +170,15 @@ class ResidualKernel:
 
 def conformal_multiplier(scores: np.ndarray, confidence: float, reference_scores: Sequence[float] = ()) -> float:
     """Split-conformal multiplier of the standardised interval at `confidence`
-    (`slim.model.conformal.conformal_quantile`); with too few scores for its rank, the larger of
-    the largest score and the multiplier of `reference_scores` (scores of the same prediction made
-    out of sample on other datasets), or without enough of those the normal quantile."""
+    (`slim.model.conformal.conformal_quantile`), never below the same rank of `reference_scores`
+    (scores of the same prediction made out of sample on other datasets: a session's own scores
+    can widen its intervals, not narrow them below what other accelerators needed); with too few
+    scores for the rank, the larger of the largest score and that reference, or without
+    reference scores the normal quantile."""
+    reference = conformal_quantile(np.asarray(reference_scores, dtype=float), confidence)
     quantile = conformal_quantile(scores, confidence)
     if math.isfinite(quantile):
-        return quantile
-    reference = conformal_quantile(np.asarray(reference_scores, dtype=float), confidence)
+        return max(quantile, reference) if math.isfinite(reference) else quantile
     base = reference if math.isfinite(reference) else float(norm.ppf(0.5 + confidence / 2.0))
     return max(base, float(np.max(scores))) if len(scores) else base
 
