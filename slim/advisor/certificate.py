@@ -57,10 +57,12 @@ class CandidateView:
 
 @dataclass(frozen=True)
 class Exclusion:
-    """Why a candidate cannot change the decision, in words and as the bound that says so."""
+    """Why a candidate cannot change the decision, in words and as the bound that says so;
+    `by_bound` where it rests on an interval of an unmeasured candidate, not on a measurement."""
 
     cap: float
     reason: str
+    by_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"cap": self.cap, "reason": self.reason}
@@ -149,12 +151,13 @@ def certify(view: CandidateView, slo_s: float, epsilon: float, tolerance: float 
                 needs_one = True     # better and within the SLO, but its efficiency waits for T(1)
             continue
         if view.e2e_low[i] > slo_s:
-            exclusions.append(Exclusion(float(cap), f"E2E lower bound {view.e2e_low[i]:.3g} s > SLO {slo_s:.3g} s"))
+            exclusions.append(Exclusion(float(cap), f"E2E lower bound {view.e2e_low[i]:.3g} s > SLO {slo_s:.3g} s",
+                                        by_bound=True))
         elif view.throughput_high[i] / (cap * t_one[0]) <= epsilon:
-            exclusions.append(Exclusion(float(cap), f"efficiency upper bound <= epsilon {epsilon:g}"))
+            exclusions.append(Exclusion(float(cap), f"efficiency upper bound <= epsilon {epsilon:g}", by_bound=True))
         elif incumbent >= 0 and view.throughput_high[i] <= reference:
             exclusions.append(Exclusion(float(cap), f"T upper bound {view.throughput_high[i]:,.0f} tokens/s "
-                                                     f"<= {1 + tolerance:g} x the choice's measured T"))
+                                                     f"<= {1 + tolerance:g} x the choice's measured T", by_bound=True))
         else:
             challengers.append(float(cap))
     if incumbent < 0 and efficient_maybe.any() and not one_measured:

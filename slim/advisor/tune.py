@@ -244,9 +244,7 @@ class TuneSession:
             throughput_mean=b.throughput_per_s[rows], throughput_low=b.throughput_low[rows],
             throughput_high=b.throughput_high[rows], e2e_mean=b.e2e_latency_s[rows], e2e_low=b.e2e_low[rows],
             e2e_high=b.e2e_high[rows],
-            e2e_measured_log_sd=np.array([max(self.measurements[i].scatter, self.settings.kernel.noise_sd)
-                                          / np.sqrt(self.measurements[i].runs) if i in self.measurements else nan
-                                          for i in rows]),
+            e2e_measured_log_sd=np.where(measured, b.e2e_log_sd[rows], nan),   # a measurement's own scatter
             repeatable=np.array([self.runs_of(i) < self.settings.max_runs_per_cap for i in rows]))
 
     def _reference_row(self, workload: Workload) -> int:

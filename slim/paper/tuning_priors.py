@@ -37,9 +37,6 @@ def predictor_of(policy: str) -> str:
     return policy.removeprefix("tune_")
 
 
-RUN_KEY_COLUMNS = ("hardware", col.MODEL, "input_len", "output_len", col.MAX_NUM_SEQS)
-
-
 def run_keys(frame: pd.DataFrame, hardware: str) -> frozenset[tuple]:
     """Each run's identity: hardware, model, mean lengths in whole tokens (truncated, as a constants
     file's residuals list them), cap."""

@@ -359,9 +359,6 @@ class TuneReplay:
     open_curves: list[str]      # decisions the loop left unsettled (their cap: the best measured one)
 
 
-BOUND_REASONS = ("E2E lower bound", "efficiency upper bound", "T upper bound")
-
-
 def _relied_on_coverage(session: TuneSession, curves: list[ReplayCurve]) -> list[dict[str, Any]]:
     """The final intervals at the unmeasured caps each certificate excludes by a bound, scored
     against the recorded run."""
@@ -369,7 +366,7 @@ def _relied_on_coverage(session: TuneSession, curves: list[ReplayCurve]) -> list
     for workload, curve in zip(session.workloads, curves):
         certificate = session.certificate(workload)
         for exclusion in certificate.exclusions:
-            if not exclusion.reason.startswith(BOUND_REASONS):
+            if not exclusion.by_bound:
                 continue
             rows = session.candidates.index[(session.candidates[WORKLOAD] == workload.label)
                                             & (session.candidates[col.MAX_NUM_SEQS] == exclusion.cap)]
