@@ -7,6 +7,7 @@ the held-out evaluation and of Fig. 11 follow. Units are in the names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,10 +38,26 @@ DURATION_S = "duration_s"
 REQUEST_THROUGHPUT = "request_throughput_per_s"
 TOTAL_TOKEN_THROUGHPUT = "total_token_throughput_per_s"   # SLIM's T, Eq. 6
 OUTPUT_TOKEN_THROUGHPUT = "output_token_throughput_per_s"
+# The client's latency statistics, under vLLM's own names: `latency_column(statistic, quantity)`,
+# e.g. mean_ttft_ms, median_tpot_ms, std_itl_ms, p99_e2el_ms. TTFT and E2EL include the time a
+# request queued; TPOT (per request, first token excluded) and ITL (every gap between tokens) do not.
+LATENCY_QUANTITIES = ("ttft", "tpot", "itl", "e2el")
+LATENCY_STATISTICS = ("mean", "median", "std", "p99")
+"""The statistics every runs table holds a column for; other percentiles a run recorded (vLLM's
+``--metric-percentiles``, GuideLLM's, a histogram's) get columns of their own (`latency_columns`)."""
 MEAN_TTFT_MS = "mean_ttft_ms"
 MEAN_TPOT_MS = "mean_tpot_ms"
 MEAN_ITL_MS = "mean_itl_ms"
 MEAN_E2EL_MS = "mean_e2el_ms"          # client's E2E (includes queueing); NaN in the old format
+REQUEST_RATE = "request_rate_per_s"    # the client's --request-rate (inf: every request at once)
+MAX_CONCURRENCY = "max_concurrency"    # the client's cap on requests in flight (NaN: none)
+REQUEST_GOODPUT = "request_goodput_per_s"  # vLLM's request_goodput where the run recorded one (its spec unknown)
+LATENCY_SOURCE = "latency_source"      # client (the benchmark's JSON), guidellm, or prometheus_histogram
+# Per-request latencies (lists, ms) of a run saved with vLLM's --save-detailed: columns only where some run has them.
+REQUEST_TTFT_MS = "request_ttft_ms"
+REQUEST_TPOT_MS = "request_tpot_ms"
+REQUEST_E2EL_MS = "request_e2el_ms"
+PER_REQUEST_COLUMNS = (REQUEST_TTFT_MS, REQUEST_TPOT_MS, REQUEST_E2EL_MS)
 
 # Server side (metrics CSV / server log / cache config).
 MEAN_BATCH_SIZE = "mean_batch_size"    # mean num_requests_running over the active benchmark window
@@ -82,11 +99,47 @@ RUN_COLUMNS = (
     DATASET, RUN_ID, TRACE_FORMAT, BENCHMARK_MODE, HARDWARE, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
     INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL,
     COMPLETED, FAILED, DURATION_S, REQUEST_THROUGHPUT, TOTAL_TOKEN_THROUGHPUT, OUTPUT_TOKEN_THROUGHPUT,
-    MEAN_TTFT_MS, MEAN_TPOT_MS, MEAN_ITL_MS, MEAN_E2EL_MS,
+    *(f"{statistic}_{quantity}_ms" for quantity in LATENCY_QUANTITIES for statistic in LATENCY_STATISTICS),
+    REQUEST_RATE, MAX_CONCURRENCY, REQUEST_GOODPUT, LATENCY_SOURCE,
     MEAN_BATCH_SIZE, BATCH_SIZE_SOURCE, MAX_KV_CACHE_USAGE, NUM_PREEMPTIONS, NUM_GPU_BLOCKS, BLOCK_SIZE,
     KV_CAPACITY_TOKENS, E2E_LATENCY_S, N_MEASUREMENTS, MEASUREMENT_SPREAD_PCT, STATUS, REASON_DETAIL, FAULT_FILE,
 )
-"""Columns of `runs.parquet` and `clean.parquet`, in order."""
+"""Columns of `runs.parquet` and `clean.parquet`, in order; a table may hold more latency statistics
+(`latency_columns`) and the per-request lists (`PER_REQUEST_COLUMNS`) after them."""
+
+_LATENCY_COLUMN = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+
+
+def latency_column(statistic: str, quantity: str) -> str:
+    """vLLM's name of a latency statistic: ``p99`` and ``tpot`` give ``p99_tpot_ms``."""
+    return f"{statistic}_{quantity}_ms"
+
+
+def parse_latency_column(name: str) -> tuple[str, str, float | None] | None:
+    """``(statistic, quantity, percentile)`` of a latency column (percentile None unless a ``p<N>``
+    statistic: ``p99.9_itl_ms`` gives ``("p99.9", "itl", 99.9)``), or None for any other name."""
+    match = _LATENCY_COLUMN.match(name)
+    if match is None:
+        return None
+    return match.group(1), match.group(3), float(match.group(2)) if match.group(2) else None
+
+
+def latency_columns(names: Iterable[str]) -> list[str]:
+    """The latency columns among `names`, in a stable order: by quantity (TTFT, TPOT, ITL, E2EL),
+    then mean, median, std and the percentiles in increasing order."""
+    order = {"mean": -3.0, "median": -2.0, "std": -1.0}
+    parsed = [(name, parse_latency_column(name)) for name in names]
+    found = [(name, p) for name, p in parsed if p is not None]
+    return [name for name, p in sorted(found, key=lambda item: (
+        LATENCY_QUANTITIES.index(item[1][1]), order.get(item[1][0], item[1][2] if item[1][2] is not None else 0.0)))]
+
+
+def run_table_columns(names: Iterable[str]) -> list[str]:
+    """The columns of a runs table holding `names`: `RUN_COLUMNS`, then every other latency column
+    and the per-request lists that occur."""
+    names = set(names)
+    extra = [name for name in latency_columns(names) if name not in RUN_COLUMNS]
+    return [*RUN_COLUMNS, *extra, *(name for name in PER_REQUEST_COLUMNS if name in names)]
 
 WORKLOAD_KEYS = (MODEL, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL)
 """A measured curve: all runs sharing these keys, indexed by max_num_seqs."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import filecmp
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -79,8 +80,11 @@ def test_ingest_of_the_whole_corpus_gives_one_row_per_directory_with_every_colum
     schemas = set(col.RUN_COLUMNS) | set(col.PREDICTION_COLUMNS) | set(col.MAPE_COLUMNS) | set(
         col.IDENTIFIABILITY_COLUMNS) | set(col.GENERALISATION_MAPE_COLUMNS) | set(col.SIM_CONSTANTS_COLUMNS) | set(
         col.MAPE_INTERVAL_COLUMNS) | set(col.MAPE_COMPARISON_COLUMNS) | set(col.MAPE_REDUCTION_COLUMNS) | set(
-        col.BASELINE_SENSITIVITY_COLUMNS)
-    assert column_names == schemas
+        col.BASELINE_SENSITIVITY_COLUMNS) | set(col.PER_REQUEST_COLUMNS)
+    generated = {col.latency_column(statistic, quantity) for statistic in col.LATENCY_STATISTICS
+                 for quantity in col.LATENCY_QUANTITIES}
+    assert column_names == schemas - (generated - column_names)
+    assert generated <= set(col.RUN_COLUMNS)
     assert corpus[col.DATASET].eq("broken").all()
 
 
@@ -172,6 +176,10 @@ def test_public_layout_every_column(catalog):
         col.REQUEST_THROUGHPUT: 100 / 12.5, col.TOTAL_TOKEN_THROUGHPUT: (24200 + 12800) / 12.5,
         col.OUTPUT_TOKEN_THROUGHPUT: 12800 / 12.5,
         col.MEAN_TTFT_MS: 400.0 * 12.5, col.MEAN_TPOT_MS: 500.0 * 12.5 / 128, col.MEAN_ITL_MS: 498.0 * 12.5 / 128,
+        "median_ttft_ms": 410.0 * 12.5, "std_ttft_ms": 150.0 * 12.5, "p99_ttft_ms": 950.0 * 12.5,
+        "median_tpot_ms": 495.0 * 12.5 / 128, "std_tpot_ms": 20.0 * 12.5 / 128, "p99_tpot_ms": 600.0 * 12.5 / 128,
+        "median_itl_ms": 480.0 * 12.5 / 128, "std_itl_ms": 300.0 * 12.5 / 128, "p99_itl_ms": 4000.0 * 12.5 / 128,
+        col.REQUEST_RATE: math.inf, col.LATENCY_SOURCE: "client",   # request_rate "inf": every prompt at once
         col.MEAN_BATCH_SIZE: (3 + 8 + 8 + 8 + 6) / 5,  # active window: samples with running + waiting > 0
         col.BATCH_SIZE_SOURCE: "metrics_csv",          # the server log's stats lines would give 5.0
         col.MAX_KV_CACHE_USAGE: 0.0081, col.NUM_PREEMPTIONS: 0,
@@ -185,9 +193,11 @@ def test_public_layout_every_column(catalog):
             assert row[column] == value, column
         else:
             assert row[column] == pytest.approx(value, rel=1e-12), column
-    assert math.isnan(row[col.FAILED]) and math.isnan(row[col.MEAN_E2EL_MS])  # not in the old JSON
+    not_recorded = {col.FAILED, col.MAX_CONCURRENCY, col.REQUEST_GOODPUT,       # not in the old JSON, nor is E2EL
+                    *(col.latency_column(statistic, "e2el") for statistic in col.LATENCY_STATISTICS)}
+    assert all(math.isnan(row[name]) for name in not_recorded)
     assert row[col.HARDWARE] is None and math.isnan(row[col.MEASUREMENT_SPREAD_PCT])   # no accelerator given
-    assert set(expected) | {col.FAILED, col.MEAN_E2EL_MS, col.HARDWARE, col.MEASUREMENT_SPREAD_PCT} == set(row)
+    assert set(expected) | not_recorded | {col.HARDWARE, col.MEASUREMENT_SPREAD_PCT} == set(row)
     assert row[col.E2E_LATENCY_S] == pytest.approx(0.825)
 
 
@@ -240,6 +250,79 @@ def test_bench_serve_json_with_only_a_v1_server_log(bench_serve):
     assert row[col.MAX_NUM_SEQS] == 8  # metadata
     assert row[col.E2E_LATENCY_S] == pytest.approx(5.02 / 4.0)
     assert row[col.STATUS] == "ok"
+
+
+def test_a_detailed_result_keeps_every_request_latency(bench_serve):
+    # v1_metrics saved --save-detailed: request 0 has TTFT 50 ms, then 59 gaps of 20 ms over 60 tokens.
+    row = bench_serve.loc["v1_metrics"]
+    assert len(row[col.REQUEST_TTFT_MS]) == 10
+    assert row[col.REQUEST_TTFT_MS][0] == pytest.approx(50.0)
+    assert row[col.REQUEST_E2EL_MS][0] == pytest.approx(50.0 + 59 * 20.0)
+    assert row[col.REQUEST_TPOT_MS][0] == pytest.approx(20.0)           # (E2EL - TTFT) / (60 - 1)
+    assert row["p99_e2el_ms"] == 1460.0 and row[col.LATENCY_SOURCE] == "client"
+    assert math.isnan(row[col.MAX_CONCURRENCY]) and row[col.REQUEST_RATE] == math.inf
+
+
+def _bench_serve_result(**latencies) -> dict:
+    result = {"endpoint_type": "openai", "model_id": "facebook/opt-125m", "num_prompts": 40, "max_num_seqs": "8",
+              "request_rate": 4.0, "max_concurrency": 8, "duration": 10.0, "completed": 40, "failed": 0,
+              "total_input_tokens": 4000, "total_output_tokens": 1280, "request_throughput": 4.0,
+              "request_goodput": 3.5, "output_throughput": 128.0, "total_token_throughput": 528.0}
+    return {**result, **latencies}
+
+
+def test_every_percentile_a_run_recorded_gets_a_column_of_vllms_name(tmp_path, catalog):
+    # vllm bench serve --metric-percentiles 50,90,99.9 --percentile-metrics ttft,tpot,itl,e2el
+    stats = {"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p50_ttft_ms": 28.0, "p90_ttft_ms": 41.0,
+             "p99.9_ttft_ms": 77.0, "mean_itl_ms": 12.0, "p90_itl_ms": 15.0, "mean_tpot_ms": 12.1,
+             "mean_e2el_ms": 420.0, "p90_e2el_ms": 450.0, "mean_batch_size_ms": 1.0}
+    run = tmp_path / "cap8"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps(_bench_serve_result(**stats)))
+    frame = ingest_traces(tmp_path, "percentiles", catalog)
+    row = frame.iloc[0]
+    assert row["p90_ttft_ms"] == 41.0 and row["p99.9_ttft_ms"] == 77.0 and row["p90_e2el_ms"] == 450.0
+    assert math.isnan(row["p99_ttft_ms"])                     # not asked for, not invented
+    extra = [name for name in frame.columns if name not in col.RUN_COLUMNS]
+    assert extra == ["p50_ttft_ms", "p90_ttft_ms", "p99.9_ttft_ms", "p90_itl_ms", "p90_e2el_ms"]
+    assert (row[col.REQUEST_RATE], row[col.MAX_CONCURRENCY], row[col.REQUEST_GOODPUT]) == (4.0, 8, 3.5)
+    assert "mean_batch_size_ms" not in frame.columns            # not a latency statistic vLLM names
+
+
+def _histogram(name: str, bounds: list[float], counts: list[float], total_s: float) -> str:
+    lines = [f"# TYPE {name} histogram"]
+    for bound, count in zip([*map(str, bounds), "+Inf"], counts):
+        lines.append(f'{name}_bucket{{engine="0",le="{bound}",model_name="m"}} {count}')
+    lines += [f'{name}_count{{engine="0",model_name="m"}} {counts[-1]}', f'{name}_sum{{engine="0",model_name="m"}} {total_s}']
+    return "\n".join(lines) + "\n"
+
+
+def test_the_servers_latency_histograms_fill_what_the_client_did_not_record(tmp_path, catalog):
+    run = tmp_path / "cap8"
+    run.mkdir()
+    (run / "result.json").write_text(json.dumps(_bench_serve_result(mean_tpot_ms=12.0, p99_tpot_ms=14.0)))
+    gauges = 'vllm:num_requests_running{engine="0",model_name="m"} %g\nvllm:num_requests_waiting{engine="0",model_name="m"} 0\n'
+    bounds = [0.01, 0.02, 0.05, 0.1]
+    # Counters since the server started: 10 TTFTs before the run, 50 after it (40 in the run).
+    before = _histogram("vllm:time_to_first_token_seconds", bounds, [10, 10, 10, 10, 10], 0.05)
+    after = _histogram("vllm:time_to_first_token_seconds", bounds, [10, 30, 46, 50, 50], 1.05)
+    tpot = _histogram("vllm:request_time_per_output_token_seconds", bounds, [0, 40, 40, 40, 40], 0.6)
+    (run / "metrics.prom").write_text(gauges % 0 + before + tpot + gauges % 8 + after + tpot)
+    row = ingest_traces(tmp_path, "histograms", catalog).iloc[0]
+    # 40 TTFTs: 20 in (0.01, 0.02], 16 in (0.02, 0.05], 4 in (0.05, 0.1]; mean (1.05 - 0.05) / 40 s.
+    assert row["mean_ttft_ms"] == pytest.approx(25.0)
+    assert row["median_ttft_ms"] == pytest.approx(20.0)                    # rank 20 ends the second bucket
+    assert row["p90_ttft_ms"] == pytest.approx(50.0)                       # rank 36: the third bucket's end
+    assert row["p99_ttft_ms"] == pytest.approx(50.0 + 50.0 * (39.6 - 36) / 4)
+    assert row["p99_tpot_ms"] == 14.0                                      # the client's, not the server's
+    assert row[col.LATENCY_SOURCE] == "client+prometheus_histogram"
+
+
+def test_guidellm_percentiles_under_vllms_names(catalog):
+    frame = ingest_traces(FORMATS / "guidellm_sweep", "guidellm", catalog)
+    row = frame.iloc[0]
+    assert row["p90_ttft_ms"] == row["mean_ttft_ms"] and row["p99_e2el_ms"] == pytest.approx(row["mean_e2el_ms"])
+    assert row[col.LATENCY_SOURCE] == "guidellm"
 
 
 # ---------------------------------------------------------------- the real public traces

@@ -3,7 +3,7 @@
 A report is ``{"args": ..., "benchmarks": [...]}``; each benchmark has its scheduling strategy
 (``config.strategy``, or ``args.strategy`` in older reports), timings and ``metrics``, where every
 metric is a distribution per request status (``metrics.<name>.successful.mean``,
-``.total_sum``). Each benchmark becomes one result with ``vllm bench serve`` keys, so the
+``.median``, ``.std_dev``, ``.percentiles.p99``, ``.total_sum``). Each benchmark becomes one result with ``vllm bench serve`` keys, so the
 rest of ingest treats it like any other run. A concurrent strategy's stream count is the
 client's concurrency cap (``max_concurrency``), a synchronous one has concurrency 1.
 """
@@ -30,6 +30,38 @@ def _stat(metrics: dict[str, Any], name: str, field: str = "mean", status: str =
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return math.nan
     return float(value)
+
+
+LATENCY_METRICS = {"time_to_first_token_ms": ("ttft", 1.0), "time_per_output_token_ms": ("tpot", 1.0),
+                   "inter_token_latency_ms": ("itl", 1.0), "request_latency": ("e2el", 1000.0)}
+"""GuideLLM's latency metrics: the vLLM quantity each is, and its factor to ms (request latency is in s)."""
+
+
+def percentile_of_key(key: str) -> float | None:
+    """The percentile a GuideLLM percentile key names: ``p99`` 99, ``p999`` 99.9, ``p001`` 0.1, ``p05`` 5."""
+    digits = key[1:]
+    if not key.startswith("p") or not digits.isdigit():
+        return None
+    return float(digits[:2] + "." + digits[2:]) if len(digits) == 3 else float(digits)
+
+
+def latency_statistics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Every statistic of GuideLLM's latency distributions (successful requests) under vLLM's names, ms:
+    mean, median, standard deviation and each percentile (``p99.9_itl_ms`` from ``p999``)."""
+    out: dict[str, float] = {}
+    for name, (quantity, to_ms) in LATENCY_METRICS.items():
+        for field, statistic in (("mean", "mean"), ("median", "median"), ("std_dev", "std")):
+            out[f"{statistic}_{quantity}_ms"] = _stat(metrics, name, field) * to_ms
+        percentiles = ((metrics.get(name) or {}).get("successful") or {}).get("percentiles")
+        for key, value in (percentiles.items() if isinstance(percentiles, dict) else ()):
+            percentile = percentile_of_key(str(key))
+            if percentile is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            label = "median" if percentile == 50 else f"p{percentile:g}"
+            if label == "median" and math.isfinite(out[f"median_{quantity}_ms"]):
+                continue
+            out[f"{label}_{quantity}_ms"] = float(value) * to_ms
+    return out
 
 
 def _strategy(benchmark: dict[str, Any]) -> dict[str, Any]:
@@ -91,10 +123,7 @@ def benchmark_result(report: dict[str, Any], benchmark: dict[str, Any], label: s
         "duration": duration, "total_input_tokens": input_tokens, "total_output_tokens": output_tokens,
         "request_throughput": per_s(completed) if isinstance(completed, (int, float)) else math.nan,
         "output_throughput": per_s(output_tokens), "total_token_throughput": per_s(input_tokens + output_tokens),
-        "mean_ttft_ms": _stat(metrics, "time_to_first_token_ms"),
-        "mean_tpot_ms": _stat(metrics, "time_per_output_token_ms"),
-        "mean_itl_ms": _stat(metrics, "inter_token_latency_ms"),
-        "mean_e2el_ms": _stat(metrics, "request_latency") * 1000.0,   # GuideLLM keeps latency in seconds
+        **latency_statistics(metrics),
         "max_concurrency": _concurrency_cap(strategy),
         "guidellm_strategy": str(strategy.get("type_", "unknown")),
         "request_rate": strategy.get("rate", "inf"),

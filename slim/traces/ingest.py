@@ -31,8 +31,9 @@ from slim.traces.metrics_csv import read_metrics_csv
 from slim.traces.offline_ingest import IngestOptions, offline_record, table_rows
 from slim.traces.offline_json import OFFLINE_FORMATS
 from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
-from slim.traces.prometheus_text import parse_cache_config, read_scrapes
-from slim.traces.results import ResultRecord, read_result_records, read_sweep_failure
+from slim.traces.latency import client_statistics, per_request_latencies
+from slim.traces.prometheus_text import parse_cache_config, read_latency_histograms, read_scrapes
+from slim.traces.results import FORMAT_GUIDELLM, ResultRecord, read_result_records, read_sweep_failure
 from slim.traces.run_files import RunFiles, classify_directory
 from slim.traces.server_log import (
     KvCacheSize,
@@ -202,6 +203,17 @@ class DirectoryEvidence:
         return found, notes
 
     @cached_property
+    def latency_histograms(self) -> dict[str, float]:
+        """The latency statistics of the scrapes' histograms (`read_latency_histograms`); empty
+        where they hold none or cannot be parsed (the gauges' reader reports that)."""
+        try:
+            return read_latency_histograms(self.files.scrapes)
+        except UnreadableTraceError:
+            raise
+        except TraceFormatError:
+            return {}
+
+    @cached_property
     def cache_config(self) -> tuple[dict[str, str], str] | None:
         """Labels of the first readable ``vllm:cache_config_info`` and the file holding them."""
         for path in self.files.cache_configs + self.files.scrapes:
@@ -298,9 +310,34 @@ class _RunIngest:
         row[col.REQUEST_THROUGHPUT] = number(content.get("request_throughput"))
         row[col.TOTAL_TOKEN_THROUGHPUT] = number(content.get("total_token_throughput"))
         row[col.OUTPUT_TOKEN_THROUGHPUT] = number(content.get("output_throughput"))
-        for column, key in ((col.MEAN_TTFT_MS, "mean_ttft_ms"), (col.MEAN_TPOT_MS, "mean_tpot_ms"),
-                            (col.MEAN_ITL_MS, "mean_itl_ms"), (col.MEAN_E2EL_MS, "mean_e2el_ms")):
-            row[column] = number(content.get(key))
+        self._read_latencies()
+
+    def _read_latencies(self) -> None:
+        """Every latency statistic the result records (vLLM's names), the client's request rate and
+        concurrency cap, a recorded goodput, the per-request lists of a detailed result, and, where
+        the client recorded none of a quantity, the statistics of the server's histograms."""
+        row, content = self.row, self.content
+        statistics = client_statistics(content)
+        row.update(statistics)
+        statistics = {name: value for name, value in statistics.items() if math.isfinite(value)}
+        if statistics:
+            row[col.LATENCY_SOURCE] = ("guidellm" if self.record.trace_format == FORMAT_GUIDELLM else "client")
+        rate = content.get("request_rate", self.client_args.get("request_rate"))
+        row[col.REQUEST_RATE] = math.inf if str(rate).strip().lower() in ("inf", "infinity") else number(rate)
+        concurrency = _positive_int(content.get("max_concurrency") or self.client_args.get("max_concurrency"))
+        row[col.MAX_CONCURRENCY] = concurrency if concurrency is not None else math.nan
+        row[col.REQUEST_GOODPUT] = number(content.get("request_goodput"))
+        per_request = per_request_latencies(content)
+        if per_request is not None:
+            row.update(per_request)
+        if self.alone and self.evidence.files.scrapes:
+            recorded = {col.parse_latency_column(name)[1] for name in statistics}
+            from_server = {name: value for name, value in self.evidence.latency_histograms.items()
+                           if col.parse_latency_column(name)[1] not in recorded}
+            if from_server:
+                row.update(from_server)
+                row[col.LATENCY_SOURCE] = ("+".join(filter(None, (row.get(col.LATENCY_SOURCE), "prometheus_histogram")))
+                                           if statistics else "prometheus_histogram")
 
     def _batch_cap(self) -> tuple[int | None, str]:
         """The largest batch the server could run: its --max-num-seqs (from the result's metadata,
@@ -574,5 +611,5 @@ def ingest_traces(trace_root: str | Path, dataset: str, catalog: ArchitectureCat
     id_root = trace_root.parent if trace_root.is_file() else trace_root
     rows = [row for run in find_runs(trace_root, options.table_layout)
             for row in ingest_directory(run, id_root, dataset, catalog, options)]
-    frame = pd.DataFrame(rows, columns=list(col.RUN_COLUMNS))
+    frame = pd.DataFrame(rows, columns=col.run_table_columns({name for row in rows for name in row}))
     return frame.sort_values(col.RUN_ID, kind="stable").reset_index(drop=True)
