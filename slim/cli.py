@@ -1,17 +1,20 @@
 """The `slim` command: a thin layer over `slim.advisor.advise` (fit SLIM, or calibrate the simulator,
-SIM, on a folder of vLLM traces and advise a batch cap) and the cleaning report (check the folder).
+SIM, on a folder of vLLM traces and decide a batch cap), `slim.tune` (measure only what the decision
+needs) and the cleaning report (check the folder).
 
-    slim advise --traces DIR --model opt-1.3b --input-len 242 --output-len 520 --slo-ms 8000 \
-        [--predictor sim] [--json]
+    slim advise --traces DIR --model opt-1.3b --hardware h100-64gb --input-len 242 --output-len 520 \
+        --slo p99_tpot_ms=20 [--slo mean_ttft_ms=500] [--predictor sim] [--json] [--plot FILE]
+    slim tune --traces DIR --hardware h100-64gb --workload opt-1.3b:242:520 --slo p99_tpot_ms=20 [--run ...]
     slim check DIR
 
 `build_parser` gives the arguments, `advice_request` turns them into an `AdviceRequest` for
 `slim.advisor.advise.advise`, `render_text` (`slim.advisor.report`) or `advice_json` gives the
-output, and `main` maps errors to exit codes (`EXIT_CODES`): 0 a recommendation; 2 bad input
-(arguments, trace folder, model, hardware, catalog or config.json); 3 no candidate cap meets the
-SLO and the efficiency floor; 1 only for an unexpected failure (a bug). Every failure prints one line on
-stderr naming the problem (``--json`` also prints a JSON object on stdout); when a folder holds
-runs but none is usable, that line is followed by `slim check`'s line per run.
+output, and `main` maps errors to exit codes (`EXIT_CODES`, the same for every command): 0 done; 2
+bad input (arguments, trace folder, model, hardware, catalog, config.json, an SLO metric no run can
+judge; for `check`, no usable run); 3 no candidate cap meets the SLOs and the efficiency floor; 4
+`tune --run` stopped open; 130 interrupted; 1 only for an unexpected failure (a bug). Every failure
+prints one line on stderr naming the problem (``--json`` also prints a JSON object on stdout); when a
+folder holds runs but none is usable, that line is followed by `slim check`'s line per run.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import numpy as np
 from slim import __version__
 from slim import columns as col
 from slim.advisor import advise as advice_module
-from slim.advisor.advise import DEFAULT_HARDWARE, Advice, AdviceRequest
-from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON, BcaResult
+from slim.advisor.advise import Advice, AdviceRequest
+from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.report import advice_fields, candidates_fields, render_text
 from slim.advisor.training_runs import check_traces, trace_options
 from slim.errors import NoFeasibleCapError, SlimError
@@ -38,17 +41,20 @@ from slim.sim.schedules import DEFAULT_NUM_PROMPTS
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.traces.clean import check_lines, clean_runs
-from slim.tune_cli import EXIT_INTERRUPTED, EXIT_OPEN, add_tune_parser, run_tune
+from slim.tune.cli import EXIT_INTERRUPTED, EXIT_OPEN, add_slo_arguments, add_tune_parser, run_tune, slos_of
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NO_FEASIBLE_CAP = 3
 EXIT_CODES = {
-    EXIT_OK: "a recommendation was printed",
+    EXIT_OK: "done: advise printed a recommendation, tune its plan (with --run: every decision settled), check "
+             "found a usable run",
     1: "unexpected failure (a bug: please report it with the traceback)",
-    EXIT_BAD_INPUT: "bad input: arguments, trace folder, model, hardware, catalog or config.json",
-    EXIT_NO_FEASIBLE_CAP: "no candidate --max-num-seqs meets the SLO and the efficiency floor",
-    EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, or no benchmark left)",
+    EXIT_BAD_INPUT: "bad input: arguments, trace folder (check: no usable run), model, hardware, catalog, "
+                    "config.json, or an SLO metric no run can judge",
+    EXIT_NO_FEASIBLE_CAP: "no candidate --max-num-seqs meets the SLOs and the efficiency floor (advise; tune once "
+                          "that is settled)",
+    EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, the bound, or no benchmark left)",
     EXIT_INTERRUPTED: "slim tune --run was interrupted (Ctrl-C); run it again to resume",
 }
 
@@ -70,9 +76,9 @@ def error_json(error: SlimError, exit_code: int) -> dict[str, Any]:
     if lines:
         document["runs"] = [dict(zip(("status", "run", "fault_file", "reason"), line.split("\t", 3)))
                             for line in lines]
-    decision = getattr(error, "decision", None)
-    if isinstance(decision, BcaResult):
-        document["candidates"] = candidates_fields(decision)
+    rows = getattr(error, "decision", None)
+    if isinstance(rows, tuple) and rows:
+        document["candidates"] = candidates_fields(rows, {}, DEFAULT_EPSILON)
     return document
 
 
@@ -129,7 +135,7 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 _EXIT_CODES_HELP = "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in sorted(EXIT_CODES.items()))
 _ADVISE_EPILOG = f"""example (the public traces beside this repository):
   slim advise --traces ../shared/traces/vllm-h100-public/output_length --model opt-1.3b \\
-      --input-len 242 --output-len 520 --slo-ms 8000 --epsilon 0.1 --json
+      --hardware h100-64gb --input-len 242 --output-len 520 --slo p99_tpot_ms=20 --json
 
 {_EXIT_CODES_HELP}"""
 
@@ -163,16 +169,23 @@ def build_parser() -> argparse.ArgumentParser:
                                     "vocab_size), for a model the models file lacks; runs of it become usable too")
     advise_parser.add_argument("--input-len", required=True, type=_positive_int, help="prompt tokens per request")
     advise_parser.add_argument("--output-len", required=True, type=_positive_int, help="generated tokens per request")
-    advise_parser.add_argument("--slo-ms", required=True, type=_positive_float, help="E2E latency SLO in milliseconds")
+    add_slo_arguments(advise_parser, _positive_float, _positive_int)
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
                                help=f"batching-efficiency floor, in (0, 1) (default {DEFAULT_EPSILON})")
     advise_parser.add_argument("--confidence", type=_fraction, default=None, metavar="C",
                                help="hold the SLO on the one-sided upper bound of SLIM's E2E at confidence C in "
                                     "(0, 1), e.g. 0.9: parameter uncertainty, what the runs leave undetermined and "
                                     "run-to-run scatter (default: on the prediction itself)")
-    advise_parser.add_argument("--hardware", default=DEFAULT_HARDWARE,
-                               help=f"GPU key of the hardware file (default {DEFAULT_HARDWARE}; shipped: "
+    advise_parser.add_argument("--hardware", required=True,
+                               help=f"GPU key of the hardware file the runs ran on (shipped: "
                                     f"{_catalog_names(load_hardware, HARDWARE_FILE)})")
+    advise_parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                               help="draw the workload's frontier (throughput per GPU against output tokens/s per "
+                                    "user at every candidate cap, measured and predicted, the SLO bounds and the "
+                                    "chosen cap) to FILE (.pdf, .png or .svg)")
+    advise_parser.add_argument("--no-plan", action="store_true",
+                               help="skip slim tune's session on the same runs (whether the decision is settled, "
+                                    "the next benchmark)")
     advise_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
                                help="catalog of model architectures (default: the one shipped with slim, "
                                     "slim/specs/models.yaml; its format is in config/README.md)")
@@ -212,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
         description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
                     "tab-separated line per run: status, run, file at fault (- if none), reason. "
-                    f"Exit status 0 when at least one run is usable, 1 when none is, {EXIT_BAD_INPUT} for bad input.")
+                    f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is "
+                    "bad (1 only for a bug).")
     check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
     check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
                               help="catalog of model architectures (default: the one shipped with slim)")
@@ -228,13 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def advice_request(args: argparse.Namespace) -> AdviceRequest:
     """``slim advise``'s parsed arguments as the request `advise` answers (the SLO in seconds)."""
-    return AdviceRequest(args.traces, args.model, args.input_len, args.output_len, args.slo_ms / 1e3,
+    return AdviceRequest(args.traces, args.model, args.input_len, args.output_len, slos=slos_of(args),
                          epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                          hardware_file=args.hardware_file, candidates=args.candidates,
                          max_model_len=args.max_model_len, model_config=args.model_config,
                          train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
                          sim_constants_file=args.sim_constants, num_prompts=args.num_prompts,
-                         confidence=args.confidence, table_columns=args.table_columns)
+                         confidence=args.confidence, table_columns=args.table_columns, plan=not args.no_plan)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -245,7 +259,7 @@ def _check(args: argparse.Namespace) -> int:
         print(line)
     counts = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
     print(f"{len(report)} runs, {int(report['kept'].sum())} usable ({counts})", file=sys.stderr)
-    return 0 if report["kept"].any() else 1
+    return EXIT_OK if report["kept"].any() else EXIT_BAD_INPUT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,6 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tune":
             return run_tune(args)
         advice = advice_module.advise(advice_request(args))
+        if args.plot is not None:
+            from slim.paper.figures.frontier import advice_frontier_figure, save_frontier
+
+            save_frontier(advice_frontier_figure(advice), args.plot)
     except SlimError as error:
         code = EXIT_NO_FEASIBLE_CAP if isinstance(error, NoFeasibleCapError) else EXIT_BAD_INPUT
         message = " ".join(str(error).split())  # one line, whatever the message holds

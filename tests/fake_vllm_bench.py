@@ -1,12 +1,14 @@
 """A small stand-in for ``vllm bench serve``, for testing `slim tune --run`: it takes the real
 command's arguments, simulates the run with the project's simulator (`slim.sim.engine.simulate_run`,
-the server's cap at the client's ``--max-concurrency``) and writes the result file ``vllm bench serve
---save-result`` writes, with ``--metadata`` entries at its top level.
+the server's cap at the client's ``--max-concurrency``, the client's clocks starting when it sends
+each request) and writes the result file ``vllm bench serve --save-result`` writes, with
+``--metadata`` entries at its top level, the latency statistics ``--percentile-metrics`` and
+``--metric-percentiles`` ask for, and each request's latencies with ``--save-detailed``.
 
     python tests/fake_vllm_bench.py --model facebook/opt-125m --random-input-len 128 \
         --random-output-len 32 --max-concurrency 8 --num-prompts 64 --result-dir DIR \
         --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] [--fail-at 16] \
-        [--corrupt-at 32]
+        [--corrupt-at 32] [--percentile-metrics ttft,tpot,itl,e2el] [--metric-percentiles 90,99] [--save-detailed]
 
 ``--fail-at CAP`` makes the run at that concurrency fail (exit code 1, no result), as a crashed
 benchmark would; ``--corrupt-at CAP`` makes it exit 0 with a result file that is not valid JSON, as
@@ -41,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hardware", default="h100-64gb")
     parser.add_argument("--fail-at", type=int, default=None)
     parser.add_argument("--corrupt-at", type=int, default=None)
+    parser.add_argument("--percentile-metrics", default="ttft,tpot,itl,e2el")
+    parser.add_argument("--metric-percentiles", default="99")
+    parser.add_argument("--goodput", nargs="*", default=None)
+    parser.add_argument("--save-detailed", action="store_true")
     args = parser.parse_args(argv)
     if args.fail_at == args.max_concurrency:
         print(f"fake benchmark: the server crashed at concurrency {args.max_concurrency}", file=sys.stderr)
@@ -53,10 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     hw = load_hardware(HARDWARE_FILE)[args.hardware]
     result = simulate_run(arch, hw, load_sim_constants(SIM_CONSTANTS_FILE), args.random_input_len,
                           args.random_output_len, args.max_concurrency, args.num_prompts)
-    summary = result.benchmark_summary()
-    e2el_ms = result.e2e_s * 1000.0
-    summary.update({"mean_e2el_ms": float(e2el_ms.mean()), "median_e2el_ms": float(np.median(e2el_ms)),
-                    "std_e2el_ms": float(e2el_ms.std()), "p99_e2el_ms": float(np.percentile(e2el_ms, 99))})
+    summary = {key: value for key, value in result.benchmark_summary().items() if not key.endswith("_ms")}
+    # The client keeps --max-concurrency requests in flight: its clocks start when it sends each one.
+    latencies = result.client_latencies_ms(args.max_concurrency)
+    percentiles = [float(p) for p in args.metric_percentiles.split(",")]
+    for metric in args.percentile_metrics.split(","):
+        values = latencies[metric]
+        summary.update({f"mean_{metric}_ms": float(np.mean(values)), f"median_{metric}_ms": float(np.median(values)),
+                        f"std_{metric}_ms": float(np.std(values))})
+        for p in percentiles:
+            summary[f"p{int(p) if p == int(p) else p}_{metric}_ms"] = float(np.percentile(values, p))
+    if args.save_detailed:    # each request's TTFT and gaps (s), as vllm bench serve --save-detailed keeps them
+        gaps_s = (latencies["e2el"] - latencies["ttft"]) / 1000.0 / max(args.random_output_len - 1, 1)
+        summary.update({"input_lens": [args.random_input_len] * result.completed,
+                        "output_lens": [args.random_output_len] * result.completed,
+                        "ttfts": (latencies["ttft"] / 1000.0).tolist(),
+                        "itls": [[float(gap)] * (args.random_output_len - 1) for gap in gaps_s],
+                        "errors": [""] * result.completed})
     content = {"date": "20260101-000000", "endpoint_type": "openai", "backend": "openai", "label": None,
                "model_id": args.model, "tokenizer_id": args.model, "num_prompts": args.num_prompts,
                "request_rate": "inf", "burstiness": 1.0, "max_concurrency": args.max_concurrency,

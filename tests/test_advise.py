@@ -32,6 +32,8 @@ USER = DATA / "user_dataset" / "traces"             # OPT-1.3B and OPT-2.7B, IL 
 
 
 def request(traces: Path = LAYOUT, model: str | None = "opt-1.3b", **fields) -> AdviceRequest:
+    fields.setdefault("hardware", "h100-64gb")
+    fields.setdefault("plan", False)
     return AdviceRequest(traces, model, fields.pop("input_len", 256), fields.pop("output_len", 128),
                          fields.pop("slo_s", 5.0), **fields)
 
@@ -62,6 +64,8 @@ def test_the_target_is_named_or_described_and_the_hardware_known():
         advise(request(model=None))
     with pytest.raises(AdvisorError, match="unknown hardware 'tpu-v9'"):
         advise(request(hardware="tpu-v9"))
+    with pytest.raises(AdvisorError, match=r"name the accelerator the runs ran on \(--hardware; shipped: h100-64gb"):
+        advise(request(hardware=None))
 
 
 # ---------------------------------------------------------------- training selection and the held-out check
@@ -184,7 +188,7 @@ def test_a_sim_advice_is_a_json_document_with_its_constants(tmp_path):
     """SIM is calibrated on throughput alone: its E2E training error is null, its parameters the
     fitted constants (`slim advise --predictor sim --json` crashed on both)."""
     advice = advise(request(candidates=(8, 16, 32), predictor="sim"))
-    assert isinstance(advice, Advice) and advice.predictor == "sim" and advice.decision.batch_cap in (8, 16, 32)
+    assert isinstance(advice, Advice) and advice.predictor == "sim" and advice.recommendation.batch_cap in (8, 16, 32)
     fit = json.loads(json.dumps(advice_fields(advice)))["fit"]
     assert fit["train_mape_e2e_pct"] is None and fit["n_train_runs"] == 9
     assert set(fit["params"]) == set(FITTED_CONSTANTS)

@@ -17,7 +17,7 @@ from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 
 REPO = Path(__file__).resolve().parents[1]
-WORKLOAD = ["--model", "opt-1.3b", "--input-len", "242", "--output-len", "520"]
+WORKLOAD = ["--model", "opt-1.3b", "--hardware", "h100-64gb", "--input-len", "242", "--output-len", "520", "--no-plan"]
 
 
 def run_main(capsys, argv):
@@ -65,12 +65,12 @@ def test_trace_dir_without_runs(capsys, tmp_path):
 def test_unknown_model_and_hardware(capsys, shared_traces_dir):
     traces = str(shared_traces_dir / "output_length")
     code, _, err = run_main(capsys, ["advise", "--traces", traces, "--model", "gpt-9", "--input-len", "242",
-                                     "--output-len", "520", "--slo-ms", "8000",
+                                     "--output-len", "520", "--slo-ms", "8000", "--hardware", "h100-64gb",
                                      "--models-file", str(MODELS_FILE)])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "unknown model 'gpt-9'")
-    code, _, err = run_main(capsys, ["advise", "--traces", traces, *WORKLOAD, "--slo-ms", "8000",
-                                     "--hardware", "tpu-v9", "--hardware-file", str(HARDWARE_FILE)])
+    code, _, err = run_main(capsys, ["advise", "--traces", traces, *WORKLOAD[:2], "--hardware", "tpu-v9",
+                                     *WORKLOAD[4:], "--slo-ms", "8000", "--hardware-file", str(HARDWARE_FILE)])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "unknown hardware 'tpu-v9'")
 
@@ -78,13 +78,15 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
     return advise(AdviceRequest(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
-                                models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
+                                hardware="h100-64gb", models_file=MODELS_FILE, hardware_file=HARDWARE_FILE,
+                                plan=False))
 
 
 def test_real_advice_on_the_public_traces(public_advice):
-    decision, memory = public_advice.decision, public_advice.memory
+    decision, memory = public_advice.recommendation, public_advice.memory
     assert public_advice.n_runs == public_advice.fit.n_train_points >= 100
-    assert decision.feasible and decision.e2e_latency_s <= 8.0 and decision.batching_efficiency > 0.1
+    assert decision.feasible and decision.values_ms["mean_in_batch_e2e_ms"] <= 8000.0 and decision.efficiency > 0.1
+    assert decision.measured, "every candidate of the curve was measured: the decision rests on the runs"
     assert decision.batch_cap in (16, 32, 64, 128)
     assert public_advice.kv_capacity_source == "traces"
     # 242 + 520 tokens -> 48 blocks of 16 per sequence; one block is 16 x 196,608 bytes for OPT-1.3B.
@@ -99,7 +101,7 @@ def test_infeasible_slo_is_a_one_line_error_with_its_own_exit_code(capsys, share
                                      "--slo-ms", "10", "--models-file", str(MODELS_FILE),
                                      "--hardware-file", str(HARDWARE_FILE)])
     assert code == EXIT_NO_FEASIBLE_CAP == 3
-    assert_one_line_error(err, "no candidate meets the SLO")
+    assert_one_line_error(err, "no candidate meets mean_in_batch_e2e_ms", "> 10 ms")
 
 
 @pytest.mark.integration
@@ -138,9 +140,9 @@ def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
     assert "usable" in err
 
 
-def test_check_exits_1_when_nothing_is_usable_and_names_a_missing_folder(capsys, tmp_path):
+def test_check_exits_2_when_nothing_is_usable_and_names_a_missing_folder(capsys, tmp_path):
     code, out, _ = run_main(capsys, ["check", str(_all_bad_folder(tmp_path / "runs"))])
-    assert code == 1
+    assert code == EXIT_BAD_INPUT, "1 is kept for a bug"
     assert sorted(line.split("\t")[0] for line in out.splitlines()) == ["corrupt", "server_start_failed"]
     code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
     assert code == EXIT_BAD_INPUT
@@ -165,7 +167,8 @@ def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
 # ---------------------------------------------------------------- scripting: --json, --version, --help
 
 LAYOUT = REPO / "tests" / "data" / "formats" / "bench_serve_metadata"   # OPT-1.3B, IL 256, OL 128, caps 1..256
-LAYOUT_WORKLOAD = ["--traces", str(LAYOUT), "--model", "opt-1.3b", "--input-len", "256", "--output-len", "128"]
+LAYOUT_WORKLOAD = ["--traces", str(LAYOUT), "--model", "opt-1.3b", "--hardware", "h100-64gb", "--input-len", "256",
+                   "--output-len", "128", "--no-plan"]
 
 
 def test_version_prints_the_package_version(capsys):
@@ -177,7 +180,8 @@ def test_help_gives_an_example_and_every_exit_code(capsys):
     code, out, _ = run_main(capsys, ["advise", "--help"])
     assert code == 0
     assert "example" in out and "slim advise --traces" in out and "--json" in out
-    for line in ("0  a recommendation", "2  bad input", "3  no candidate --max-num-seqs meets the SLO"):
+    for line in ("0  done", "1  unexpected failure", "2  bad input", "3  no candidate --max-num-seqs meets the SLOs",
+                 "4  slim tune --run stopped"):
         assert line in out
     for option in ("--models-file YAML", "--hardware-file YAML", "--model-config CONFIG_JSON", "--train-models"):
         assert option in out
@@ -189,16 +193,20 @@ def test_json_output_holds_the_recommendation_memory_flags_and_candidates(capsys
     assert code == 0, err
     document = json.loads(out)
     assert document["status"] == "ok" and document["exit_code"] == 0 and document["slim_version"] == __version__
-    cap = document["recommendation"]["max_num_seqs"]
+    recommendation = document["recommendation"]
+    cap = recommendation["max_num_seqs"]
     assert cap in [c["max_num_seqs"] for c in document["candidates"]]
     chosen = next(c for c in document["candidates"] if c["max_num_seqs"] == cap)
-    assert chosen["meets_slo"] and chosen["meets_efficiency_floor"]
-    assert document["recommendation"]["predicted_e2e_latency_ms"] <= 5000
+    assert chosen["meets_slo"] == {"mean_in_batch_e2e_ms": True} and chosen["meets_efficiency_floor"]
+    assert recommendation["measured"] and recommendation["mean_in_batch_e2e_ms"] <= 5000
+    assert recommendation["total_token_throughput"] == chosen["measured"]["total_token_throughput"]
+    assert set(chosen["predicted"]) == {"total_token_throughput", "mean_in_batch_e2e_ms", "mean_tpot_ms"}
     assert document["memory"]["num_gpu_blocks_override"] == cap * 24   # 384 tokens = 24 blocks of 16
     assert document["workload"] == {"model": "opt-1.3b", "hardware": "h100-64gb", "input_len": 256.0,
-                                    "output_len": 128.0, "slo_ms": 5000.0, "epsilon": 0.1, "confidence": None}
-    assert document["recommendation"]["e2e_upper_bound_ms"] is None
-    assert all("e2e_upper_bound_ms" not in candidate for candidate in document["candidates"])
+                                    "output_len": 128.0, "slo_ms": {"mean_in_batch_e2e_ms": 5000.0},
+                                    "goodput": None, "epsilon": 0.1, "confidence": None}
+    assert document["decision"] is None, "--no-plan"
+    assert all("mean_in_batch_e2e_ms_upper_bound" not in candidate for candidate in document["candidates"])
     assert document["fit"]["n_train_runs"] == document["fit"]["n_usable_runs"] == 9
     assert document["warnings"] == [] and document["held_out_check"] is None
 
@@ -213,7 +221,7 @@ def test_json_errors_are_a_document_too(capsys, argv, code, status):
     assert exit_code == code == document["exit_code"] and document["status"] == status
     assert document["message"] in err
     if code == EXIT_NO_FEASIBLE_CAP:   # what each candidate would have given
-        assert len(document["candidates"]) == 10 and not any(c["meets_slo"] for c in document["candidates"])
+        assert len(document["candidates"]) == 10 and all(c["measured"] for c in document["candidates"][:9])
 
 
 def test_json_lists_why_each_run_is_unusable(capsys, tmp_path):
@@ -227,7 +235,7 @@ def test_json_lists_why_each_run_is_unusable(capsys, tmp_path):
 
 def test_a_target_model_is_required(capsys):
     code, _, err = run_main(capsys, ["advise", "--traces", str(LAYOUT), "--input-len", "256", "--output-len", "128",
-                                     "--slo-ms", "5000"])
+                                     "--slo-ms", "5000", "--hardware", "h100-64gb"])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "--model", "--model-config")
 
@@ -255,7 +263,7 @@ def test_train_models_must_name_a_profiled_model(capsys):
 
 def test_a_model_never_trained_on_is_predicted_and_checked_on_its_runs(shared_traces_dir):
     advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-7b", 250, 390, slo_s=20.0,
-                                  train_models=["opt-1.3b", "opt-2.7b"]))
+                                  hardware="h100-64gb", train_models=["opt-1.3b", "opt-2.7b"], plan=False))
     assert advice.train_models == ("opt-1.3b", "opt-2.7b") and advice.n_left_out == advice.held_out.n_runs
     assert advice.held_out.model == "llama-2-7b" and advice.held_out.n_runs >= 30
     assert 0 < advice.held_out.throughput_mape_pct < 50
@@ -266,8 +274,8 @@ def test_a_cap_above_the_kv_capacity_and_an_unprofiled_model_are_warned_about(sh
     # Llama-2-13B was never profiled (the traces hold OPT-1.3B, OPT-2.7B and Llama-2-7B); at IL 242 + OL 520
     # vLLM's default reservation on the 64 GB H100 holds 55.7 sequences, and SLIM-BCA picks the cap 64.
     advice = advise(AdviceRequest(shared_traces_dir / "output_length", "llama-2-13b", 242, 520, slo_s=60.0,
-                                  epsilon=0.1))
-    assert advice.decision.batch_cap == 64
+                                  epsilon=0.1, hardware="h100-64gb", plan=False))
+    assert advice.recommendation.batch_cap == 64 and not advice.recommendation.measured
     assert advice.kv_capacity_sequences == pytest.approx(55.7, abs=0.05)
     assert advice.kv_capacity_source == "default reservation"
     codes = [warning.code for warning in advice.warnings]
@@ -287,12 +295,14 @@ def test_a_hugging_face_config_describes_the_target(capsys, tmp_path):
     # runs of that name are still those of the model the config replaces.
     code, out, err = run_main(capsys, ["advise", "--traces", str(LAYOUT), "--model-config",
                                        str(HF_CONFIGS / "opt-1.3b" / "config.json"), "--input-len", "256",
-                                       "--output-len", "128", "--slo-ms", "5000", "--json"])
+                                       "--output-len", "128", "--slo-ms", "5000", "--json", "--hardware", "h100-64gb",
+                                       "--no-plan"])
     assert code == 0, err
     document = json.loads(out)
     assert document["workload"]["model"] == "opt-1.3b" and document["fit"]["n_usable_runs"] == 9
     code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD[:2], "--model-config", str(tmp_path / "none.json"),
-                                     "--input-len", "256", "--output-len", "128", "--slo-ms", "5000"])
+                                     "--input-len", "256", "--output-len", "128", "--slo-ms", "5000",
+                                     "--hardware", "h100-64gb"])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "model config not found")
 @pytest.mark.integration   # the simulator on every real run
@@ -300,10 +310,10 @@ def test_sim_predictor_simulates_each_cap_and_refuses_preempting_ones(shared_tra
     """OPT-2.7B at 242 + 520 tokens: its KV cache holds about 223 such sequences, so SIM
     predicts preemption at caps 256 and 512 and refuses them; SLIM's default is unchanged."""
     advice = advise(AdviceRequest(shared_traces_dir / "output_length", "opt-2.7b", 242, 520, slo_s=20.0, epsilon=0.1,
-                                  candidates=(64, 128, 256, 512), predictor="sim",
-                                  sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml"))
+                                  candidates=(64, 128, 256, 512), predictor="sim", hardware="h100-64gb",
+                                  sim_constants_file=REPO / "slim/sim/h100-64gb-sim.yaml", plan=False))
     assert advice.predictor == "sim" and advice.refused_caps == (256.0, 512.0)
-    assert advice.decision.feasible and advice.decision.batch_cap in (64, 128)
+    assert advice.recommendation.feasible and advice.recommendation.batch_cap in (64, 128)
     assert advice.fit.n_train_points >= 100
     text = render_text(advice)
     assert text.startswith("SIM (the simulator) calibrated") and "SIM refused --max-num-seqs 256, 512" in text
@@ -333,35 +343,41 @@ def test_confidence_is_for_slim_only(capsys):
 
 
 def test_json_holds_the_confidence_and_the_e2e_upper_bound(capsys):
-    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json",
-                                       "--confidence", "0.9"])
+    # OL 140: no run of the layout measured it, so the decision rests on SLIM's predictions and their bound.
+    workload = [*LAYOUT_WORKLOAD[:-3], "--output-len", "140", "--no-plan"]
+    code, out, err = run_main(capsys, ["advise", *workload, "--slo-ms", "5000", "--json", "--confidence", "0.9"])
     assert code == 0, err
     document = json.loads(out)
     assert document["workload"]["confidence"] == 0.9
     recommendation = document["recommendation"]
-    assert recommendation["predicted_e2e_latency_ms"] < recommendation["e2e_upper_bound_ms"] <= 5000
+    assert not recommendation["measured"]
     for candidate in document["candidates"]:
-        assert candidate["e2e_upper_bound_ms"] > candidate["predicted_e2e_latency_ms"]
-        assert candidate["meets_slo"] == (candidate["e2e_upper_bound_ms"] <= 5000)
-    code, out, _ = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--confidence", "0.9"])
-    assert code == 0 and "E2E upper bound" in out and "confidence 0.9" in out
+        bound = candidate["mean_in_batch_e2e_ms_upper_bound"]
+        assert bound > candidate["predicted"]["mean_in_batch_e2e_ms"]
+        assert candidate["meets_slo"]["mean_in_batch_e2e_ms"] == (bound <= 5000)
+    chosen = next(c for c in document["candidates"] if c["max_num_seqs"] == recommendation["max_num_seqs"])
+    assert chosen["mean_in_batch_e2e_ms_upper_bound"] <= 5000
+    code, out, _ = run_main(capsys, ["advise", *workload, "--slo-ms", "5000", "--confidence", "0.9"])
+    assert code == 0 and "in-batch E2E bound" in out and "confidence 0.9" in out
 
 
 def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
-    """Llama-2-7B predicted from OPT-1.3B alone: the runs leave SLIM's per-layer constants open, so
-    the band is wide. An SLO just above the plain choice's predicted E2E is met by the prediction
-    but not by its upper bound, and the confident advisor steps down to a cap whose bound meets it."""
-    traces, workload = shared_traces_dir / "output_length", ("llama-2-7b", 250, 390)
-    plain = advise(AdviceRequest(traces, *workload, slo_s=20.0, train_models=["opt-1.3b"]))
-    slo_s = plain.decision.e2e_latency_s * 1.001
-    plain = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"]))
-    confident = advise(AdviceRequest(traces, *workload, slo_s=slo_s, train_models=["opt-1.3b"], confidence=0.9))
-    assert confident.decision.batch_cap < plain.decision.batch_cap
-    assert confident.decision.e2e_bound_s <= slo_s
-    bounds = dict(zip(confident.decision.candidate_batch_sizes, confident.decision.candidate_e2e_bound_s))
-    assert bounds[plain.decision.batch_cap] > slo_s
+    """Llama-2-7B at an output length no run measured (600), predicted from OPT-1.3B alone: the runs
+    leave SLIM's per-layer constants open, so the band is wide. An SLO just above the plain choice's
+    predicted E2E is met by the prediction but not by its upper bound, and the confident advisor
+    steps down to a cap whose bound meets it."""
+    traces, workload = shared_traces_dir / "output_length", ("llama-2-7b", 250, 600)
+    common = dict(hardware="h100-64gb", train_models=["opt-1.3b"], plan=False)
+    plain = advise(AdviceRequest(traces, *workload, slo_s=30.0, **common))
+    assert not plain.recommendation.measured
+    slo_ms = plain.recommendation.values_ms["mean_in_batch_e2e_ms"] * 1.001
+    plain = advise(AdviceRequest(traces, *workload, slo_s=slo_ms / 1e3, **common))
+    confident = advise(AdviceRequest(traces, *workload, slo_s=slo_ms / 1e3, confidence=0.9, **common))
+    assert confident.recommendation.batch_cap < plain.recommendation.batch_cap
+    bounds = {row.max_num_seqs: row.bound_ms for row in confident.candidates}
+    assert bounds[confident.recommendation.batch_cap] <= slo_ms < bounds[plain.recommendation.batch_cap]
     # The band is wide here: the bound is far above the prediction, beyond the fit's own residual scatter.
-    assert bounds[plain.decision.batch_cap] > 1.2 * plain.decision.e2e_latency_s
+    assert bounds[plain.recommendation.batch_cap] > 1.2 * plain.recommendation.values_ms["mean_in_batch_e2e_ms"]
+    smallest = min(row.predicted["mean_in_batch_e2e_ms"] for row in confident.candidates)
     with pytest.raises(NoFeasibleCapError):   # and tight enough an SLO is met by no bound at all
-        advise(AdviceRequest(traces, *workload, slo_s=min(confident.decision.candidate_e2e_latency_s) * 1.001,
-                             train_models=["opt-1.3b"], confidence=0.9))
+        advise(AdviceRequest(traces, *workload, slo_s=smallest * 1.001 / 1e3, confidence=0.9, **common))

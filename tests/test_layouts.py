@@ -129,14 +129,16 @@ def advice_per_layout():
         # The registered SLIM predictor looks fit_slim up where it fits.
         patch.setattr(fit_module, "fit_slim", fit_once)
         return {name: advise(AdviceRequest(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
-                                           models_file=MODELS_FILE, hardware_file=HARDWARE_FILE))
+                                           hardware="h100-64gb", models_file=MODELS_FILE,
+                                           hardware_file=HARDWARE_FILE, plan=False))
                 for name in LAYOUTS.LAYOUTS}
 
 
 @pytest.mark.parametrize("name", LAYOUTS.LAYOUTS)
 def test_slim_advise_recommends_a_cap_for_every_layout(name, advice_per_layout):
-    decision = advice_per_layout[name].decision
-    assert decision.feasible and decision.e2e_latency_s <= 1.5 and decision.batching_efficiency > 0.3
+    decision = advice_per_layout[name].recommendation
+    assert decision.feasible and decision.values_ms["mean_in_batch_e2e_ms"] <= 1500 and decision.efficiency > 0.3
+    assert decision.measured, "every layout measured the chosen cap: the decision rests on the runs"
     # Every layout describes the same server, so every layout gives the same recommendation.
-    assert decision.batch_cap == advice_per_layout["bench_serve_metadata"].decision.batch_cap
+    assert decision.batch_cap == advice_per_layout["bench_serve_metadata"].recommendation.batch_cap
     assert 16 <= decision.batch_cap <= 128

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.advisor.tune_model import tune_prior
+from slim.tune.belief import tune_prior
 from slim.errors import FitError
 from slim.model.equations import SlimParams, predict_frame
 from slim.predictors import (

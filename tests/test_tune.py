@@ -13,18 +13,7 @@ import pytest
 from conftest import REPO
 
 from slim import columns as col
-from slim.advisor.certificate import CandidateView, certify
-from slim.advisor.tune import WORKLOAD, Measurement, TuneSession, Workload, run_loop
-from slim.advisor.tune_model import (
-    CONFIG_COLUMNS,
-    PriorPrediction,
-    ResidualKernel,
-    ResidualProcess,
-    belief,
-    conformal_multiplier,
-    prior_prediction,
-    slim_prior,
-)
+from slim.advisor.decision import CandidateView, Constraint, Estimates, certify
 from slim.paper.tuning_priors import slim_replay_prior
 from slim.paper.tuning_replay import (
     PER_DATASET,
@@ -32,6 +21,7 @@ from slim.paper.tuning_replay import (
     REPLAY_COLUMNS,
     ReplayOptions,
     RunNoise,
+    e2e_kind,
     expected_range_of_normals,
     model_free_caps,
     repeat_scatter,
@@ -40,6 +30,19 @@ from slim.paper.tuning_replay import (
 )
 from slim.paper.tuning_summary import summarise, summary_markdown, tuning_goals
 from slim.specs.hardware import load_hardware
+from slim.specs.slo import IN_BATCH_E2E
+from slim.tune.belief import (
+    CONFIG_COLUMNS,
+    THROUGHPUT,
+    PriorPrediction,
+    ResidualKernel,
+    ResidualProcess,
+    belief,
+    conformal_multiplier,
+    prior_prediction,
+    slim_prior,
+)
+from slim.tune.session import WORKLOAD, Measurement, TuneSession, Workload, run_loop
 
 CAPS = (1.0, 16.0, 32.0, 64.0)
 
@@ -127,9 +130,10 @@ def _candidates(runs: pd.DataFrame) -> pd.DataFrame:
 def test_a_measured_candidate_is_its_measurement_and_informs_its_neighbours_most():
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0}, lengths=(128,))
     candidates = _candidates(runs)
-    prior = PriorPrediction(np.full(len(runs), 100.0), np.full(len(runs), 1.0))
+    prior = PriorPrediction.of(np.full(len(runs), 100.0), np.full(len(runs), 1.0))
     measured = int(np.flatnonzero((candidates[col.MODEL] == "opt-125m") & (candidates[col.MAX_NUM_SEQS] == 16))[0])
-    b = belief(candidates, prior, [measured], np.array([150.0]), np.array([0.8]), np.array([0.01]), 0.9)
+    b = belief(candidates, prior, {THROUGHPUT: {measured: 150.0}, IN_BATCH_E2E: {measured: 800.0}},
+               {measured: 0.01}, 0.9)
     assert b.throughput_per_s[measured] == 150.0 and b.e2e_latency_s[measured] == 0.8
     same_model = int(np.flatnonzero((candidates[col.MODEL] == "opt-125m") & (candidates[col.MAX_NUM_SEQS] == 32))[0])
     other_model = int(np.flatnonzero((candidates[col.MODEL] == "opt-1.3b") & (candidates[col.MAX_NUM_SEQS] == 32))[0])
@@ -138,15 +142,35 @@ def test_a_measured_candidate_is_its_measurement_and_informs_its_neighbours_most
     assert width[same_model] < width[other_model]
 
 
+def test_a_quantity_the_prior_cannot_predict_is_unknown_until_measured():
+    runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
+    candidates = _candidates(runs)
+    prior = PriorPrediction.of(np.full(len(runs), 100.0), np.full(len(runs), 1.0),
+                               p99_itl_ms=np.full(len(runs), np.nan))
+    b = belief(candidates, prior, {THROUGHPUT: {1: 150.0}, IN_BATCH_E2E: {1: 800.0}, "p99_itl_ms": {1: 40.0}},
+               {1: 0.02}, 0.9)
+    itl = b["p99_itl_ms"]
+    assert itl.mean[1] == 40.0 and itl.measured[1] and itl.low[1] < 40.0 < itl.high[1]
+    assert np.isnan(itl.mean[2]) and itl.low[2] == 0.0 and itl.high[2] == np.inf and not itl.measured[2]
+
+
 # --- the certificate -----------------------------------------------------------------------
 
-def view(measured, t_measured, e_measured, t_bounds, e_bounds, caps=CAPS):
-    caps = np.array(caps)
-    t_low, t_high = (np.array([b[i] for b in t_bounds]) for i in (0, 1))
-    e_low, e_high = (np.array([b[i] for b in e_bounds]) for i in (0, 1))
-    return CandidateView(caps, np.array(measured), np.zeros(len(caps), bool), np.array(t_measured, float),
-                         np.array(e_measured, float), (t_low + t_high) / 2, t_low, t_high, (e_low + e_high) / 2,
-                         e_low, e_high)
+def estimates(measured, values, bounds, log_sd=None) -> Estimates:
+    measured = np.array(measured)
+    values = np.array(values, dtype=float)
+    low, high = (np.array([b[i] for b in bounds], dtype=float) for i in (0, 1))
+    sd = np.zeros(len(values)) if log_sd is None else np.where(measured, log_sd, 0.0)
+    return Estimates(measured, np.where(measured, values, np.nan), (low + high) / 2, low, high, sd)
+
+
+def view(measured, t_measured, e_measured, t_bounds, e_bounds, caps=CAPS, slo_s=2.0, log_sd=None):
+    """A view with the in-batch E2E as its one SLO (E2E in seconds, as the bound)."""
+    scale = 1e3
+    e = estimates(measured, np.array(e_measured, float) * scale, [(lo * scale, hi * scale) for lo, hi in e_bounds],
+                  log_sd)
+    return CandidateView(np.array(caps), np.zeros(len(caps), bool), estimates(measured, t_measured, t_bounds),
+                         (Constraint(IN_BATCH_E2E, slo_s * scale, e),))
 
 
 NAN = np.nan
@@ -155,22 +179,20 @@ NAN = np.nan
 def test_settled_when_no_unmeasured_cap_can_beat_the_measured_choice():
     certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
                                [(10, 10), (90, 150), (200, 200), (150, 260)],
-                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 3)]),
-                          slo_s=2.0, epsilon=0.1)
+                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 3)]), epsilon=0.1)
     assert certificate.settled and certificate.batch_cap == 32.0
     reasons = {e.cap: e.reason for e in certificate.exclusions}
-    assert "T upper bound" in reasons[16.0] and "E2E lower bound" in reasons[64.0]
+    assert "throughput upper bound" in reasons[16.0] and "mean_in_batch_e2e_ms lower bound" in reasons[64.0]
 
 
 def test_open_while_an_unmeasured_cap_could_beat_it_by_more_than_the_tolerance():
     certificate = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
                                [(10, 10), (90, 150), (200, 200), (150, 260)],
-                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
-                          slo_s=2.0, epsilon=0.1)
+                               [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]), epsilon=0.1)
     assert not certificate.settled and certificate.challengers == (64.0,) and certificate.batch_cap == 32.0
     within = certify(view([True, False, True, False], [10, NAN, 200, NAN], [1.0, NAN, 1.6, NAN],
                           [(10, 10), (90, 150), (200, 200), (150, 201)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (1.7, 3)]),
-                     slo_s=2.0, epsilon=0.1, tolerance=0.01)
+                     epsilon=0.1, tolerance=0.01)
     assert within.settled, "a cap that can beat the choice by at most 1 % does not keep it open"
 
 
@@ -178,15 +200,28 @@ def test_the_efficiency_floor_waits_for_t_of_one_when_its_bound_decides():
     # T(1) unknown within [1, 100]: at cap 64, 500 / (64 x 100) = 0.08 <= 0.1 could fail the floor
     certificate = certify(view([False, False, False, True], [NAN, NAN, NAN, 500], [NAN, NAN, NAN, 1.0],
                                [(1, 100), (10, 60), (20, 120), (500, 500)], [(0.5, 3), (3, 4), (3, 4), (1, 1)]),
-                          slo_s=2.0, epsilon=0.1)
+                          epsilon=0.1)
     assert not certificate.settled and certificate.needs_throughput_at_one and not certificate.feasible
 
 
 def test_settled_infeasible_when_every_cap_is_excluded_by_the_slo():
     certificate = certify(view([True, False, False, False], [10, NAN, NAN, NAN], [3.0, NAN, NAN, NAN],
                                [(10, 10), (90, 150), (150, 220), (150, 260)], [(3, 3), (3.1, 4), (3.5, 5), (4, 6)]),
-                          slo_s=2.0, epsilon=0.1)
+                          epsilon=0.1)
     assert certificate.settled and not certificate.feasible
+
+
+def test_a_cap_above_one_measured_over_an_slo_is_excluded_without_a_bound():
+    # Nothing predicts p99 ITL (interval 0 to inf): 32 measured over its SLO rules 64 out, as a bisection would.
+    itl = Estimates(np.array([True, True, True, False]), np.array([10.0, 20.0, 60.0, NAN]), np.full(4, NAN),
+                    np.zeros(4), np.full(4, np.inf), np.zeros(4))
+    throughput = estimates([True, True, True, False], [10, 150, 200, NAN], [(10, 10), (150, 150), (200, 200),
+                                                                            (150, 300)])
+    certificate = certify(CandidateView(np.array(CAPS), np.zeros(4, bool), throughput,
+                                        (Constraint("p99_itl_ms", 50.0, itl),)), epsilon=0.1)
+    assert certificate.settled and certificate.batch_cap == 16.0
+    reasons = {e.cap: e.reason for e in certificate.exclusions}
+    assert reasons[32.0].startswith("measured p99_itl_ms 60") and "smaller cap 32" in reasons[64.0]
 
 
 # --- the loop and the replay ---------------------------------------------------------------
@@ -195,8 +230,8 @@ def test_the_loop_measures_until_settled_and_respects_a_run_budget(catalog, hard
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0})
     candidates = _candidates(runs)
     prior = prior_prediction(slim_prior(catalog, hardware), candidates)
-    workloads = [Workload(m, il, ol, 4.0 * runs.loc[(candidates[WORKLOAD] == label).to_numpy()
-                                                    & (runs[col.MAX_NUM_SEQS] == 1), col.E2E_LATENCY_S].iloc[0])
+    workloads = [Workload.in_batch(m, il, ol, 4.0 * runs.loc[(candidates[WORKLOAD] == label).to_numpy()
+                                                             & (runs[col.MAX_NUM_SEQS] == 1), col.E2E_LATENCY_S].iloc[0])
                  for label, (m, il, ol) in candidates.groupby(WORKLOAD)[[col.MODEL, col.INPUT_LEN_NOMINAL,
                                                                          col.OUTPUT_LEN_NOMINAL]].first().iterrows()]
 
@@ -219,7 +254,7 @@ def test_model_free_doubles_until_the_gain_falls_under_epsilon():
     # T(B) ~ B / (1 + B / 2): 16 -> 32 gains 6 % < 10 %, so the search stops at 32; 32's efficiency
     # T(32) / (32 T(1)) = 0.088 is under the floor, so it chooses 16
     runs = synthetic_runs({"opt-125m": 2.0}, lengths=(128,))
-    curves, _ = replay_curves(runs, 100.0, None)
+    curves, _ = replay_curves(runs, e2e_kind(100.0))
     measured, chosen = model_free_caps(curves[0], epsilon=0.1)
     assert measured == [1.0, 16.0, 32.0]
     assert chosen == 16.0
@@ -228,7 +263,7 @@ def test_model_free_doubles_until_the_gain_falls_under_epsilon():
 def test_descend_stops_at_the_largest_cap_within_the_slo_and_bisect_halves_the_caps():
     # knee 24: E2E(B) / E2E(1) = 1 + B / 24, so under an SLO of 2.5 x E2E(1) caps up to 32 (2.33x) hold
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
-    curve = replay_curves(runs, 2.5, None)[0][0]
+    curve = replay_curves(runs, e2e_kind(2.5))[0][0]
     assert model_free_caps(curve, 0.1, "descend") == ([1.0, 64.0, 32.0], 32.0)
     assert model_free_caps(curve, 0.1, "bisect") == ([1.0, 32.0, 64.0], 32.0)
     assert curve.gpu_seconds([1.0]) == 0.0, "the SLO's reference run is free"
@@ -237,14 +272,14 @@ def test_descend_stops_at_the_largest_cap_within_the_slo_and_bisect_halves_the_c
 
 def test_noise_is_the_same_run_for_every_policy_of_a_seed_and_another_for_another_seed():
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
-    curve = replay_curves(runs, 2.5, None)[0][0]
+    curve = replay_curves(runs, e2e_kind(2.5))[0][0]
     first, again, other = RunNoise(0.02, 1), RunNoise(0.02, 1), RunNoise(0.02, 2)
     assert first.observe(curve, 32.0) == again.observe(curve, 32.0) != other.observe(curve, 32.0)
-    throughput, e2e = first.observe(curve, 32.0)
-    assert throughput / curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT) == pytest.approx(
-        curve.recorded(32.0, col.E2E_LATENCY_S) / e2e), "a slower run is slower in both"
-    assert RunNoise().observe(curve, 32.0) == (curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT),
-                                               curve.recorded(32.0, col.E2E_LATENCY_S))
+    observed = first.observe(curve, 32.0)
+    assert observed[THROUGHPUT] / curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT) == pytest.approx(
+        1e3 * curve.recorded(32.0, col.E2E_LATENCY_S) / observed[IN_BATCH_E2E]), "a slower run is slower in both"
+    assert RunNoise().observe(curve, 32.0) == {THROUGHPUT: curve.recorded(32.0, col.TOTAL_TOKEN_THROUGHPUT),
+                                               IN_BATCH_E2E: 1e3 * curve.recorded(32.0, col.E2E_LATENCY_S)}
 
 
 def test_the_repeat_scatter_is_the_spread_over_the_expected_range():
@@ -408,22 +443,21 @@ def test_fig9_lists_a_setting_without_runs_as_n_a():
 
 def noisy_view(e2e_measured, repeatable=(True, True, True, True), sd=0.02):
     base = view([True, False, True, True], [10, NAN, 200, 260], e2e_measured,
-                [(10, 10), (90, 150), (200, 200), (260, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 2.5)])
-    return replace(base, e2e_measured_log_sd=np.where(base.measured, sd, np.nan), repeatable=np.array(repeatable))
+                [(10, 10), (90, 150), (200, 200), (260, 260)], [(1, 1), (1.1, 1.3), (1.6, 1.6), (2.5, 2.5)], log_sd=sd)
+    return replace(base, repeatable=np.array(repeatable))
 
 
 def test_a_measurement_within_the_noise_of_the_slo_is_repeated_where_its_side_decides():
     # the incumbent (32) measured 1 % under the SLO: with 2 % scatter it may truly break it
-    close = certify(noisy_view([1.0, NAN, 1.98, 3.0]), slo_s=2.0, epsilon=0.1, noise_z=1.2816)
+    close = certify(noisy_view([1.0, NAN, 1.98, 3.0]), epsilon=0.1, noise_z=1.2816)
     assert close.batch_cap == 32.0 and not close.settled and close.repeat == (32.0,)
-    assert certify(noisy_view([1.0, NAN, 1.98, 3.0]), slo_s=2.0, epsilon=0.1).settled, "exact without noise_z"
-    spent = certify(noisy_view([1.0, NAN, 1.98, 3.0], repeatable=(True, True, False, True)), 2.0, 0.1,
-                    noise_z=1.2816)
+    assert certify(noisy_view([1.0, NAN, 1.98, 3.0]), epsilon=0.1).settled, "exact without noise_z"
+    spent = certify(noisy_view([1.0, NAN, 1.98, 3.0], repeatable=(True, True, False, True)), 0.1, noise_z=1.2816)
     assert spent.settled and spent.repeat == (), "a cap run its maximum times is taken as measured"
     # 64 measured 1 % over the SLO would beat 32 if it met it: it may truly meet it
-    over = certify(noisy_view([1.0, NAN, 1.5, 2.02]), slo_s=2.0, epsilon=0.1, noise_z=1.2816)
+    over = certify(noisy_view([1.0, NAN, 1.5, 2.02]), epsilon=0.1, noise_z=1.2816)
     assert over.batch_cap == 32.0 and over.repeat == (64.0,) and not over.settled
-    far = certify(noisy_view([1.0, NAN, 1.5, 3.0]), slo_s=2.0, epsilon=0.1, noise_z=1.2816)
+    far = certify(noisy_view([1.0, NAN, 1.5, 3.0]), epsilon=0.1, noise_z=1.2816)
     assert far.settled and far.repeat == ()
 
 
@@ -436,15 +470,15 @@ def test_repeated_runs_of_a_cap_combine_into_one_measurement_of_smaller_scatter(
 
 
 def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hardware):
-    from slim.advisor.tune import Proposal
+    from slim.tune.session import Proposal
     from slim.paper.tuning_replay import ReplayRun, oracle
 
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
-    curve = replay_curves(runs, 2.5, None)[0][0]
+    curve = replay_curves(runs, e2e_kind(2.5))[0][0]
     measure = oracle([curve], RunNoise(0.02, 3))
     ask = Proposal(0, curve.label, 32.0, 1.0, 0.0, 0.0, 0.0, "test")
     first, again = measure(ask), measure(ask)
     assert first.throughput_per_s != again.throughput_per_s and first.gpu_seconds == again.gpu_seconds > 0
-    assert first.throughput_per_s == RunNoise(0.02, 3).observe(curve, 32.0)[0], "the first run is every policy's"
+    assert first.throughput_per_s == RunNoise(0.02, 3).observe(curve, 32.0)[THROUGHPUT], "the first run is every policy's"
     assert curve.gpu_seconds([1.0, 32.0, 32.0]) == pytest.approx(2 * first.gpu_seconds)
     assert ReplayRun("tune_sim").session == PER_WORKLOAD

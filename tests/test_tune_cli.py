@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from slim.advisor.tune_runner import LEDGER, read_attempts, render_template, run_fingerprint
 from slim.cli import build_parser, main
 from slim.errors import AdvisorError
-from slim.tune_cli import tune_request
+from slim.tune.cli import tune_request
+from slim.tune.runner import LEDGER, read_attempts, render_template, run_fingerprint
 
 FAKE_BENCH = REPO / "tests" / "fake_vllm_bench.py"
 WORKLOAD = ["--workload", "facebook/opt-125m:128:32", "--hardware", "a100-sxm-40gb", "--num-prompts", "64",
@@ -58,40 +58,51 @@ def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_
     ran = body["loop"]["runs"]
     assert 1 <= ran < 7 and body["measured_runs"] == ran
     certificate = body["workloads"][0]["certificate"]
-    chosen = certificate["batch_cap"]
-    measured = [c for c in body["workloads"][0]["candidates"] if c["measured_throughput_per_s"] is not None]
+    chosen = certificate["max_num_seqs"]
+    measured = [c for c in body["workloads"][0]["candidates"] if c["measured"]["total_token_throughput"] is not None]
     assert chosen in [c["max_num_seqs"] for c in measured]
-    assert all(c["measured_e2e_latency_s"] is not None for c in measured)
+    assert all(c["measured"]["mean_in_batch_e2e_ms"] is not None for c in measured)
+    serve = body["workloads"][0]["serve"]["command"]
+    assert serve.startswith(f"vllm serve facebook/opt-125m --max-num-seqs {chosen:g} --max-model-len 160 "
+                            "--gpu-memory-utilization ") and "--num-gpu-blocks-override" in serve
     run_folder = next((traces / "slim-tune").glob("*_concurrency*"))
     log = (run_folder / "command.log").read_text()
     assert "exit_code: 0" in log and '"--max-concurrency"' in log and (run_folder / "stdout.log").is_file()
     assert body["traces_exist"] is False and body["runs_found"] == 0
     again, resumed, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template())
     assert resumed["traces_exist"] is True and resumed["runs_found"] == ran and resumed["skipped_runs"] == []
-    assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["workloads"][0]["certificate"]["batch_cap"] == chosen
+    assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["workloads"][0]["certificate"]["max_num_seqs"] == chosen
     assert len(read_attempts(traces / "slim-tune")) == ran
+
+
+def first_cap(capsys, traces) -> int:
+    """The cap the plan proposes first."""
+    return int(tune(capsys, traces, "--slo-ms", "150")[1]["next"][0]["max_num_seqs"])
 
 
 @pytest.mark.integration
 def test_a_failed_run_is_reported_and_never_retried(tmp_path, capsys):
     traces = tmp_path / "runs"
-    first, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"), "--budget-runs", "1")
+    traces.mkdir()
+    cap = first_cap(capsys, traces)
+    first, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(f"--fail-at {cap}"),
+                            "--budget-runs", "1")
     assert body["loop"]["runs"] == 1
     attempts = read_attempts(traces / "slim-tune")
-    assert attempts[0].max_num_seqs == 64 and not attempts[0].usable and attempts[0].exit_code == 1
+    assert attempts[0].max_num_seqs == cap and not attempts[0].usable and attempts[0].exit_code == 1
     assert "no usable run (exit code 1)" in err
-    code, body, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"))
+    code, body, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template(f"--fail-at {cap}"))
     caps = [a.max_num_seqs for a in read_attempts(traces / "slim-tune")]
-    assert caps.count(64) == 1, "the failed cap was tried again"
-    row = next(c for c in body["workloads"][0]["candidates"] if c["max_num_seqs"] == 64)
-    assert row["failed"] and row["measured_throughput_per_s"] is None
+    assert caps.count(cap) == 1, "the failed cap was tried again"
+    row = next(c for c in body["workloads"][0]["candidates"] if c["max_num_seqs"] == cap)
+    assert row["failed"] and row["measured"]["total_token_throughput"] is None
 
 
 @pytest.mark.integration
 def test_a_relative_slo_measures_its_reference_first(tmp_path, capsys):
     code, body, _ = tune(capsys, tmp_path / "runs", "--slo-relative", "2", "--run", template(), "--budget-runs", "1")
     assert code == 4 and read_attempts(tmp_path / "runs" / "slim-tune")[0].max_num_seqs == 1
-    assert body["workloads"][0]["certificate"]["slo_s"] > 0
+    assert body["workloads"][0]["slo_ms"]["mean_in_batch_e2e_ms"] > 0
 
 
 def test_the_template_is_an_argument_list_and_quotes_values_only_for_a_shell():
@@ -125,7 +136,7 @@ def test_a_broken_template_stops_the_loop_after_a_few_failures_and_settles_nothi
 
 def settled_cap(body: dict) -> float:
     assert body["status"] == "settled"
-    return body["workloads"][0]["certificate"]["batch_cap"]
+    return body["workloads"][0]["certificate"]["max_num_seqs"]
 
 
 @pytest.mark.integration
@@ -148,18 +159,20 @@ def test_failures_of_a_broken_template_do_not_outlive_the_fix(tmp_path, capsys):
 @pytest.mark.integration
 def test_a_trusted_failure_is_named_on_the_decision_line_and_retry_failed_ignores_it(tmp_path, capsys):
     traces = tmp_path / "runs"
-    tune(capsys, traces, "--slo-ms", "150", "--run", template("--fail-at 64"), "--budget-runs", "1")
+    traces.mkdir()
+    cap = first_cap(capsys, traces)
+    tune(capsys, traces, "--slo-ms", "150", "--run", template(f"--fail-at {cap}"), "--budget-runs", "1")
     _, planned, _ = tune(capsys, traces, "--slo-ms", "150")
-    assert planned["workloads"][0]["failed_caps"] == [{"max_num_seqs": 64, "reason": "exit code 1"}]
-    assert 64 not in [run["max_num_seqs"] for run in planned["next"]]
+    assert planned["workloads"][0]["failed_caps"] == [{"max_num_seqs": cap, "reason": "exit code 1"}]
+    assert cap not in [run["max_num_seqs"] for run in planned["next"]]
     assert main(["tune", "--traces", str(traces), *WORKLOAD, "--slo-ms", "150"]) == 0
     decision = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  open"))
-    assert decision.endswith("(cap 64 excluded: its run failed (exit code 1); --retry-failed to try again)")
+    assert decision.endswith(f"(cap {cap} excluded: its run failed (exit code 1); --retry-failed to try again)")
     _, retrying, _ = tune(capsys, traces, "--slo-ms", "150", "--retry-failed")
-    assert retrying["workloads"][0]["failed_caps"] == [] and retrying["next"][0]["max_num_seqs"] == 64
+    assert retrying["workloads"][0]["failed_caps"] == [] and retrying["next"][0]["max_num_seqs"] == cap
     _, ran, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(), "--retry-failed", "--budget-runs", "1")
-    assert [a.max_num_seqs for a in read_attempts(traces / "slim-tune")] == [64, 64] and ran["measured_runs"] == 1
-    assert "cap 64 gave no usable run before (exit code 1); it may run again: --retry-failed" in err
+    assert [a.max_num_seqs for a in read_attempts(traces / "slim-tune")] == [cap, cap] and ran["measured_runs"] == 1
+    assert f"cap {cap} gave no usable run before (exit code 1); it may run again: --retry-failed" in err
 
 
 def test_a_failure_without_a_fingerprint_or_under_other_settings_is_not_trusted(tmp_path, capsys):
@@ -248,15 +261,18 @@ def test_empty_traces_and_traces_of_corrupt_runs_are_named(tmp_path, capsys):
 @pytest.mark.integration
 def test_an_unusable_run_is_named_with_its_reason(tmp_path, capsys):
     traces = tmp_path / "runs"
-    code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template("--corrupt-at 64"),
+    traces.mkdir()
+    cap = first_cap(capsys, traces)
+    code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(f"--corrupt-at {cap}"),
                            "--budget-runs", "1")
     (attempt,) = read_attempts(traces / "slim-tune")
     assert attempt.exit_code == 0 and attempt.failed and attempt.reason.startswith("corrupt: ")
-    assert "cap 64: no usable run (corrupt: " in err and "not valid JSON" in err
+    assert f"cap {cap}: no usable run (corrupt: " in err and "not valid JSON" in err
     assert body["workloads"][0]["failed_caps"][0]["reason"] == attempt.reason
     code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template(), "--retry-failed",
                            "--budget-runs", "1")
-    named, ran = err.index("cap 64 gave no usable run before (corrupt: "), err.index("ran opt-125m IL 128 OL 32 cap 64")
+    named = err.index(f"cap {cap} gave no usable run before (corrupt: ")
+    ran = err.index(f"ran opt-125m IL 128 OL 32 cap {cap}")
     assert named < ran and body["measured_runs"] == 1
 
 
@@ -317,9 +333,11 @@ def test_every_json_field_is_documented_and_every_documented_field_exists(tmp_pa
 
 
 def test_a_repeated_cap_runs_into_a_folder_of_its_own(tmp_path):
-    from slim.advisor.tune_plan import TuneRequest, WorkloadSpec, placeholders
+    from slim.specs.slo import Slos
+    from slim.tune.plan import TuneRequest, WorkloadSpec, placeholders
 
-    request = TuneRequest(tmp_path, (WorkloadSpec("facebook/opt-125m", 128, 32),), "a100-sxm-40gb", slo_ms=150)
+    request = TuneRequest(tmp_path, (WorkloadSpec("facebook/opt-125m", 128, 32),), "a100-sxm-40gb",
+                          Slos.of(slo_ms=150))
     spec = request.workloads[0]
     first, second = placeholders(request, spec, 16), placeholders(request, spec, 16, repeat=1)
     assert first["result_dir"] != second["result_dir"] and second["result_dir"].endswith("_concurrency16_run2")

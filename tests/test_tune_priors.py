@@ -11,8 +11,7 @@ import pytest
 from conftest import REPO
 
 from slim import columns as col
-from slim.advisor.tune import TuneSession, TuneSettings, Workload
-from slim.advisor.tune_kernel import (
+from slim.tune.kernel import (
     ResidualSet,
     fit_kernels,
     fit_residual_kernel,
@@ -20,7 +19,8 @@ from slim.advisor.tune_kernel import (
     negative_log_evidence,
     residual_sets,
 )
-from slim.advisor.tune_model import PriorPrediction, ResidualKernel
+from slim.tune.belief import PriorPrediction, ResidualKernel
+from slim.tune.session import Measurement, TuneSession, TuneSettings, Workload
 from slim.errors import SplitError
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.tuning_priors import (
@@ -111,11 +111,9 @@ def test_the_cap_most_likely_to_be_the_decision_is_measured_before_cheaper_ones(
                                col.TENSOR_PARALLEL: 1, col.KV_CAPACITY_TOKENS: np.nan, "workload": "w"})
     throughput = 100.0 * caps / (1.0 + caps / 48.0)
     e2e = caps * 256 / throughput
-    workload = Workload("opt-125m", 128, 128, slo_s=float(e2e[2] * 1.1), epsilon=0.1)
-    session = TuneSession([replace(workload, slo_s=float(e2e[2] * 1.1))], candidates.assign(workload=workload.label),
-                          PriorPrediction(throughput, e2e), TuneSettings(kernel=TIGHT_KERNEL))
-    from slim.advisor.tune import Measurement
-
+    workload = Workload.in_batch("opt-125m", 128, 128, slo_s=float(e2e[2] * 1.1), epsilon=0.1)
+    session = TuneSession([workload], candidates.assign(workload=workload.label),
+                          PriorPrediction.of(throughput, e2e), TuneSettings(kernel=TIGHT_KERNEL))
     session.record(0, Measurement(throughput[0], e2e[0], 0.0))
     chances = session.decision_probabilities(workload)
     assert chances.sum() == pytest.approx(1.0) and int(np.argmax(chances)) == 2

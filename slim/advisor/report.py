@@ -1,48 +1,107 @@
 """What `slim advise` prints for an `Advice`: the report (`render_text`) and the body of its
-``--json`` document (`advice_fields`: units in the key names, null where a number is undefined,
-such as SIM's E2E training error: SIM is calibrated on throughput alone).
-The document's envelope (version, status, exit code) is the command line's (`slim.cli`)."""
+``--json`` document (`advice_fields`). Names and units are vLLM's: ``total_token_throughput`` in
+tokens/s, latency statistics in ms under their benchmark names (``p99_tpot_ms``), the paper's
+in-batch E2E as ``mean_in_batch_e2e_ms``; null where a number is undefined (SIM's E2E training
+error: SIM is calibrated on throughput alone; a metric the predictor cannot predict). The
+document's envelope (version, status, exit code) is the command line's (`slim.cli`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import Any, Sequence
 
 import numpy as np
 
-from slim.advisor.advise import Advice
-from slim.advisor.bca import BcaResult
+from slim.advisor.advise import Advice, CandidateRow
+from slim.advisor.decision import THROUGHPUT
 from slim.sim.schedule_fit import SimCalibration
 from slim.specs.hardware import GIB
 
+THROUGHPUT_KEY = "total_token_throughput"
+"""vLLM's name of total-token throughput (tokens/s): the JSON's key for throughput."""
+GOODPUT_KEY = "request_goodput"
+
+
+def _key(quantity: str) -> str:
+    return THROUGHPUT_KEY if quantity == THROUGHPUT else GOODPUT_KEY if quantity == "goodput" else quantity
+
+
+def _number(value: float | None) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or not np.isfinite(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def skipped_line(advice: Advice) -> str | None:
+    """One line on the runs found but not used (counts by cleaning status), or None."""
+    if not advice.skipped:
+        return None
+    counts = ", ".join(f"{status}: {count}" for status, count in Counter(r.status for r in advice.skipped).most_common())
+    return f"traces: skipped {len(advice.skipped)} of {advice.runs_found} run(s) ({counts}); --json lists each with why"
+
+
+def _at(advice: Advice, cap: float) -> CandidateRow:
+    return next(row for row in advice.candidates if row.max_num_seqs == cap)
+
+
+def _value_line(advice: Advice, row: CandidateRow, quantity: str, label: str, unit: str) -> str:
+    predictor = advice.predictor.upper()
+    predicted = row.predicted.get(quantity, float("nan"))
+    prediction = (f"{predictor} predicts {_fmt(predicted)}" if np.isfinite(predicted)
+                  else f"{predictor} cannot predict it")
+    if quantity in row.measured:
+        return f"  {label:<22} {_fmt(row.measured[quantity])} {unit} (measured; {prediction})"
+    return f"  {label:<22} {_fmt(predicted)} {unit} (predicted; not measured)"
+
 
 def render_text(advice: Advice) -> str:
-    """The human-readable report `slim advise` prints: the fit, the workload, the recommended cap and
-    the constraints of Eq. 13 that bind it, the vLLM memory flags, the knee, the held-out check and
-    the warnings."""
-    d, m, k = advice.decision, advice.memory, advice.knee
-    constraint = ("the throughput peak is admissible" if not d.binding
-                  else "limited by " + " and ".join({"slo": "the SLO", "efficiency": "the efficiency floor"}[b]
-                                                    for b in d.binding))
+    """The human-readable report `slim advise` prints: the fit, the runs left out, the workload and
+    its SLOs, the recommended cap with its measured and predicted values and what binds it, whether
+    the decision is settled (and the next benchmark where it is not), the vLLM memory flags, the
+    knee, the held-out check and the warnings."""
+    r, m, k = advice.recommendation, advice.memory, advice.knee
+    binding = [name for name in r.binding]
+    constraint = ("the throughput peak is admissible" if not binding
+                  else "limited by " + " and ".join("the efficiency floor" if b == "efficiency" else f"the SLO {b}"
+                                                    for b in binding))
     left_out = (f"; {advice.n_left_out} left out, trained on {', '.join(advice.train_models)}"
                 if advice.n_left_out else "")
     fitted = ("SLIM fitted" if advice.predictor == "slim"
               else "SIM (the simulator) calibrated, every candidate cap simulated,")
-    lines = [
-        f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
-        f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)",
-        f"Workload: {advice.model}, IL {advice.input_len:g}, OL {advice.output_len:g}; "
-        f"SLO {d.slo_s * 1e3:.0f} ms E2E, epsilon {d.epsilon:g}"
-        + ("" if advice.confidence is None else
-           f"; SLO held on E2E's upper bound at confidence {advice.confidence:g}"),
-        "",
-        f"Recommended --max-num-seqs {int(d.batch_cap)} ({constraint})",
-        f"  predicted throughput   {d.throughput_per_s:,.0f} tokens/s",
-        f"  predicted E2E latency  {d.e2e_latency_s * 1e3:,.0f} ms",
-        *([] if d.e2e_bound_s is None else
-          [f"  E2E upper bound        {d.e2e_bound_s * 1e3:,.0f} ms (one-sided {advice.confidence:g}: parameter "
-           "uncertainty, training-equivalent fits and run-to-run scatter)"]),
-        f"  batching efficiency    {d.batching_efficiency:.2f} (T(B) / (B T(1)))",
-        f"  KV capacity            {advice.kv_capacity_sequences:,.0f} sequences ({advice.kv_capacity_source})",
+    slos = "; ".join(f"{name} <= {_fmt(limit)} ms" for name, limit in advice.limits_ms.items())
+    if advice.slos.goodput is not None:
+        slos += f"{'; ' if slos else ''}max goodput ({advice.slos.goodput.spec})"
+    lines = [f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
+             f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)"]
+    skipped = skipped_line(advice)
+    if skipped:
+        lines.append(skipped)
+    lines += [f"Workload: {advice.model}, IL {advice.input_len:g}, OL {advice.output_len:g}; SLO {slos}; "
+              f"epsilon {advice.epsilon:g}" + ("" if advice.confidence is None else
+                                              f"; in-batch E2E held on its upper bound at confidence "
+                                              f"{advice.confidence:g}"),
+              "",
+              f"Recommended --max-num-seqs {r.batch_cap:g} ({'measured' if r.measured else 'predicted'}; {constraint})"]
+    row = _at(advice, r.batch_cap)
+    lines.append(_value_line(advice, row, THROUGHPUT, "throughput", "tokens/s"))
+    for name in advice.limits_ms:
+        lines.append(_value_line(advice, row, name, name, "ms"))
+    if advice.slos.goodput is not None:
+        lines.append(_value_line(advice, row, "goodput", "goodput", "requests/s"))
+    if np.isfinite(row.bound_ms) and advice.confidence is not None:
+        lines.append(f"  {'in-batch E2E bound':<22} {_fmt(row.bound_ms)} ms (one-sided {advice.confidence:g}: "
+                     "parameter uncertainty, training-equivalent fits and run-to-run scatter)")
+    lines += [f"  {'batching efficiency':<22} {r.efficiency:.2f} (T(B) / (B T(1)))",
+              f"  {'KV capacity':<22} {advice.kv_capacity_sequences:,.0f} sequences ({advice.kv_capacity_source})"]
+    if advice.refused_caps:
+        lines.append("  SIM refused --max-num-seqs " + ", ".join(f"{cap:g}" for cap in advice.refused_caps)
+                     + " (simulated preemption: KV demand overflows, or above the token budget)")
+    lines += _tune_lines(advice)
+    lines += [
         "",
         f"KV memory for {m.batch_cap} sequences: {m.kv_bytes_needed / GIB:.2f} GiB "
         f"of vLLM's default {m.kv_reservation_bytes / GIB:.2f} GiB reservation "
@@ -54,9 +113,6 @@ def render_text(advice: Advice) -> str:
         f"Knee advisor (roofline, ctx {k.ctx_len:g}): B_knee {k.b_knee:.1f}, "
         f"--max-num-seqs in [{k.low:.0f}, {k.high:.0f}], suggests {k.suggested_max_num_seqs}",
     ]
-    if advice.refused_caps:
-        lines.insert(8, "  SIM refused --max-num-seqs " + ", ".join(f"{cap:g}" for cap in advice.refused_caps)
-                     + " (simulated preemption: KV demand overflows, or above the token budget)")
     if advice.held_out is not None:
         h = advice.held_out
         lines.append(f"Held-out check: SLIM, not trained on them, predicts the {h.n_runs} usable runs of {h.model} "
@@ -65,47 +121,83 @@ def render_text(advice: Advice) -> str:
     return "\n".join(lines)
 
 
+def _tune_lines(advice: Advice) -> list[str]:
+    t = advice.tune
+    if t is None:
+        return []
+    if t.settled:
+        lines = ["Decision: settled (slim tune: measured within the SLOs beyond its run-to-run scatter; no other cap "
+                 "can beat it by more than 1% at 90% confidence)"]
+    else:
+        lines = ["Decision: open" + (f": run cap {t.next_cap:g} next ({t.next_reason})" if t.next_cap is not None
+                                      else "; " + "; ".join(t.notes) if t.notes else "")]
+        lines += [f"  {name}: {command}" for name, command in t.next_commands.items()]
+    if t.disagreement:
+        lines.append(f"  {t.disagreement}")
+    return lines
 
-def _number(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
+
+def candidates_fields(rows: Sequence[CandidateRow], limits_ms: dict[str, float], epsilon: float,
+                      confidence: float | None = None) -> list[dict[str, Any]]:
+    """Per candidate: what its runs measured and what the predictor predicts, by vLLM's names, and
+    whether it meets each SLO and the efficiency floor on its measured values (else the prediction)."""
+    if not rows:
+        return []
+    t_one = _value_of(rows[0], THROUGHPUT) / rows[0].max_num_seqs
+    out = []
+    for row in rows:
+        throughput = _value_of(row, THROUGHPUT)
+        efficiency = throughput / (row.max_num_seqs * t_one) if t_one > 0 else float("nan")
+        entry = {"max_num_seqs": int(row.max_num_seqs), "runs": row.runs,
+                 "measured": {_key(name): _number(value) for name, value in row.measured.items()},
+                 "predicted": {_key(name): _number(value) for name, value in row.predicted.items()},
+                 "batching_efficiency": _number(efficiency),
+                 "meets_slo": {name: bool(_value_of(row, name, confidence is not None) <= limit)
+                               for name, limit in limits_ms.items()},
+                 "meets_efficiency_floor": bool(efficiency > epsilon), "refused": row.refused}
+        if np.isfinite(row.bound_ms) and confidence is not None:
+            entry["mean_in_batch_e2e_ms_upper_bound"] = row.bound_ms
+        out.append(entry)
+    return out
 
 
-def candidates_fields(decision: BcaResult) -> list[dict[str, Any]]:
-    """Per candidate: the prediction, and with a confidence the E2E upper bound the SLO is held on."""
-    bounds = decision.candidate_e2e_bound_s or decision.candidate_e2e_latency_s
-    rows = zip(decision.candidate_batch_sizes, decision.candidate_throughput_per_s, decision.candidate_e2e_latency_s,
-               bounds, decision.candidate_efficiency)
-    candidates = []
-    for cap, throughput, e2e_s, bound_s, efficiency in rows:
-        candidate = {"max_num_seqs": int(cap), "predicted_throughput_tokens_per_s": _number(throughput),
-                     "predicted_e2e_latency_ms": _number(1e3 * e2e_s)}
-        if decision.candidate_e2e_bound_s:
-            candidate["e2e_upper_bound_ms"] = _number(1e3 * bound_s)
-        candidates.append({**candidate, "batching_efficiency": _number(efficiency),
-                           "meets_slo": bool(bound_s <= decision.slo_s),
-                           "meets_efficiency_floor": bool(efficiency > decision.epsilon)})
-    return candidates
+def _value_of(row: CandidateRow, name: str, upper: bool = False) -> float:
+    if name in row.measured:
+        return row.measured[name]
+    if upper and np.isfinite(row.bound_ms) and name == "mean_in_batch_e2e_ms":
+        return row.bound_ms
+    return row.predicted.get(name, float("nan"))
 
 
 def advice_fields(advice: Advice) -> dict[str, Any]:
-    """The body of `slim advise --json`'s document: the workload, the fit, the recommendation (Eq. 13's
-    choice and the constraints that bind it), the KV capacity and memory plan, the knee, the held-out
-    check, every candidate and the warnings."""
-    d, m, k, fit = advice.decision, advice.memory, advice.knee, advice.fit
+    """The body of `slim advise --json`'s document: the workload and its SLOs, the fit, the runs left
+    out, the recommendation (Eq. 13's choice on measurements and predictions, what binds it), the
+    decision's state (`slim tune`'s), the KV capacity and memory plan, the knee, the held-out check,
+    every candidate and the warnings."""
+    r, m, k, fit = advice.recommendation, advice.memory, advice.knee, advice.fit
     sim = isinstance(fit, SimCalibration)   # calibrated on throughput alone; its parameters are constants
+    t = advice.tune
+    row = _at(advice, r.batch_cap)
     return {
         "workload": {"model": advice.model, "hardware": advice.hardware, "input_len": advice.input_len,
-                     "output_len": advice.output_len, "slo_ms": 1e3 * d.slo_s, "epsilon": d.epsilon,
-                     "confidence": advice.confidence},
+                     "output_len": advice.output_len, "slo_ms": advice.limits_ms,
+                     "goodput": advice.slos.goodput.spec if advice.slos.goodput is not None else None,
+                     "epsilon": advice.epsilon, "confidence": advice.confidence},
         "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": fit.n_train_points,
                 "n_left_out_runs": advice.n_left_out, "train_models": list(advice.train_models),
                 "train_mape_throughput_pct": fit.train_mape_throughput_pct,
                 "train_mape_e2e_pct": None if sim else fit.train_mape_e2e_pct,
                 "params": fit.to_dict()["constants"] if sim else fit.params.to_dict()},
-        "recommendation": {"max_num_seqs": int(d.batch_cap), "predicted_throughput_tokens_per_s": d.throughput_per_s,
-                           "predicted_e2e_latency_ms": 1e3 * d.e2e_latency_s,
-                           "e2e_upper_bound_ms": None if d.e2e_bound_s is None else 1e3 * d.e2e_bound_s,
-                           "batching_efficiency": d.batching_efficiency, "limited_by": list(d.binding)},
+        "runs_found": advice.runs_found, "skipped_runs": [run.to_dict() for run in advice.skipped],
+        "recommendation": {"max_num_seqs": int(r.batch_cap), "measured": r.measured,
+                           THROUGHPUT_KEY: _number(r.throughput_per_s),
+                           **{name: _number(value) for name, value in r.values_ms.items()},
+                           "measured_values": {_key(name): _number(v) for name, v in row.measured.items()},
+                           "predicted_values": {_key(name): _number(v) for name, v in row.predicted.items()},
+                           "batching_efficiency": r.efficiency, "limited_by": list(r.binding)},
+        "decision": None if t is None else {
+            "settled": t.settled, "tune_max_num_seqs": _number(t.batch_cap), "next_max_num_seqs": t.next_cap,
+            "next_reason": t.next_reason or None, "next_commands": t.next_commands, "disagreement": t.disagreement},
         "kv_capacity": {"sequences": advice.kv_capacity_sequences, "source": advice.kv_capacity_source},
         "memory": {"kv_bytes_needed": m.kv_bytes_needed, "kv_reservation_bytes": m.kv_reservation_bytes,
                    "memory_saved_bytes": m.memory_saved_bytes, "weight_bytes": m.weight_bytes,
@@ -118,6 +210,6 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
             "model": advice.held_out.model, "n_runs": advice.held_out.n_runs,
             "throughput_mape_pct": advice.held_out.throughput_mape_pct,
             "e2e_mape_pct": advice.held_out.e2e_mape_pct},
-        "candidates": candidates_fields(d),
+        "candidates": candidates_fields(advice.candidates, advice.limits_ms, advice.epsilon, advice.confidence),
         "warnings": [{"code": warning.code, "message": warning.message} for warning in advice.warnings],
     }

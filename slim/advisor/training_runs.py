@@ -62,22 +62,50 @@ def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOpti
 
 
 def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions(),
-                hardware: str | None = None) -> pd.DataFrame:
+                hardware: str | None = None, with_report: bool = False):
     """The runs under `traces` that the cleaning policy keeps and whose model is in `catalog`; with
     `hardware` (a key of the hardware file), only that accelerator's (the rows of a table that holds
-    several accelerators are ``other_rows`` otherwise).
+    several accelerators are ``other_rows`` otherwise); `with_report`: also the cleaning report (one
+    row per run found, ``kept`` False for those left out, a run of an unknown model among them).
 
     Raises `NoUsableRunsError` (with `slim check`'s line per run) when none is left.
     """
     runs = check_traces(traces, catalog, options)
     policy = CleaningPolicy(rows={col.HARDWARE: (hardware,)}) if hardware is not None else CleaningPolicy()
     usable, report = clean_runs(runs, policy)
-    usable = usable[usable[col.MODEL].map(lambda name: name in catalog)]
+    known = usable[col.MODEL].map(lambda name: name in catalog).astype(bool)
+    unknown = set(usable.loc[~known, col.RUN_ID])
+    if unknown:
+        left_out = report[col.RUN_ID].isin(unknown)
+        report.loc[left_out, "kept"] = False
+        report.loc[left_out, col.STATUS] = "unknown_model"
+        report.loc[left_out, col.REASON_DETAIL] = [f"model '{model}' is not in the models file (describe it with "
+                                                   "--model-config)" for model in report.loc[left_out, col.MODEL]]
+    usable = usable[known]
     if usable.empty:
         statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
         raise NoUsableRunsError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})",
                                 tuple(check_lines(report)))
-    return usable.reset_index(drop=True)
+    return (usable.reset_index(drop=True), report) if with_report else usable.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A run found under the traces that the decision does not use, and why: its cleaning status
+    (`slim.traces.verdict.REASON_CODES`, as `slim check` prints it) and the detail."""
+
+    path: str
+    status: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "status": self.status, "reason": self.reason}
+
+
+def skipped_runs(report: pd.DataFrame) -> tuple[SkippedRun, ...]:
+    """The runs of a cleaning report left out, each with its status and reason."""
+    return tuple(SkippedRun(str(run[col.RUN_ID]), str(run[col.STATUS]), str(run[col.REASON_DETAIL]))
+                 for _, run in report[~report["kept"].astype(bool)].iterrows())
 
 
 def single_tensor_parallel_degree(usable: pd.DataFrame) -> tuple[pd.DataFrame, tuple[int, ...]]:

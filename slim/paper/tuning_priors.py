@@ -10,13 +10,14 @@ models (leave one model out). `ReplayPrior.check_out_of_sample` refuses a prior 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.advisor.tune_model import PriorPrediction, PriorPredictor, prior_prediction
+from slim.specs.slo import SloMetric
+from slim.tune.belief import PriorPrediction, PriorPredictor, prior_prediction
 from slim.errors import AdvisorError, FitError, SplitError
 from slim.model.equations import ArchitectureLookup
 from slim.predictors import TrainingRuns, tune_predictors
@@ -78,17 +79,19 @@ class ReplayPrior:
     hardware: str
     missing: Mapping[str, str] = field(default_factory=dict)
 
-    def predict(self, candidates: pd.DataFrame) -> PriorPrediction:
-        """Each candidate predicted by its model's prior."""
-        throughput, e2e = np.full(len(candidates), np.nan), np.full(len(candidates), np.nan)
+    def predict(self, candidates: pd.DataFrame, metrics: Sequence[SloMetric] = ()) -> PriorPrediction:
+        """Each candidate predicted by its model's prior: throughput, the in-batch E2E and `metrics`
+        (`slim.tune.belief.prior_prediction`)."""
+        values: dict[str, np.ndarray] = {}
         models = candidates[col.MODEL].astype(str).to_numpy()
         for model in np.unique(models):
             if model not in self.by_model:
                 raise AdvisorError(f"{self.policy}: no prior for {model}: {self.missing.get(model, 'not built')}")
             rows = np.flatnonzero(models == model)
-            prediction = prior_prediction(self.by_model[model].predictor, candidates.iloc[rows])
-            throughput[rows], e2e[rows] = prediction.throughput_per_s, prediction.e2e_latency_s
-        return PriorPrediction(throughput, e2e)
+            prediction = prior_prediction(self.by_model[model].predictor, candidates.iloc[rows], metrics)
+            for name, predicted in prediction.values.items():
+                values.setdefault(name, np.full(len(candidates), np.nan))[rows] = predicted
+        return PriorPrediction(values)
 
     def check_out_of_sample(self, frame: pd.DataFrame) -> None:
         """`SplitError` if a model's prior was fitted on any run of that model in `frame` (runs on
@@ -103,7 +106,7 @@ class ReplayPrior:
 
 def slim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware) -> ReplayPrior:
     """SLIM at the ideal roofline machine for every model: fitted on no run."""
-    from slim.advisor.tune_model import tune_prior
+    from slim.tune.belief import tune_prior
 
     source = PriorSource(tune_prior(tune_predictors()["slim"], architectures, hw), frozenset(),
                          "SLIM at the ideal roofline machine (fitted on no run)")
@@ -115,7 +118,7 @@ def sim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw:
     """SIM out of sample for every model of `frame` (module docstring): the shipped constants (those
     of `schedules`, fitted on `shipped_fitted_on`) where they saw none of the model's runs here,
     else SIM calibrated on this dataset's runs of the other models."""
-    from slim.advisor.tune_model import tune_prior
+    from slim.tune.belief import tune_prior
 
     entry = tune_predictors()["sim"]
     shipped = PriorSource(tune_prior(entry, architectures, hw, schedules), shipped_fitted_on,
@@ -149,3 +152,67 @@ def replay_priors(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Ha
         priors[tune_policy("sim")] = sim_replay_prior(frame, architectures, hw, schedules,
                                                       constants_fitted_on(sim_constants_file, hw.name))
     return priors
+
+
+# --- priors deliberately wrong ------------------------------------------------------------------------
+
+ADVERSARIAL_PRIORS = ("sim_bandwidth_compute_x0.5", "sim_bandwidth_compute_x2", "sim_cap_bias")
+"""The adversarial priors of the replay: SIM on an accelerator whose bandwidth and compute are half
+or twice the catalog's, and SIM biased across caps (`CAP_BIAS_EXPONENT`)."""
+CAP_BIAS_EXPONENT = 0.2
+"""The biased prior's throughput is SIM's times ``(cap / 16)^0.2`` and its latencies divided by it:
+0.57 x at cap 1, 2 x at cap 512."""
+
+
+def scaled_hardware(hw: Hardware, factor: float) -> Hardware:
+    """`hw` with its HBM bandwidth and peak FLOP/s times `factor` (its memory as it is)."""
+    from dataclasses import replace
+
+    return replace(hw, hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s * factor,
+                   peak_flops_per_s=hw.peak_flops_per_s * factor)
+
+
+@dataclass(frozen=True)
+class CapBiasedPrior:
+    """A prior whose throughput is `base`'s times ``(cap / 16)^exponent``, its latencies divided by it."""
+
+    name: str
+    base: PriorPredictor
+    exponent: float = CAP_BIAS_EXPONENT
+
+    def _factor(self, configs: pd.DataFrame) -> np.ndarray:
+        return (configs[col.MAX_NUM_SEQS].to_numpy(dtype=float) / 16.0) ** self.exponent
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None):
+        from dataclasses import replace
+
+        prediction = self.base.predict(configs, confidence)
+        factor = self._factor(configs)
+        return replace(prediction, throughput_per_s=np.asarray(prediction.throughput_per_s) * factor,
+                       e2e_latency_s=np.asarray(prediction.e2e_latency_s) / factor)
+
+    def predict_latencies(self, configs: pd.DataFrame, metrics, goodput=None) -> dict[str, np.ndarray]:
+        from slim.predictors.contract import GOODPUT, predict_slo_metrics
+
+        factor = self._factor(configs)
+        return {name: values * factor if name == GOODPUT else values / factor
+                for name, values in predict_slo_metrics(self.base, configs, metrics, goodput).items()}
+
+
+def adversarial_priors(prior: ReplayPrior, hw: Hardware) -> dict[str, ReplayPrior]:
+    """`ADVERSARIAL_PRIORS` from an out-of-sample SIM prior: the same sources on the scaled accelerator,
+    or biased across caps."""
+    from dataclasses import replace
+
+    out = {}
+    for name, factor in ((ADVERSARIAL_PRIORS[0], 0.5), (ADVERSARIAL_PRIORS[1], 2.0)):
+        scaled = scaled_hardware(hw, factor)
+        out[name] = replace(prior, policy=prior.policy, by_model={
+            model: replace(source, predictor=replace(source.predictor, hardware=scaled),
+                           description=f"{source.description}, bandwidth and compute x{factor:g}")
+            for model, source in prior.by_model.items()})
+    out[ADVERSARIAL_PRIORS[2]] = replace(prior, by_model={
+        model: replace(source, predictor=CapBiasedPrior(source.predictor.name, source.predictor),
+                       description=f"{source.description}, biased (cap / 16)^{CAP_BIAS_EXPONENT:g}")
+        for model, source in prior.by_model.items()})
+    return out

@@ -17,6 +17,9 @@ IMAI OOD-LR) implements it, and `slim.predictors.REGISTRY` names each once:
   leave-one-curve-out refits); None where those runs cannot determine it.
 - **The prior** (`prior`, where a predictor has one): the predictor fitted on no run, from the
   catalogs alone; `slim tune` corrects it with the runs it measures.
+- **SLO metrics** (`predict_slo_metrics`): the latency statistics users state SLOs on
+  (`slim.specs.slo`), where the predictor's equations give them (its ``predict_latencies``), NaN
+  ("cannot") elsewhere; every predictor gives the in-batch E2E.
 
 Predictors that take the measured mean batch as an input (SLIM, the baselines) use the column
 `columns.MEAN_BATCH_SIZE` where a configuration has it; the others predict it.
@@ -25,7 +28,7 @@ Predictors that take the measured mean batch as an input (SLIM, the baselines) u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,6 +40,7 @@ from slim.specs.hardware import Hardware
 if TYPE_CHECKING:
     from slim.model.calibration import CalibrationResult
     from slim.sim.schedules import ScheduleTable
+    from slim.specs.slo import Goodput, SloMetric
 
 THROUGHPUT = col.THROUGHPUT_METRIC.name
 E2E = col.E2E_METRIC.name
@@ -158,6 +162,25 @@ class FittedPredictor(Protocol):
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction: ...
 
     def refit(self, training: TrainingRuns) -> FittedPredictor | None: ...
+
+
+GOODPUT = "goodput"
+"""The key of a goodput objective's prediction (requests per second meeting every per-request bound)."""
+
+
+def predict_slo_metrics(fitted: FittedPredictor, configs: pd.DataFrame, metrics: Sequence[SloMetric],
+                        goodput: Goodput | None = None) -> dict[str, np.ndarray]:
+    """Each of `metrics` (ms) for each configuration, and the goodput (`GOODPUT`, requests/s) where
+    asked for: the predictor's own ``predict_latencies`` where it has one, else only the in-batch E2E
+    of its `FittedPredictor.predict` (the rest NaN: it cannot predict them)."""
+    own = getattr(fitted, "predict_latencies", None)
+    if own is not None:
+        return own(configs, metrics, goodput)
+    e2e_ms = 1e3 * np.asarray(fitted.predict(configs).e2e_latency_s, dtype=float)
+    out = {metric.name: (e2e_ms if metric.in_batch else np.full(len(configs), np.nan)) for metric in metrics}
+    if goodput is not None:
+        out[GOODPUT] = np.full(len(configs), np.nan)
+    return out
 
 
 class Predictor(Protocol):

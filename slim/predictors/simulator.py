@@ -14,7 +14,7 @@ user without the run would have to; it is open along both fits' valleys.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,7 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import predict_frame
-from slim.predictors.contract import E2E, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
+from slim.predictors.contract import E2E, GOODPUT, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from slim.sim.constants import SimConstants
     from slim.sim.schedule_fit import SimCalibration
     from slim.sim.schedules import ScheduleTable
+    from slim.specs.slo import Goodput, SloMetric
+
+
+_SCHEDULES: dict[tuple, object] = {}
+"""Schedules simulated for configurations a table lacked (by configuration, architecture, accelerator
+and constants): deterministic, so a configuration predicted again is not simulated again."""
 
 
 def schedules_for(configs: pd.DataFrame, schedules: ScheduleTable, catalog: ArchitectureCatalog,
@@ -38,11 +44,76 @@ def schedules_for(configs: pd.DataFrame, schedules: ScheduleTable, catalog: Arch
     """`schedules` with every configuration of `configs` it lacks simulated once at its constants."""
     from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 
-    missing = [key for key in keys_of_frame(configs) if key not in schedules]
+    missing = sorted({key for key in keys_of_frame(configs) if key not in schedules})
     if not missing:
         return schedules
-    extra = simulate_schedules(sorted(set(missing)), catalog, hardware, schedules.constants)
-    return ScheduleTable([*schedules, *extra], schedules.constants)
+
+    def cache_key(key):
+        return (key, catalog[key.model], hardware, schedules.constants)
+
+    new = [key for key in missing if cache_key(key) not in _SCHEDULES]
+    for key, schedule in zip(new, simulate_schedules(new, catalog, hardware, schedules.constants) if new else []):
+        _SCHEDULES[cache_key(key)] = schedule
+    return ScheduleTable([*schedules, *(_SCHEDULES[cache_key(key)] for key in missing)], schedules.constants)
+
+
+def measure_only(metric: SloMetric) -> bool:
+    """Whether SIM leaves `metric` to measurement: ITL's percentiles above the median."""
+    return metric.quantity == "itl" and metric.percentile is not None and metric.percentile > 50.0
+
+
+def statistic_ms(values_ms, metric: SloMetric) -> float:
+    """A metric's statistic of per-request (or per-gap) values, as vLLM's benchmark computes it (or of
+    a `GapDistribution`)."""
+    from slim.sim.client_latency import GapDistribution
+
+    if isinstance(values_ms, GapDistribution):
+        if metric.statistic == "mean":
+            return values_ms.mean_ms
+        return values_ms.percentile(50.0 if metric.statistic == "median" else float(metric.percentile))
+    if not len(values_ms):
+        return float("nan")
+    if metric.statistic == "mean":
+        return float(np.mean(values_ms))
+    if metric.statistic == "median":
+        return float(np.median(values_ms))
+    return float(np.percentile(values_ms, metric.percentile))
+
+
+def simulated_latencies(configs: pd.DataFrame, metrics: Sequence[SloMetric], goodput: Goodput | None,
+                        catalog: ArchitectureCatalog, hardware: Hardware, constants: SimConstants,
+                        in_batch_ms: np.ndarray) -> dict[str, np.ndarray]:
+    """`FittedSim.predict_latencies` at `constants`: each configuration simulated once (a static batch
+    as `slim.sim.schedules` runs it), its client-side latencies under the configuration's client
+    (`columns.MAX_CONCURRENCY` requests in flight where set, else every request at once;
+    `slim.sim.result.SimResult.client_latencies_ms`) reduced by each metric's statistic; the
+    in-batch E2E is `in_batch_ms` (SIM's own, from the schedule)."""
+    from slim.sim.client_latency import client_latencies
+    from slim.sim.schedules import key_of_row
+
+    out = {metric.name: np.full(len(configs), np.nan) for metric in metrics}
+    if goodput is not None:
+        out[GOODPUT] = np.full(len(configs), np.nan)
+    needed = [m for m in metrics if not m.in_batch and not measure_only(m)]
+    for m in metrics:
+        if m.in_batch:
+            out[m.name] = np.asarray(in_batch_ms, dtype=float).copy()
+    if not needed and goodput is None:
+        return out
+    for position, (_, row) in enumerate(configs.iterrows()):
+        key = key_of_row(row)
+        concurrency = row.get(col.MAX_CONCURRENCY)
+        simulated = client_latencies(catalog[key.model], hardware, constants, key,
+                                     int(concurrency) if pd.notna(concurrency) else None)
+        if simulated is None:
+            continue
+        latencies, completed, duration_s = simulated
+        for metric in needed:
+            out[metric.name][position] = statistic_ms(latencies[metric.quantity], metric)
+        if goodput is not None:
+            fraction = goodput.good_fraction({key_: latencies[key_] for key_ in goodput.bounds_ms})
+            out[GOODPUT][position] = fraction * completed / duration_s
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,6 +166,17 @@ class FittedSim:
                           unidentified=("identified" if self.calibration is None
                                         else self.calibration.identifiability.describe()),
                           refused=~started | preempts)
+
+    def predict_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
+                          goodput: Goodput | None = None) -> dict[str, np.ndarray]:
+        """Each SLO metric (ms) and the goodput (requests/s) of each configuration, from one simulated
+        run of it at these constants (`simulated_latencies`); NaN where the simulated server cannot
+        start, and for ITL's percentiles above the median: the tail of the public traces' ITL (p99
+        180-270 ms from 256 concurrent streams on, whatever the model) is made outside the engine
+        step, which is all SIM models, so it is measured, not predicted (docs/simulator.md)."""
+        in_batch = (1e3 * np.asarray(self.predict(configs).e2e_latency_s, dtype=float)
+                    if any(metric.in_batch for metric in metrics) else np.full(len(configs), np.nan))
+        return simulated_latencies(configs, metrics, goodput, self.catalog, self.hardware, self.constants, in_batch)
 
     def refit(self, training: TrainingRuns) -> FittedSim | None:
         """SIM recalibrated on other runs by one refinement from these constants; None where the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_defa
 from slim.model.equations import FULL, GAMMA_REFERENCE_HIDDEN_DIM, Ablation, SlimParams, predict_frame
 from slim.predictors.contract import (
     E2E,
+    GOODPUT,
     THROUGHPUT,
     Interval,
     Prediction,
@@ -35,6 +36,7 @@ from slim.specs.hardware import Hardware
 if TYPE_CHECKING:
     from slim.model.fit import SlimFit
     from slim.model.uncertainty import BandKind
+    from slim.specs.slo import Goodput, SloMetric
 
 
 def has_measured_batch(configs: pd.DataFrame) -> bool:
@@ -113,6 +115,21 @@ class FittedSlim:
         return Prediction(throughput, e2e_s, np.full(len(configs), np.nan), interval,
                           throughput_interval_from_e2e(configs, interval), tuple(alternatives),
                           unidentified="identified" if fit is None else fit.identifiability.describe())
+
+    def predict_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
+                          goodput: Goodput | None = None) -> dict[str, np.ndarray]:
+        """The SLO metrics SLIM's equations give, ms: the in-batch E2E (Eq. 5) and the mean TPOT, Eq. 5
+        over OL (the mean step a request's tokens wait for: its decode steps carry the batch's
+        prefill chunks, Eqs. 7-10, as the all-at-once benchmark runs them); NaN for every other
+        statistic and for goodput (SLIM predicts means, not a request's distribution)."""
+        e2e_ms = 1e3 * np.asarray(self.predict(configs).e2e_latency_s, dtype=float)
+        ol = configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float)
+        nan = np.full(len(configs), np.nan)
+        out = {metric.name: (e2e_ms if metric.in_batch else e2e_ms / ol if metric.name == col.MEAN_TPOT_MS else nan)
+               for metric in metrics}
+        if goodput is not None:
+            out[GOODPUT] = nan
+        return out
 
     def refit(self, training: TrainingRuns) -> FittedSlim | None:
         """SLIM fitted on other runs by one refinement from these constants; None where those runs

@@ -57,6 +57,22 @@ class SimResult:
         active = self.samples[(self.samples["num_requests_running"] + self.samples["num_requests_waiting"]) > 0]
         return float(active["num_requests_running"].mean()) if len(active) else float("nan")
 
+    def client_latencies_ms(self, max_concurrency: int | None = None) -> dict[str, np.ndarray]:
+        """Per request TTFT, TPOT and E2EL, and every gap between tokens (ITL), ms, as the benchmark's
+        client measures them. With every request sent at once (`max_concurrency` None) they count from
+        the benchmark's start; with a client that keeps at most `max_concurrency` requests in flight,
+        from when it sent each one: the first `max_concurrency` at the start, each later one (in
+        submission order) when an earlier one finished. The schedule is the same either way (the
+        server takes a request when a running one finishes), so only the clocks differ; a server
+        cap above the client's concurrency changes nothing, as it never holds more."""
+        ttft, e2e = np.asarray(self.ttft_s, dtype=float), np.asarray(self.e2e_s, dtype=float)
+        sent = np.zeros(len(ttft))
+        if max_concurrency is not None and len(ttft) > max_concurrency:
+            sent[max_concurrency:] = np.sort(e2e)[:len(ttft) - max_concurrency]
+        tpot = (e2e - ttft) / (self.output_len - 1) if self.output_len > 1 else np.zeros(len(ttft))
+        return {"ttft": 1e3 * (ttft - sent), "tpot": 1e3 * tpot, "itl": 1e3 * np.asarray(self.itl_s, dtype=float),
+                "e2el": 1e3 * (e2e - sent)}
+
     def benchmark_summary(self) -> dict[str, float | int]:
         """The client's summary metrics (vLLM ``benchmark_serving.py`` semantics, ms)."""
         tpot = (self.e2e_s - self.ttft_s) / (self.output_len - 1) if self.output_len > 1 else np.zeros(0)

@@ -39,6 +39,7 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import ConfigError
 from slim.sim.constants import SimConstants
+from slim.sim.client_latency import remember_run
 from slim.sim.engine import simulate_run
 from slim.sim.metrics import ScheduleStats
 from slim.specs.architecture import ArchitectureCatalog
@@ -124,6 +125,8 @@ def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: 
         return _simulate_static_batch(key, arch, hw, consts, seed)
     main = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
                         key.tensor_parallel, record_stats=True)
+    if seed == SCHEDULE_SEED:
+        remember_run(arch, hw, consts, key, main)    # its client latencies, should SIM be asked for them
     if main.status != "ok" or main.stats is None:
         return RunSchedule(key, main.status, 0, 0, float(main.plan.kv_capacity_tokens), None, None)
     # The test prompt runs from step 0 on an idle server, exactly as a one-request window does.

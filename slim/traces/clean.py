@@ -44,6 +44,9 @@ class CleaningPolicy:
     keep_preempted: bool = False
     rows: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """Run column -> the values a kept row has (every column must match); empty: every row."""
+    keep_repeats: bool = False
+    """Keep every usable online run of one configuration (repeated runs, which `slim tune` combines into
+    one measurement) instead of marking all but the first ``duplicate``."""
 
 
 def select_dataset_rows(runs: pd.DataFrame, rows: Mapping[str, tuple[Any, ...]],
@@ -139,7 +142,7 @@ def clean_runs(runs: pd.DataFrame, policy: CleaningPolicy = CleaningPolicy()) ->
     """Return (usable runs, cleaning report). The report has one row per ingested run."""
     kept_statuses = ("ok", "preempted") if policy.keep_preempted else ("ok",)
     selected = select_dataset_rows(runs, policy.rows) if policy.rows else runs
-    report = aggregate_repeats(mark_duplicates(selected, kept_statuses))
+    report = aggregate_repeats(selected if policy.keep_repeats else mark_duplicates(selected, kept_statuses))
     usable = report[report[col.STATUS].isin(kept_statuses)].reset_index(drop=True)
     report = report.reindex(columns=list(REPORT_COLUMNS))
     report["kept"] = report[col.STATUS].isin(kept_statuses)

@@ -75,6 +75,9 @@ rule tuning_replay:
         tolerance=config["tuning"]["tolerance"],
         noise_sd=config["tuning"].get("noise_sd"),
         seeds=config["tuning"]["seeds"],
+        margin=config["tuning"]["margin"],
+        slo_kinds=config["tuning"]["slo_kinds"],
+        adversarial=config["tuning"]["adversarial_priors"],
     log:
         "logs/{dataset}/tuning_replay.log",
     benchmark:

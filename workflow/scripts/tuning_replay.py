@@ -1,13 +1,14 @@
-"""Snakemake adapter: replay every tuning policy on one dataset's measured curves."""
+"""Snakemake adapter: replay every tuning policy on one dataset's measured curves, under every SLO kind
+of the config, with the honest priors and the adversarial ones."""
 import pandas as pd
 
-from slim.advisor.tune import TuneSettings
-from slim.advisor.tune_kernel import fit_kernels
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.splits import load_settings
-from slim.paper.tuning_priors import TUNE_POLICIES, predictor_of, replay_priors
-from slim.paper.tuning_replay import ReplayOptions, replay_dataset
+from slim.paper.tuning_priors import TUNE_POLICIES, adversarial_priors, predictor_of, replay_priors
+from slim.paper.tuning_replay import ReplayOptions, SloKind, replay_dataset
 from slim.pipeline.io import job_specs, open_log, write_csv, write_text
+from slim.tune.kernel import fit_kernels
+from slim.tune.session import TuneSettings
 
 log = open_log(snakemake.log[0])
 study = load_bca_config(snakemake.input.bca_config)
@@ -21,8 +22,13 @@ others = [pd.read_parquet(path) for path in snakemake.input.other_residuals]
 kernels = fit_kernels(pd.concat(others, ignore_index=True) if others else pd.DataFrame(columns=["dataset", "policy"]),
                       {policy: predictor_of(policy) for policy in TUNE_POLICIES}, exclude=[label])
 settings = load_settings(snakemake.input.settings[0]) if snakemake.input.settings else None
-options = ReplayOptions(TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance),
-                        kernels, noise_sd=snakemake.params.noise_sd, seeds=snakemake.params.seeds)
+kinds = tuple(SloKind(name, tuple(bounds)) for name, bounds in snakemake.params.slo_kinds.items())
+adversarial = (adversarial_priors(priors["tune_sim"], specs.hardware)
+               if snakemake.params.adversarial and "tune_sim" in priors else {})
+options = ReplayOptions(TuneSettings(confidence=snakemake.params.confidence, tolerance=snakemake.params.tolerance,
+                                     margin=snakemake.params.margin),
+                        kernels, noise_sd=snakemake.params.noise_sd, seeds=snakemake.params.seeds, slo_kinds=kinds,
+                        adversarial=adversarial)
 replay, calibration, notes = replay_dataset(frame, specs.catalog, specs.hardware, study.epsilon,
                                             study.strict_slo_multiplier, study.slo_reference_max_num_seqs,
                                             settings, priors, options, label)

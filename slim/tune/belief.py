@@ -16,7 +16,7 @@ trend in each log coordinate (how the prior's error grows with the batch or the 
 per model, a smooth term of length scale `ResidualKernel.length_scale_log2` shared across models at
 `ResidualKernel.cross_model_correlation`, and the run-to-run scatter. A point measured for one
 model or length therefore informs the others, most of all its neighbours. The kernel's scales are
-chosen by the evidence of real datasets, per prior (`slim.advisor.tune_kernel`), not by hand.
+chosen by the evidence of real datasets, per prior (`slim.tune.kernel`), not by hand.
 
 **The calibration** (split conformal over leave-one-out). Each measured run is predicted from every
 other one (closed form, `ResidualProcess.leave_one_out_scores`; its own curve's other caps included,
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -45,10 +45,12 @@ from slim.errors import AdvisorError
 from slim.model.conformal import conformal_quantile
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
+from slim.specs.slo import IN_BATCH_E2E
 
 if TYPE_CHECKING:
     from slim.predictors import Prediction, RegisteredPredictor
     from slim.sim.schedules import ScheduleTable
+    from slim.specs.slo import Goodput, SloMetric
 
 CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.INPUT_LEN_MEAN,
                   col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.NUM_PROMPTS, col.BENCHMARK_MODE,
@@ -56,12 +58,37 @@ CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.
 """What a candidate configuration is: the columns of the runs table it is described by."""
 
 
+THROUGHPUT = "throughput"
+"""The quantity every candidate has: total-token throughput (tokens/s, Eq. 6); every other quantity is
+an SLO metric (ms, `slim.specs.slo`) or the goodput (requests/s)."""
+HIGHER_IS_BETTER = (THROUGHPUT, "goodput")
+
+
 @dataclass(frozen=True)
 class PriorPrediction:
-    """A prior's throughput (total tokens/s) and E2E latency (s) per candidate configuration."""
+    """A prior's prediction per candidate configuration of each quantity: throughput (tokens/s), the
+    in-batch E2E and every other SLO metric (ms), the goodput (requests/s); NaN where the prior
+    cannot predict it (the quantity is then measure-only)."""
 
-    throughput_per_s: np.ndarray
-    e2e_latency_s: np.ndarray
+    values: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, throughput_per_s: np.ndarray, e2e_latency_s: np.ndarray, **others: np.ndarray) -> PriorPrediction:
+        """Throughput and in-batch E2E (seconds), and other quantities by name."""
+        return cls({THROUGHPUT: np.asarray(throughput_per_s, dtype=float),
+                    IN_BATCH_E2E: 1e3 * np.asarray(e2e_latency_s, dtype=float),
+                    **{name: np.asarray(values, dtype=float) for name, values in others.items()}})
+
+    @property
+    def throughput_per_s(self) -> np.ndarray:
+        return self.values[THROUGHPUT]
+
+    @property
+    def e2e_latency_s(self) -> np.ndarray:
+        return self.values[IN_BATCH_E2E] / 1e3
+
+    def take(self, rows: np.ndarray) -> PriorPrediction:
+        return PriorPrediction({name: values[rows] for name, values in self.values.items()})
 
 
 class PriorPredictor(Protocol):
@@ -111,9 +138,23 @@ def slim_prior(architectures: ArchitectureCatalog, hardware: Hardware) -> PriorP
     return tune_prior(tune_predictors()["slim"], architectures, hardware)
 
 
-def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame) -> PriorPrediction:
-    """`prior`'s prediction of every candidate configuration; `AdvisorError` naming the first it cannot
-    predict (SIM: the KV cache cannot hold one request)."""
+def roofline_gpu_seconds(configs: pd.DataFrame, architectures: ArchitectureCatalog, hardware: Hardware) -> np.ndarray:
+    """A lower bound of one run's GPU time per configuration: its tokens at SLIM's ideal roofline
+    machine (`slim_prior`: the datasheet's peak bandwidth and FLOP/s, efficiencies of one, no
+    overheads; Eqs. 5-12) on each of its GPUs, so no run of it can take less."""
+    throughput = np.asarray(slim_prior(architectures, hardware).predict(configs).throughput_per_s, dtype=float)
+    gpus = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
+    return predicted_gpu_seconds(configs, throughput * gpus)
+
+
+def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame, metrics: Sequence[SloMetric] = (),
+                     goodput: Goodput | None = None) -> PriorPrediction:
+    """`prior`'s prediction of every candidate configuration: throughput, the in-batch E2E, each SLO
+    metric of `metrics` and the goodput where asked (`slim.predictors.contract.predict_slo_metrics`);
+    `AdvisorError` naming the first configuration it cannot predict at all (SIM: the KV cache cannot
+    hold one request)."""
+    from slim.predictors.contract import predict_slo_metrics
+
     prediction = prior.predict(configs)
     throughput = np.asarray(prediction.throughput_per_s, dtype=float)
     e2e = np.asarray(prediction.e2e_latency_s, dtype=float)
@@ -122,7 +163,9 @@ def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame) -> PriorPredi
         raise AdvisorError(f"{prior.name} cannot start {len(bad)} candidate configuration(s) (first: "
                            f"{bad.iloc[0][col.MODEL]} cap {bad.iloc[0][col.MAX_NUM_SEQS]:g}): the KV cache "
                            "cannot hold one request; drop those candidates")
-    return PriorPrediction(throughput, e2e)
+    others = [metric for metric in metrics if not metric.in_batch]
+    extra = predict_slo_metrics(prior, configs, others, goodput) if others or goodput is not None else {}
+    return PriorPrediction.of(throughput, e2e, **extra)
 
 
 # --- the residual process ----------------------------------------------------------------
@@ -232,51 +275,110 @@ class ResidualProcess:
 
 
 @dataclass(frozen=True)
+class QuantityBelief:
+    """One quantity per candidate: the measurement where `measured`, else the corrected prediction
+    (NaN where nothing predicts it), the interval at the belief's confidence (0 and inf where nothing
+    predicts it), the standard deviation of the log that interval implies (half-width / z; a
+    measurement's scatter where measured) and the conformal multiplier of its intervals."""
+
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    log_sd: np.ndarray
+    measured: np.ndarray
+    multiplier: float
+
+
+@dataclass(frozen=True)
 class Belief:
-    """Per candidate: the prior, the corrected prediction and its interval at a confidence, for
-    throughput (tokens/s) and E2E (s); measured candidates carry their measurement."""
+    """What is believed of every quantity of every candidate (`QuantityBelief` by quantity name:
+    `THROUGHPUT`, the SLO metrics, the goodput)."""
 
-    throughput_per_s: np.ndarray
-    throughput_low: np.ndarray
-    throughput_high: np.ndarray
-    e2e_latency_s: np.ndarray
-    e2e_low: np.ndarray
-    e2e_high: np.ndarray
-    throughput_log_sd: np.ndarray    # standard deviation of log T the interval implies (half-width / z)
-    e2e_log_sd: np.ndarray
-    multipliers: tuple[float, float]  # the conformal multipliers of throughput and E2E
+    quantities: dict[str, QuantityBelief]
+
+    def __getitem__(self, name: str) -> QuantityBelief:
+        return self.quantities[name]
+
+    @property
+    def throughput_per_s(self) -> np.ndarray:
+        return self.quantities[THROUGHPUT].mean
+
+    @property
+    def throughput_low(self) -> np.ndarray:
+        return self.quantities[THROUGHPUT].low
+
+    @property
+    def throughput_high(self) -> np.ndarray:
+        return self.quantities[THROUGHPUT].high
+
+    @property
+    def throughput_log_sd(self) -> np.ndarray:
+        return self.quantities[THROUGHPUT].log_sd
+
+    @property
+    def e2e_latency_s(self) -> np.ndarray:
+        return self.quantities[IN_BATCH_E2E].mean / 1e3
+
+    @property
+    def e2e_low(self) -> np.ndarray:
+        return self.quantities[IN_BATCH_E2E].low / 1e3
+
+    @property
+    def e2e_high(self) -> np.ndarray:
+        return self.quantities[IN_BATCH_E2E].high / 1e3
+
+    @property
+    def e2e_log_sd(self) -> np.ndarray:
+        return self.quantities[IN_BATCH_E2E].log_sd
+
+    @property
+    def multipliers(self) -> dict[str, float]:
+        return {name: q.multiplier for name, q in self.quantities.items()}
 
 
-def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured_index: Sequence[int],
-           measured_throughput: np.ndarray, measured_e2e_s: np.ndarray, measured_scatter: np.ndarray,
-           confidence: float, kernel: ResidualKernel = ResidualKernel(),
-           reference_scores: Sequence[float] = (), measured_runs: np.ndarray | None = None) -> Belief:
-    """The corrected prediction of every candidate given the measured ones (module docstring).
-
-    `measured_index` are row positions in `candidates`; `measured_scatter` each run's relative
-    run-to-run scatter (one standard deviation, at least the kernel's noise), over the root of
-    `measured_runs` (how many runs each measurement averages; one by default); `reference_scores`
-    the kernel's out-of-sample extrapolation scores (`conformal_multiplier`)."""
-    index = np.asarray(measured_index, dtype=int)
+def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[str, Mapping[int, float]],
+           scatter: Mapping[int, float], confidence: float, kernel: ResidualKernel = ResidualKernel(),
+           reference_scores: Sequence[float] = (), runs: Mapping[int, int] | None = None) -> Belief:
+    """The corrected prediction of every quantity of `prior` for every candidate, given the measured
+    ones (module docstring). `measured` maps each quantity to its measurements by row position in
+    `candidates` (a run judges the SLO metrics it judges); `scatter` is each measured candidate's
+    relative run-to-run scatter (one standard deviation, at least the kernel's noise), over the root
+    of its `runs` (how many runs its measurement averages; one by default); `reference_scores` the
+    kernel's out-of-sample extrapolation scores (`conformal_multiplier`). Every quantity has its own
+    residual process on the same kernel; a quantity the prior cannot predict at a candidate is
+    unknown there until measured."""
     coordinates = kernel.coordinates(candidates)
     models = candidates[col.MODEL].astype(str).to_numpy()
     curves = (candidates[col.MODEL].astype(str) + "|" + candidates[col.INPUT_LEN_NOMINAL].astype(str) + "|"
               + candidates[col.OUTPUT_LEN_NOMINAL].astype(str)).to_numpy()
-    runs = np.ones(len(index)) if measured_runs is None else np.asarray(measured_runs, dtype=float)
-    noise = np.maximum(np.asarray(measured_scatter, dtype=float), kernel.noise_sd) / np.sqrt(runs)
     z = float(norm.ppf(0.5 + confidence / 2.0))
-    values = {}
-    for name, prior_values, measured in (("throughput", prior.throughput_per_s, measured_throughput),
-                                         ("e2e", prior.e2e_latency_s, measured_e2e_s)):
-        log_prior = np.log(prior_values)
-        residuals = np.log(np.asarray(measured, dtype=float)) - log_prior[index]
-        process = ResidualProcess(kernel, coordinates[index], models[index], residuals, curves[index], noise)
+    runs = runs or {}
+    quantities = {}
+    for name, prior_values in prior.values.items():
+        values = measured.get(name, {})
+        index = np.array(sorted(values), dtype=int)
+        measurement = np.array([values[i] for i in index], dtype=float)
+        noise = (np.maximum(np.array([scatter.get(i, kernel.noise_sd) for i in index], dtype=float), kernel.noise_sd)
+                 / np.sqrt(np.array([runs.get(i, 1) for i in index], dtype=float)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_prior = np.log(np.asarray(prior_values, dtype=float))
+        predicted = np.isfinite(log_prior)
+        fitted = predicted[index] if len(index) else np.zeros(0, dtype=bool)
+        process = ResidualProcess(kernel, coordinates[index[fitted]], models[index[fitted]],
+                                  np.log(measurement[fitted]) - log_prior[index[fitted]], curves[index[fitted]],
+                                  noise[fitted])
         multiplier = conformal_multiplier(process.leave_one_out_scores(), confidence, reference_scores)
         mean, sd = process.predict(coordinates, models, kernel.noise_sd)
-        centre, half = log_prior + mean, multiplier * sd
-        centre[index], half[index] = np.log(np.asarray(measured, dtype=float)), z * noise
-        point = np.exp(centre)
-        point[index] = np.asarray(measured, dtype=float)      # a measurement is the fact itself, not exp(log)
-        values[name] = (point, np.exp(centre - half), np.exp(centre + half), half / z, multiplier)
-    t, e = values["throughput"], values["e2e"]
-    return Belief(t[0], t[1], t[2], e[0], e[1], e[2], t[3], e[3], (t[4], e[4]))
+        centre = np.where(predicted, log_prior + mean, np.nan)
+        half = np.where(predicted, multiplier * sd, np.inf)
+        is_measured = np.zeros(len(candidates), dtype=bool)
+        if len(index):
+            centre[index], half[index] = np.log(measurement), z * noise
+            is_measured[index] = True
+        with np.errstate(invalid="ignore", over="ignore"):
+            point, low, high = np.exp(centre), np.exp(centre - half), np.exp(centre + half)
+        low = np.where(np.isfinite(centre), low, 0.0)
+        high = np.where(np.isfinite(centre), high, np.inf)
+        point[index] = measurement      # a measurement is the fact itself, not exp(log)
+        quantities[name] = QuantityBelief(point, low, high, half / z, is_measured, multiplier)
+    return Belief(quantities)

@@ -2,7 +2,7 @@
 read back with the project's ingest, until every decision is settled or a budget is spent.
 
 The template is split like a shell would (`shlex.split`) but run without one, as an argument list;
-its ``{placeholders}`` (`slim.advisor.tune_plan.placeholders`) are filled with values the tool
+its ``{placeholders}`` (`slim.tune.plan.placeholders`) are filled with values the tool
 chose (caps, lengths, the model as the user named it, paths under the results folder), never with
 anything read from a trace file. Where the template itself asks for a shell (``sh -c '...'``), the
 values substituted into the shell's script are quoted with `shlex.quote`. Each run is started in a
@@ -36,8 +36,8 @@ from typing import Any, Callable
 from slim import __version__
 from slim import columns as col
 from slim.advisor.training_runs import trace_options, usable_runs
-from slim.advisor.tune import LoopStep, Measurement, Proposal, Unusable, run_loop
-from slim.advisor.tune_plan import TunePlan, TuneRequest, measurement_of_runs, placeholders
+from slim.tune.plan import TunePlan, TuneRequest, measurement_of_runs, placeholders
+from slim.tune.session import LoopStep, Measurement, Proposal, Unusable, run_loop
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"
@@ -241,7 +241,7 @@ def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
         return None, "; ".join(f"{status}: {reason}" for status, _, _, reason in details) or str(error)
     except TraceFormatError:
         return None, "the benchmark exited 0 but wrote no result file"
-    return (measurement_of_runs(runs), "") if len(runs) else (None, "no usable run")
+    return (measurement_of_runs(runs, request.slos), "") if len(runs) else (None, "no usable run")
 
 
 def check_template(plan: TunePlan, template: str) -> None:
@@ -251,18 +251,19 @@ def check_template(plan: TunePlan, template: str) -> None:
     render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps)))
 
 
-def _exit_reason(code: int, argv: list[str], timeout_s: float | None) -> str:
+def _exit_reason(code: int, argv: list[str], timeout_s: float | None, bound_s: float | None = None) -> str:
     if code == EXIT_CANNOT_START:
         return f"exit code {code}: cannot start {argv[0]}"
     if code == EXIT_TIMED_OUT:
-        return f"exit code {code}: timed out after {timeout_s:g} s"
+        why = " (the bound's allowance for an extra run)" if bound_s is not None and timeout_s == bound_s else ""
+        return f"exit code {code}: timed out after {timeout_s:g} s{why}"
     return f"exit code {code}"
 
 
 def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = None,
                     budget_gpu_seconds: float | None = None, timeout_s: float | None = None,
                     on_step: Callable[[Proposal, Attempt], None] | None = None) -> tuple[list[LoopStep], str]:
-    """`slim.advisor.tune.run_loop` with each proposal run through `template` and ingested, every
+    """`slim.tune.session.run_loop` with each proposal run through `template` and ingested, every
     attempt written to the ledger with its fingerprint; the steps and why the loop stopped
     ("settled", "no proposal", "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in
     a row). Mark the ledger's trusted failures in the plan first (`mark_failed_attempts`): the loop
@@ -286,14 +287,18 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))
         started = time.monotonic()
+        limit_s = (None if proposal.limit_gpu_seconds is None
+                   else max(proposal.limit_gpu_seconds / request.tensor_parallel, 1.0))
+        run_timeout_s = min((t for t in (timeout_s, limit_s) if t is not None), default=None)
         try:
-            code, seconds = execute(argv, folder, timeout_s)
+            code, seconds = execute(argv, folder, run_timeout_s)
         except KeyboardInterrupt:
             record(Attempt(proposal.workload, float(cap), relative_folder, EXIT_INTERRUPTED, False,
                            (time.monotonic() - started) * request.tensor_parallel, fingerprint,
                            "interrupted (Ctrl-C)", interrupted=True))
             raise
-        measurement, reason = ingest_run(plan, folder) if code == 0 else (None, _exit_reason(code, argv, timeout_s))
+        measurement, reason = (ingest_run(plan, folder) if code == 0
+                               else (None, _exit_reason(code, argv, run_timeout_s, limit_s)))
         result = measurement if measurement is not None else Unusable(
             seconds * request.tensor_parallel,
             f"check the --run template (the last run's output: {folder / 'stderr.log'})")

@@ -5,7 +5,7 @@ folder, or (``--run``) run them through a command template until every decision 
     slim tune --traces DIR ... --run 'python bench.py --cap {max_concurrency} --out {result_file}' --budget-runs 8
 
 `add_tune_parser` declares the arguments on `slim`'s parser, `tune_request` turns them into a
-`slim.advisor.tune_plan.TuneRequest`, and `run_tune` prints the report (`slim.advisor.tune_report`)
+`slim.tune.plan.TuneRequest`, and `run_tune` prints the report (`slim.tune.report`)
 and returns the exit code (`EXIT_OPEN`, `EXIT_INTERRUPTED`, or `slim.cli`'s).
 """
 
@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Callable
 
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
-from slim.advisor.certificate import DEFAULT_TOLERANCE
-from slim.advisor.tune import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
-from slim.advisor.tune_plan import (
+from slim.advisor.decision import DEFAULT_TOLERANCE
+from slim.errors import AdvisorError
+from slim.predictors import tune_predictors
+from slim.sim.constants import SIM_CONSTANTS_FILE
+from slim.specs.architecture import MODELS_FILE
+from slim.specs.hardware import HARDWARE_FILE
+from slim.specs.slo import Slos
+from slim.tune.guard import DEFAULT_MARGIN
+from slim.tune.plan import (
     DEFAULT_ONLINE_PROMPTS,
     OFFLINE,
     ONLINE,
@@ -30,15 +36,13 @@ from slim.advisor.tune_plan import (
     build_plan,
     select_proposals,
 )
-from slim.advisor.tune_report import tune_json, tune_text
-from slim.errors import AdvisorError
-from slim.predictors import tune_predictors
-from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.specs.architecture import MODELS_FILE
-from slim.specs.hardware import HARDWARE_FILE
+from slim.tune.report import tune_json, tune_text
+from slim.tune.session import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 
+EXIT_INFEASIBLE = 3
+"""Every decision is settled, and some workload has no cap within its SLOs (as `slim advise`'s 3)."""
 EXIT_OPEN = 4
-"""``slim tune --run`` stopped with a decision still open (a budget spent, or no benchmark left)."""
+"""``slim tune --run`` stopped with a decision still open (a budget spent, the bound, or no benchmark left)."""
 EXIT_INTERRUPTED = 130
 """``slim tune --run`` was interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it."""
 
@@ -52,6 +56,40 @@ version are the same (--retry-failed: never).
 example (online: one server at the largest cap, the client's --max-concurrency varies):
   slim tune --traces runs/ --hardware h100-64gb --workload facebook/opt-1.3b:512:128 --slo-ms 4000
 """
+
+
+SLO_HELP = ("an SLO in vLLM's names, NAME=MILLISECONDS or NAME=Kx (K times its value at --slo-reference-cap), "
+            "repeatable, all must hold: p99_tpot_ms=50, mean_ttft_ms=500, p90_e2el_ms=8000, p99_itl_ms=2x; "
+            "mean_in_batch_e2e_ms is the paper's in-batch E2E")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def add_slo_arguments(parser: argparse.ArgumentParser, positive_float: Callable, positive_int: Callable) -> None:
+    """The objectives `slim advise` and `slim tune` share (`slim.specs.slo.Slos.of`)."""
+    parser.add_argument("--slo", action="append", default=[], metavar="NAME=VALUE", help=SLO_HELP)
+    parser.add_argument("--slo-ms", type=positive_float, default=None,
+                        help="the paper's in-batch E2E SLO in milliseconds (--slo mean_in_batch_e2e_ms=VALUE)")
+    parser.add_argument("--slo-relative", type=positive_float, default=None, metavar="K",
+                        help="in-batch E2E at most K x its value at --slo-reference-cap (--slo mean_in_batch_e2e_ms=Kx)")
+    parser.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
+                        help="choose the cap of highest goodput, in vLLM's syntax: ttft:2000 tpot:50 e2el:8000 (a "
+                             "request is good when it meets every bound; needs per-request latencies)")
+    parser.add_argument("--slo-reference-cap", type=positive_int, default=1,
+                        help="the cap relative SLOs refer to (default 1)")
+
+
+def slos_of(args: argparse.Namespace) -> Slos:
+    """The objectives of a parsed command line."""
+    return Slos.of(args.slo, args.slo_ms, args.slo_relative, args.goodput, float(args.slo_reference_cap))
 
 
 def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable,
@@ -79,11 +117,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            "become usable too")
     tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
     tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
-    slo = tune.add_mutually_exclusive_group(required=True)
-    slo.add_argument("--slo-ms", type=positive_float, help="E2E latency SLO in milliseconds")
-    slo.add_argument("--slo-relative", type=positive_float, metavar="K",
-                     help="SLO = K x the measured E2E at --slo-reference-cap of each workload (measured first)")
-    tune.add_argument("--slo-reference-cap", type=positive_int, default=1, help="the reference cap (default 1)")
+    add_slo_arguments(tune, positive_float, positive_int)
     tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
     tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
@@ -98,6 +132,9 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE,
                       help="settled when no cap can beat the choice by more than this share of throughput "
                            f"(default {DEFAULT_TOLERANCE:g})")
+    tune.add_argument("--margin", type=non_negative_float, default=DEFAULT_MARGIN, metavar="M",
+                      help="spend at most (1 + M) x the GPU time of a plain bisection over the candidates on each "
+                           f"workload, whatever the prior (default {DEFAULT_MARGIN:g}; docs/tuning.md)")
     tune.add_argument("--confidence", type=fraction, default=DEFAULT_CONFIDENCE,
                       help=f"confidence of each bound the certificate uses (default {DEFAULT_CONFIDENCE:g})")
     tune.add_argument("--num-prompts", type=positive_int, default=DEFAULT_ONLINE_PROMPTS,
@@ -128,20 +165,22 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         specs.append(WorkloadSpec(args.model, args.input_len, args.output_len))
     if args.run is None and (args.budget_runs is not None or args.budget_gpu_hours is not None):
         raise AdvisorError("--budget-runs and --budget-gpu-hours limit the loop: give --run too")
-    return TuneRequest(args.traces, tuple(specs), args.hardware, slo_ms=args.slo_ms, slo_relative=args.slo_relative,
-                       slo_reference_cap=args.slo_reference_cap, mode=args.mode, predictor=args.predictor,
+    return TuneRequest(args.traces, tuple(specs), args.hardware, slos_of(args), mode=args.mode,
+                       predictor=args.predictor,
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
                        max_runs_per_cap=args.max_runs_per_cap,
                        confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
-                       results=args.results, model_config=args.model_config, model_config_name=args.model)
+                       results=args.results, model_config=args.model_config, model_config_name=args.model,
+                       margin=args.margin)
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    """``slim tune``: the plan, or the loop; 0 when printed (and, with --run, settled), `EXIT_OPEN`
-    when the loop stopped with a decision open, `EXIT_INTERRUPTED` on Ctrl-C with --run (one line
-    on stderr; the run in progress is stopped and logged as interrupted).
+    """``slim tune``: the plan, or the loop; 0 when printed (and, with --run, settled), `EXIT_INFEASIBLE`
+    when every decision is settled and some workload has no cap within its SLOs, `EXIT_OPEN` when the
+    loop stopped with a decision open, `EXIT_INTERRUPTED` on Ctrl-C with --run (one line on stderr;
+    the run in progress is stopped and logged as interrupted).
 
     Raises `AdvisorError` for bad input, e.g. a --traces that does not exist without --run."""
     if not args.traces.exists() and args.run is None:
@@ -159,7 +198,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _plan_or_loop(args: argparse.Namespace) -> int:
     """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
-    from slim.advisor.tune_runner import failure_reason, mark_failed_attempts, run_tuning_loop
+    from slim.tune.runner import failure_reason, mark_failed_attempts, run_tuning_loop
 
     plan = build_plan(tune_request(args))
     retried = mark_failed_attempts(plan, args.run, args.retry_failed)
@@ -181,5 +220,7 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
     proposals = select_proposals(plan.session.proposals(), args.next)
     print(json.dumps(tune_json(plan, proposals, stopped, runs_done), indent=2) if args.json
           else tune_text(plan, proposals, stopped, runs_done), end="" if not args.json else "\n")
-    settled = all(plan.session.certificate(w).settled for w in plan.workloads)
-    return 0 if args.run is None or settled else EXIT_OPEN
+    certificates = [plan.session.certificate(w) for w in plan.workloads]
+    if all(c.settled for c in certificates) and not all(c.feasible for c in certificates):
+        return EXIT_INFEASIBLE
+    return 0 if args.run is None or all(c.settled for c in certificates) else EXIT_OPEN

@@ -1,6 +1,6 @@
 """The residual kernel of `slim tune`, chosen by out-of-sample evidence instead of by hand.
 
-The belief (`slim.advisor.tune_model`) models a prior's log residual ``r = log(measured / prior)``
+The belief (`slim.tune.belief`) models a prior's log residual ``r = log(measured / prior)``
 as a Gaussian process with kernel `ResidualKernel`. Its scales decide how much a measured run says
 about an unmeasured cap, and so how much `slim tune` measures and whether its bounds hold. They are
 fitted by **type-II maximum likelihood** (the evidence): on each dataset of measured curves the
@@ -32,11 +32,11 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
 from slim import columns as col
-from slim.advisor.tune_model import PriorPrediction, ResidualKernel
+from slim.tune.belief import PriorPrediction, ResidualKernel
 from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping
 
-TUNE_KERNELS_FILE = Path(__file__).with_name("tune_kernels.yaml")
+TUNE_KERNELS_FILE = Path(__file__).with_name("kernels.yaml")
 """The kernels `slim tune` uses, per prior (rule ``tuning_kernels`` writes a fresh copy)."""
 SIGNIFICANT_DIGITS = 2
 SCORE_QUANTILES = 200
@@ -64,7 +64,7 @@ def residual_table(runs: pd.DataFrame, prior: PriorPrediction, dataset: str, pol
                    scatter: float) -> pd.DataFrame:
     """The log residuals of a prior on a dataset's runs (`RESIDUAL_COLUMNS`), in the runs' order;
     `runs` carries the configuration columns and the measured throughput and E2E."""
-    from slim.advisor.tune import curve_label
+    from slim.tune.session import curve_label
 
     return pd.DataFrame({
         "dataset": dataset, "policy": policy, "curve": curve_label(runs).to_numpy(),
@@ -143,7 +143,7 @@ def extrapolation_scores(table: pd.DataFrame, kernel: ResidualKernel) -> tuple[f
     sweep of ten caps must not outvote curves of four): the `SCORE_QUANTILES` - 1 quantiles of the
     weighted scores at levels ``k / SCORE_QUANTILES``, or the scores themselves where there are
     fewer; sorted, to `SIGNIFICANT_DIGITS` + 1 digits."""
-    from slim.advisor.tune_model import ResidualProcess
+    from slim.tune.belief import ResidualProcess
 
     scores: list[float] = []
     weights: list[float] = []
@@ -195,12 +195,12 @@ class FittedKernels:
         return tuple(self.scores.get(predictor, ()))
 
     def settings(self, predictor: str, base):
-        """`base` (a `slim.advisor.tune.TuneSettings`) with this predictor's kernel and scores."""
+        """`base` (a `slim.tune.session.TuneSettings`) with this predictor's kernel and scores."""
         return replace(base, kernel=self.kernel(predictor), extrapolation_scores=self.extrapolation_scores(predictor))
 
     def to_yaml(self) -> str:
         document = {"description": "slim tune's residual kernels per prior, fitted by type-II maximum likelihood "
-                                   "(slim.advisor.tune_kernel) on the log residuals of the datasets below",
+                                   "(slim.tune.kernel) on the log residuals of the datasets below",
                     "fitted_on": list(self.fitted_on),
                     "kernels": {name: {key: (list(value) if isinstance(value, tuple) else value)
                                        for key, value in asdict(kernel).items()}

@@ -1,0 +1,104 @@
+"""What a benchmark's client measures of a simulated run, kept for the runs simulated so far: each
+request's TTFT, TPOT and E2EL and the distribution of the gaps between tokens, under a client that
+sends every request at once or keeps a number of them in flight (`slim.sim.result.SimResult.
+client_latencies_ms`). A simulation is deterministic, so a configuration asked for again (a tuning
+session predicts the same candidates as its schedules, the replay the same ones for every seed) is
+read from here instead of simulated again; `slim.sim.schedules` records the runs it simulates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from slim.sim.constants import SimConstants
+    from slim.sim.result import SimResult
+    from slim.sim.schedules import ScheduleKey
+    from slim.specs.architecture import Architecture
+    from slim.specs.hardware import Hardware
+
+ClientLatencies = tuple[dict[str, object], int, float]
+"""Per quantity (``ttft``, ``tpot``, ``e2el``: per request, ms; ``itl``: a `GapDistribution`), the
+completed requests and the run's duration (s)."""
+
+_LATENCIES: dict[tuple, ClientLatencies | None] = {}
+_KEEPING: list[bool] = []
+
+
+@dataclass(frozen=True)
+class GapDistribution:
+    """The gaps between tokens of a run, kept as their mean and their quantiles at every 0.1 %
+    (a mean, a median or a percentile is read from them, interpolated)."""
+
+    mean_ms: float
+    quantiles_ms: np.ndarray
+
+    LEVELS = np.linspace(0.0, 100.0, 1001)
+
+    @classmethod
+    def of(cls, values_ms: np.ndarray) -> GapDistribution:
+        values = np.sort(np.asarray(values_ms, dtype=float))
+        if not len(values):
+            return cls(float("nan"), np.full(len(cls.LEVELS), np.nan))
+        # np.percentile's linear rule, read off the sorted values once for every level.
+        return cls(float(np.mean(values)), np.interp(cls.LEVELS / 100.0 * (len(values) - 1), np.arange(len(values)),
+                                                      values))
+
+    def __len__(self) -> int:
+        return len(self.quantiles_ms)
+
+    def percentile(self, level: float) -> float:
+        return float(np.interp(level, self.LEVELS, self.quantiles_ms))
+
+
+def _run_key(arch: Architecture, hardware: Hardware, constants: SimConstants, key: ScheduleKey) -> tuple:
+    return (arch, hardware, constants, key)
+
+
+class keeping_client_latencies:
+    """Within this context, every run `slim.sim.schedules` simulates keeps its client latencies (every
+    request at once, and a client keeping the cap in flight): a caller that predicts SLO metrics of
+    the configurations whose schedules it simulates then simulates each once."""
+
+    def __enter__(self) -> keeping_client_latencies:
+        _KEEPING.append(True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _KEEPING.pop()
+
+
+def remember_run(arch: Architecture, hardware: Hardware, constants: SimConstants, key: ScheduleKey,
+                 result: SimResult) -> None:
+    """Keep a simulated run's client latencies, inside `keeping_client_latencies` only."""
+    if _KEEPING:
+        _store(_run_key(arch, hardware, constants, key), result, key.max_num_seqs)
+
+
+def _store(run_key: tuple, result: SimResult, concurrency: int | None) -> None:
+    if result.status != "ok" or result.completed == 0:
+        _LATENCIES[(*run_key, None)] = _LATENCIES[(*run_key, concurrency)] = None
+        return
+    gaps = GapDistribution.of(result.client_latencies_ms(None)["itl"])   # the gaps' distribution is all one needs
+    for client in dict.fromkeys((None, concurrency)):
+        latencies: dict[str, object] = dict(result.client_latencies_ms(client))
+        latencies["itl"] = gaps
+        _LATENCIES[(*run_key, client)] = (latencies, result.completed, result.duration_s)
+
+
+def client_latencies(arch: Architecture, hardware: Hardware, constants: SimConstants, key: ScheduleKey,
+                     concurrency: int | None) -> ClientLatencies | None:
+    """The client latencies of `key` simulated at `constants` under a client of `concurrency` requests
+    in flight (None: every request at once); None where the simulated server cannot start or completes
+    nothing."""
+    from slim.sim.engine import simulate_run
+
+    cache_key = (*_run_key(arch, hardware, constants, key), concurrency)
+    if cache_key not in _LATENCIES:
+        result = simulate_run(arch, hardware, constants, key.input_len, key.output_len, key.max_num_seqs,
+                              key.num_prompts, 0, key.tensor_parallel, include_test_prompt=not key.static_batch,
+                              max_model_len=key.input_len + key.output_len if key.static_batch else None)
+        _store(_run_key(arch, hardware, constants, key), result, concurrency)
+    return _LATENCIES[cache_key]
