@@ -293,7 +293,8 @@ def _histogram(name: str, bounds: list[float], counts: list[float], total_s: flo
     lines = [f"# TYPE {name} histogram"]
     for bound, count in zip([*map(str, bounds), "+Inf"], counts):
         lines.append(f'{name}_bucket{{engine="0",le="{bound}",model_name="m"}} {count}')
-    lines += [f'{name}_count{{engine="0",model_name="m"}} {counts[-1]}', f'{name}_sum{{engine="0",model_name="m"}} {total_s}']
+    lines += [f'{name}_count{{engine="0",model_name="m"}} {counts[-1]}',
+              f'{name}_sum{{engine="0",model_name="m"}} {total_s}']
     return "\n".join(lines) + "\n"
 
 
@@ -301,7 +302,8 @@ def test_the_servers_latency_histograms_fill_what_the_client_did_not_record(tmp_
     run = tmp_path / "cap8"
     run.mkdir()
     (run / "result.json").write_text(json.dumps(_bench_serve_result(mean_tpot_ms=12.0, p99_tpot_ms=14.0)))
-    gauges = 'vllm:num_requests_running{engine="0",model_name="m"} %g\nvllm:num_requests_waiting{engine="0",model_name="m"} 0\n'
+    gauges = ('vllm:num_requests_running{engine="0",model_name="m"} %g\n'
+              'vllm:num_requests_waiting{engine="0",model_name="m"} 0\n')
     bounds = [0.01, 0.02, 0.05, 0.1]
     # Counters since the server started: 10 TTFTs before the run, 50 after it (40 in the run).
     before = _histogram("vllm:time_to_first_token_seconds", bounds, [10, 10, 10, 10, 10], 0.05)

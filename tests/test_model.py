@@ -207,3 +207,17 @@ def test_predict_frame_accepts_a_plain_mapping_and_names_unknown_models():
         predict_frame({"opt-1.3b": OPT_1_3B}, H100, PARAMS, frame.assign(**{col.MODEL: "gpt-5"}))
     with pytest.raises(ConfigError, match=col.MEAN_BATCH_SIZE):
         predict_frame(CATALOG, H100, PARAMS, frame.drop(columns=col.MEAN_BATCH_SIZE))
+
+
+def test_a_fine_tuned_variant_resolves_to_its_base_architecture_and_an_unknown_one_names_the_nearest():
+    from slim.errors import UnknownModelError
+    from slim.specs.architecture import load_architectures
+
+    catalog = load_architectures()
+    assert catalog.resolve_name("meta-llama/Meta-Llama-3-8B-Instruct") == "llama-3-8b"
+    assert catalog.resolve_name("mistralai/Mistral-7B-Instruct-v0.1") == "mistral-7b"
+    assert catalog.resolve_name("Llama-2-7b-chat-hf") == "llama-2-7b"
+    assert catalog.resolve_name("opt-2.7b-instructor") is None, "only whole words of a fine-tune's name go"
+    with pytest.raises(UnknownModelError, match="The nearest known: llama-3-8b") as error:
+        catalog["meta-llama/Llama-3.1-8B-Instruct"]
+    assert "--model-config" in str(error.value)

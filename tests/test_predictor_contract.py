@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from slim import columns as col
-from slim.tune.belief import tune_prior
 from slim.errors import FitError
 from slim.model.equations import SlimParams, predict_frame
 from slim.predictors import (
@@ -34,6 +33,7 @@ from slim.sim.schedule_costs import prediction_costs
 from slim.sim.schedules import ScheduleKey, ScheduleTable, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
+from slim.tune.belief import tune_prior
 
 CATALOG = load_architectures(MODELS_FILE)
 H100 = load_hardware(HARDWARE_FILE)["h100-64gb"]

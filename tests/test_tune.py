@@ -230,8 +230,8 @@ def test_the_loop_measures_until_settled_and_respects_a_run_budget(catalog, hard
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 12.0})
     candidates = _candidates(runs)
     prior = prior_prediction(slim_prior(catalog, hardware), candidates)
-    workloads = [Workload.in_batch(m, il, ol, 4.0 * runs.loc[(candidates[WORKLOAD] == label).to_numpy()
-                                                             & (runs[col.MAX_NUM_SEQS] == 1), col.E2E_LATENCY_S].iloc[0])
+    first_e2e = runs[runs[col.MAX_NUM_SEQS] == 1].groupby(candidates[WORKLOAD])[col.E2E_LATENCY_S].first()
+    workloads = [Workload.in_batch(m, il, ol, 4.0 * first_e2e[label])
                  for label, (m, il, ol) in candidates.groupby(WORKLOAD)[[col.MODEL, col.INPUT_LEN_NOMINAL,
                                                                          col.OUTPUT_LEN_NOMINAL]].first().iterrows()]
 
@@ -470,8 +470,8 @@ def test_repeated_runs_of_a_cap_combine_into_one_measurement_of_smaller_scatter(
 
 
 def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hardware):
-    from slim.tune.session import Proposal
     from slim.paper.tuning_replay import ReplayRun, oracle
+    from slim.tune.session import Proposal
 
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
     curve = replay_curves(runs, e2e_kind(2.5))[0][0]
@@ -479,6 +479,7 @@ def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hard
     ask = Proposal(0, curve.label, 32.0, 1.0, 0.0, 0.0, 0.0, "test")
     first, again = measure(ask), measure(ask)
     assert first.throughput_per_s != again.throughput_per_s and first.gpu_seconds == again.gpu_seconds > 0
-    assert first.throughput_per_s == RunNoise(0.02, 3).observe(curve, 32.0)[THROUGHPUT], "the first run is every policy's"
+    observed = RunNoise(0.02, 3).observe(curve, 32.0)
+    assert first.throughput_per_s == observed[THROUGHPUT], "the first run is every policy's"
     assert curve.gpu_seconds([1.0, 32.0, 32.0]) == pytest.approx(2 * first.gpu_seconds)
     assert ReplayRun("tune_sim").session == PER_WORKLOAD

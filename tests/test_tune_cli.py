@@ -56,7 +56,7 @@ def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_
     code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template())
     assert code == 0 and body["status"] == "settled", err
     ran = body["loop"]["runs"]
-    assert 1 <= ran < 7 and body["measured_runs"] == ran
+    assert 1 <= ran < 7 and 1 <= body["measured_runs"] <= ran, "a repeat is a run, not another measured cap"
     certificate = body["workloads"][0]["certificate"]
     chosen = certificate["max_num_seqs"]
     measured = [c for c in body["workloads"][0]["candidates"] if c["measured"]["total_token_throughput"] is not None]
@@ -71,7 +71,8 @@ def test_the_loop_runs_until_settled_and_a_rerun_resumes_with_nothing_to_do(tmp_
     assert body["traces_exist"] is False and body["runs_found"] == 0
     again, resumed, _ = tune(capsys, traces, "--slo-ms", "150", "--run", template())
     assert resumed["traces_exist"] is True and resumed["runs_found"] == ran and resumed["skipped_runs"] == []
-    assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["workloads"][0]["certificate"]["max_num_seqs"] == chosen
+    assert again == 0 and resumed["loop"]["runs"] == 0
+    assert resumed["workloads"][0]["certificate"]["max_num_seqs"] == chosen
     assert len(read_attempts(traces / "slim-tune")) == ran
 
 

@@ -11,16 +11,6 @@ import pytest
 from conftest import REPO
 
 from slim import columns as col
-from slim.tune.kernel import (
-    ResidualSet,
-    fit_kernels,
-    fit_residual_kernel,
-    load_kernels,
-    negative_log_evidence,
-    residual_sets,
-)
-from slim.tune.belief import PriorPrediction, ResidualKernel
-from slim.tune.session import Measurement, TuneSession, TuneSettings, Workload
 from slim.errors import SplitError
 from slim.paper.advisor_study_config import load_bca_config
 from slim.paper.tuning_priors import (
@@ -33,6 +23,16 @@ from slim.paper.tuning_priors import (
 )
 from slim.paper.tuning_replay import ReplayOptions, replay_dataset
 from slim.sim.constants import SIM_CONSTANTS_FILE
+from slim.tune.belief import PriorPrediction, ResidualKernel
+from slim.tune.kernel import (
+    ResidualSet,
+    fit_kernels,
+    fit_residual_kernel,
+    load_kernels,
+    negative_log_evidence,
+    residual_sets,
+)
+from slim.tune.session import Measurement, TuneSession, TuneSettings, Workload
 
 TRUE_KERNEL = ResidualKernel(offset_sd=0.3, slope_sd_per_doubling=0.06, model_offset_sd=0.1,
                              model_slope_sd_per_doubling=0.02, smooth_sd=0.12, length_scale_log2=1.5,

@@ -305,7 +305,8 @@ def advise(request: AdviceRequest) -> Advice:
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune)
 
 
-def candidate_rows(request: AdviceRequest, advice: PredictorAdvice, measured_runs: pd.DataFrame) -> tuple[CandidateRow, ...]:
+def candidate_rows(request: AdviceRequest, advice: PredictorAdvice,
+                   measured_runs: pd.DataFrame) -> tuple[CandidateRow, ...]:
     """Every candidate cap: the workload's measurements (each SLO metric from the runs that judge it)
     and the predictor's predictions."""
     from slim.tune.plan import measurement_of_runs
@@ -371,8 +372,15 @@ def tune_state(request: AdviceRequest, arch: Architecture, measured_runs: pd.Dat
     not, its recommendation and next benchmark, and why it differs where it does."""
     import shlex
 
-    from slim.tune.plan import OFFLINE, ONLINE, TuneRequest, WorkloadSpec, build_plan, proposal_commands
-    from slim.tune.plan import select_proposals
+    from slim.tune.plan import (
+        OFFLINE,
+        ONLINE,
+        TuneRequest,
+        WorkloadSpec,
+        build_plan,
+        proposal_commands,
+        select_proposals,
+    )
 
     offline = len(measured_runs) and (measured_runs[col.BENCHMARK_MODE] != col.BenchmarkMode.ONLINE).all()
     prompts = measured_runs[col.NUM_PROMPTS].dropna() if len(measured_runs) else pd.Series(dtype=float)

@@ -40,7 +40,8 @@ def skipped_line(advice: Advice) -> str | None:
     """One line on the runs found but not used (counts by cleaning status), or None."""
     if not advice.skipped:
         return None
-    counts = ", ".join(f"{status}: {count}" for status, count in Counter(r.status for r in advice.skipped).most_common())
+    statuses = Counter(r.status for r in advice.skipped)
+    counts = ", ".join(f"{status}: {count}" for status, count in statuses.most_common())
     return f"traces: skipped {len(advice.skipped)} of {advice.runs_found} run(s) ({counts}); --json lists each with why"
 
 

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.specs.slo import SloMetric
-from slim.tune.belief import PriorPrediction, PriorPredictor, prior_prediction
 from slim.errors import AdvisorError, FitError, SplitError
 from slim.model.equations import ArchitectureLookup
 from slim.predictors import TrainingRuns, tune_predictors
 from slim.specs.hardware import Hardware
+from slim.specs.slo import SloMetric
+from slim.tune.belief import PriorPrediction, PriorPredictor, prior_prediction
 
 
 def tune_policy(name: str) -> str:

@@ -146,7 +146,8 @@ def why_kind_not_replayed(kind: SloKind, frame: pd.DataFrame) -> str | None:
     """One line where the dataset's runs do not judge a metric the kind names (None: they do)."""
     for metric in kind.metrics:
         if not judging_runs(metric, frame).any():
-            return f"SLO kind {kind.name} ({kind.describe()}): not replayed: no run of this dataset judges {metric.name}"
+            return (f"SLO kind {kind.name} ({kind.describe()}): not replayed: no run of this dataset judges "
+                    f"{metric.name}")
     return None
 
 

@@ -115,6 +115,13 @@ class Plan:
         return [name for name in self.settings if not self.datasets[name].is_simulated]
 
     @property
+    def slo_prediction_datasets(self) -> list[str]:
+        """Where the SLO metrics' held-out accuracy and the frontiers are built: the datasets of config
+        slo_predictions this run evaluates with SIM (the per-request simulation needs its schedules)."""
+        listed = self.config.get("slo_predictions", {}).get("datasets", [])
+        return [name for name in listed if name in self.sim_datasets]
+
+    @property
     def sensitivity_datasets(self) -> list[str]:
         """Datasets with the baselines' readings (results/<dataset>/baseline_sensitivity.csv): the
         evaluated ones, less those read from summary tables, which hold offline static batches (one
@@ -245,6 +252,9 @@ class Plan:
             return targets + [f"figures/{dataset}/fig1.pdf", f"figures/{dataset}/fig1.png"]
         targets += [f"figures/{dataset}/{artefact}" for artefact in self.dataset_artefacts(dataset)]
         targets += [f"results/{dataset}/table3.csv", f"results/{dataset}/headline_check.txt"]
+        if dataset in self.slo_prediction_datasets:
+            targets += [f"results/{dataset}/slo_predictions.csv", f"results/{dataset}/slo_accuracy.md",
+                        f"figures/{dataset}/frontiers.pdf"]
         if dataset in self.sensitivity_datasets:
             targets += [f"results/{dataset}/baseline_sensitivity.csv", f"results/{dataset}/baseline_sensitivity.html"]
         if dataset in self.bca_datasets:
@@ -289,6 +299,8 @@ class Plan:
                 summaries.append(f"results/{name}/table3.md")
             if name in self.sim_datasets:
                 summaries.append(f"results/{name}/sim_constants.md")
+            if name in self.slo_prediction_datasets:
+                summaries.append(f"results/{name}/slo_accuracy.md")
         # "Why the headline differs": the baselines' readings on every evaluated dataset.
         summaries += [f"results/{name}/baseline_sensitivity.md" for name in ordered
                       if name in self.sensitivity_datasets]

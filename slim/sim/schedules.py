@@ -38,8 +38,8 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.sim.constants import SimConstants
 from slim.sim.client_latency import remember_run
+from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
 from slim.sim.metrics import ScheduleStats
 from slim.specs.architecture import ArchitectureCatalog

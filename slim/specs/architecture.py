@@ -8,6 +8,8 @@ Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size `
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Sequence
@@ -23,6 +25,12 @@ MODELS_FILE = Path(__file__).with_name("models.yaml")
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2
 """fp16/bf16 weights and KV cache: the ``b_kv = 2`` bytes of Eq. 11."""
+
+
+FINE_TUNE_SUFFIX = re.compile(r"[-_.](?:instruct|chat|it|hf|base|sft|dpo|rlhf)(?=[-_.]|$)")
+"""What a fine-tuned (or re-packaged) variant adds to its base model's name: ``Meta-Llama-3-8B-Instruct``
+(``Mistral-7B-Instruct-v0.1``) has the architecture of ``Meta-Llama-3-8B`` (``Mistral-7B-v0.1``), so it
+resolves to it."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,18 @@ class ArchitectureCatalog:
         if key in self._alias_to_name:
             return self._alias_to_name[key]
         basename = key.rsplit("/", 1)[-1]
-        return self._alias_to_name.get(basename)
+        if basename in self._alias_to_name:
+            return self._alias_to_name[basename]
+        base_model = FINE_TUNE_SUFFIX.sub("", basename)
+        return self._alias_to_name.get(base_model) if base_model != basename else None
+
+    def nearest(self, model: str, count: int = 3) -> list[str]:
+        """The catalog names closest in spelling to `model` (for an unknown model's error)."""
+        import difflib
+
+        basename = FINE_TUNE_SUFFIX.sub("", model.strip().rstrip("/").lower().rsplit("/", 1)[-1])
+        close = difflib.get_close_matches(basename, list(self._alias_to_name), n=count * 3, cutoff=0.6)
+        return list(dict.fromkeys(self._alias_to_name[alias] for alias in close))[:count]
 
     def __contains__(self, model: str) -> bool:
         return self.resolve_name(model) is not None
@@ -231,9 +250,11 @@ class ArchitectureCatalog:
             raise self.unsupported(model).error(self.source)
         if name is None:
             where = f" (in {self.source})" if self.source else ""
+            nearest = self.nearest(model)
+            hint = f" The nearest known: {', '.join(nearest)}." if nearest else ""
             raise UnknownModelError(
-                f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}. "
-                "Add its architecture to the models file."
+                f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}.{hint} "
+                "Add its architecture to the models file, or pass its Hugging Face config.json with --model-config."
             )
         return self._by_name[name]
 

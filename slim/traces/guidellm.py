@@ -3,7 +3,8 @@
 A report is ``{"args": ..., "benchmarks": [...]}``; each benchmark has its scheduling strategy
 (``config.strategy``, or ``args.strategy`` in older reports), timings and ``metrics``, where every
 metric is a distribution per request status (``metrics.<name>.successful.mean``,
-``.median``, ``.std_dev``, ``.percentiles.p99``, ``.total_sum``). Each benchmark becomes one result with ``vllm bench serve`` keys, so the
+``.median``, ``.std_dev``, ``.percentiles.p99``, ``.total_sum``). Each benchmark becomes one result with
+``vllm bench serve`` keys, so the
 rest of ingest treats it like any other run. A concurrent strategy's stream count is the
 client's concurrency cap (``max_concurrency``), a synchronous one has concurrency 1.
 """

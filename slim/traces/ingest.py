@@ -26,12 +26,12 @@ from slim.errors import ConfigError, TraceFormatError, UnreadableTraceError
 from slim.specs.architecture import ArchitectureCatalog
 from slim.traces.client_log import parse_namespace_line, parse_server_flags
 from slim.traces.engine_metrics import EngineMetrics, MetricsSeries, batch_metrics, preemption_count
+from slim.traces.latency import client_statistics, per_request_latencies
 from slim.traces.littles_law import SOURCE_LITTLES_LAW, littles_law_batch
 from slim.traces.metrics_csv import read_metrics_csv
 from slim.traces.offline_ingest import IngestOptions, offline_record, table_rows
 from slim.traces.offline_json import OFFLINE_FORMATS
 from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
-from slim.traces.latency import client_statistics, per_request_latencies
 from slim.traces.prometheus_text import parse_cache_config, read_latency_histograms, read_scrapes
 from slim.traces.results import FORMAT_GUIDELLM, ResultRecord, read_result_records, read_sweep_failure
 from slim.traces.run_files import RunFiles, classify_directory

@@ -79,7 +79,8 @@ def add_slo_arguments(parser: argparse.ArgumentParser, positive_float: Callable,
     parser.add_argument("--slo-ms", type=positive_float, default=None,
                         help="the paper's in-batch E2E SLO in milliseconds (--slo mean_in_batch_e2e_ms=VALUE)")
     parser.add_argument("--slo-relative", type=positive_float, default=None, metavar="K",
-                        help="in-batch E2E at most K x its value at --slo-reference-cap (--slo mean_in_batch_e2e_ms=Kx)")
+                        help="in-batch E2E at most K x its value at --slo-reference-cap "
+                             "(--slo mean_in_batch_e2e_ms=Kx)")
     parser.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
                         help="choose the cap of highest goodput, in vLLM's syntax: ttft:2000 tpot:50 e2el:8000 (a "
                              "request is good when it meets every bound; needs per-request latencies)")

@@ -32,8 +32,8 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
 from slim import columns as col
-from slim.tune.belief import PriorPrediction, ResidualKernel
 from slim.errors import ConfigError
+from slim.tune.belief import PriorPrediction, ResidualKernel
 from slim.yaml_files import read_yaml_mapping
 
 TUNE_KERNELS_FILE = Path(__file__).with_name("kernels.yaml")

@@ -386,7 +386,8 @@ def slo_benchmark_options(slos: Slos) -> list[str]:
     quantities = {m.quantity for m in slos.metrics if not m.in_batch}
     percentiles = {m.percentile for m in slos.metrics if m.percentile is not None}
     options = []
-    if not quantities <= set(VLLM_DEFAULT_PERCENTILE_METRICS) or not percentiles <= set(VLLM_DEFAULT_METRIC_PERCENTILES):
+    if (not quantities <= set(VLLM_DEFAULT_PERCENTILE_METRICS)
+            or not percentiles <= set(VLLM_DEFAULT_METRIC_PERCENTILES)):
         options += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
                     ",".join(f"{p:g}" for p in sorted(percentiles | set(VLLM_DEFAULT_METRIC_PERCENTILES)))]
     if slos.goodput is not None:

@@ -36,9 +36,9 @@ from typing import Any, Callable
 from slim import __version__
 from slim import columns as col
 from slim.advisor.training_runs import trace_options, usable_runs
+from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.tune.plan import TunePlan, TuneRequest, measurement_of_runs, placeholders
 from slim.tune.session import LoopStep, Measurement, Proposal, Unusable, run_loop
-from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 
 LEDGER = "attempts.jsonl"
 MAX_FAILURES_IN_A_ROW = 3

@@ -463,7 +463,8 @@ class TuneSession:
             first = self.first_runs.get(int(i))
             if first is None:
                 if int(i) in self.failed:
-                    outcomes[position] = False   # a run that failed (a crash, no memory) is over the SLOs to a bisection
+                    # A run that failed (a crash, no memory) is over the SLOs to a bisection.
+                    outcomes[position] = False
                 continue
             values = first.values()
             if all(name in values for name in limits):
@@ -522,7 +523,8 @@ class TuneSession:
                 if proposal.kind == "challenger" and not outlook.worth(position):
                     continue      # not worth an extra run: following the bisection is expected to cost less
                 admitted.append(replace(proposal, limit_gpu_seconds=account.limit_gpu_seconds))
-            if not any(account.on_path(int(np.flatnonzero(rows == p.candidate)[0]), p.candidate not in self.measurements)
+            if not any(account.on_path(int(np.flatnonzero(rows == p.candidate)[0]),
+                                       p.candidate not in self.measurements)
                        for p in admitted) and account.next_probe is not None:
                 probe = int(rows[account.next_probe])
                 if probe not in self.failed and probe not in self.measurements:

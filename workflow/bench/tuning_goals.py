@@ -39,8 +39,8 @@ def main(results: Path) -> int:
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.max_colwidth", 80)
     print(goals.T.to_string(header=False) if len(goals) else "no real dataset replayed with a tuning prior")
-    checks = goals[list(GOAL_CHECKS)] if len(goals) else pd.DataFrame()
-    print(f"\ngoals met: {int(checks.to_numpy().sum())} of {checks.size}")
+    checks = [goal for _, row in goals.iterrows() for goal in (row[name] for name in GOAL_CHECKS) if goal is not None]
+    print(f"\ngoals met: {sum(map(bool, checks))} of {len(checks)} (coverage is not a goal under an adversarial prior)")
     return 0
 
 

@@ -2,9 +2,9 @@
 run has no real dataset: the file then holds no kernel and says so)."""
 import pandas as pd
 
-from slim.tune.kernel import RESIDUAL_COLUMNS, fit_kernels
 from slim.paper.tuning_priors import TUNE_POLICIES, predictor_of
 from slim.pipeline.io import open_log, write_text
+from slim.tune.kernel import RESIDUAL_COLUMNS, fit_kernels
 
 log = open_log(snakemake.log[0])
 tables = [pd.read_parquet(path) for path in snakemake.input.residuals]

@@ -145,7 +145,8 @@ def frontier_points(rows: pd.DataFrame, predictor: str) -> tuple[FrontierPoint, 
         points.append(FrontierPoint(float(run[col.MAX_NUM_SEQS]), interactivity_of(
             run["measured_mean_tpot_ms"], run["measured_" + IN_BATCH_E2E], ol),
             float(run["measured_throughput"]) / gpus, True))
-        tpot = (run[f"{predictor}_mean_tpot_ms"], run[f"{predictor}_mean_tpot_ms_low"], run[f"{predictor}_mean_tpot_ms_high"])
+        tpot = (run[f"{predictor}_mean_tpot_ms"], run[f"{predictor}_mean_tpot_ms_low"],
+                run[f"{predictor}_mean_tpot_ms_high"])
         e2e = (run[f"{predictor}_{IN_BATCH_E2E}"], run[f"{predictor}_{IN_BATCH_E2E}_low"],
                run[f"{predictor}_{IN_BATCH_E2E}_high"])
         x = interactivity_of(tpot[0], e2e[0], ol)
@@ -156,6 +157,46 @@ def frontier_points(rows: pd.DataFrame, predictor: str) -> tuple[FrontierPoint, 
                                     False, (low, high), (float(run[f"{predictor}_throughput_low"]) / gpus,
                                                          float(run[f"{predictor}_throughput_high"]) / gpus)))
     return tuple(points)
+
+
+def measured_choice(rows: pd.DataFrame, limits_ms: dict[str, float]) -> float:
+    """The measured cap of highest throughput whose every recorded metric is within its limit (NaN: none)."""
+    within = np.ones(len(rows), dtype=bool)
+    for name, limit in limits_ms.items():
+        within &= rows[f"measured_{name}"].to_numpy(dtype=float) <= limit
+    if not within.any():
+        return math.nan
+    ok = rows[within]
+    return float(ok.sort_values(["measured_throughput", col.MAX_NUM_SEQS], ascending=[False, True],
+                                kind="stable")[col.MAX_NUM_SEQS].iloc[0])
+
+
+def dataset_frontiers(table: pd.DataFrame, slos, predictor: str, min_caps: int = 3) -> list[Frontier]:
+    """One frontier per curve (model, IL, OL with at least `min_caps` caps) of an SLO predictions
+    table: measured and `predictor`'s points, the bounds of `slos` (a `slim.specs.slo.Slos`; a relative
+    bound at the curve's measured reference cap) and the measured choice under them. A curve without
+    its reference run has no bound and no choice, and says so."""
+    frontiers = []
+    keys = [col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN]
+    for (model, il, ol), rows in table.groupby(keys, sort=True):
+        if rows[col.MAX_NUM_SEQS].nunique() < min_caps:
+            continue
+        rows = rows.sort_values(col.MAX_NUM_SEQS, kind="stable")
+        reference = rows[rows[col.MAX_NUM_SEQS] == slos.reference_cap]
+        limits, note = {}, f"predicted: {predictor} (left out of its calibration)"
+        for bound in slos.bounds:
+            measured = f"measured_{bound.metric.name}"
+            value = float(reference[measured].iloc[0]) if bound.relative and len(reference) else None
+            if bound.relative and (value is None or not np.isfinite(value)):
+                note += f"; no run at cap {slos.reference_cap:g}: no bound"
+                limits = {}
+                break
+            limits[bound.metric.name] = bound.limit(value)
+        chosen = measured_choice(rows, limits) if limits else math.nan
+        title = f"{model} IL {il:g} OL {ol:g}"
+        frontiers.append(Frontier(title, frontier_points(rows, predictor), bound_lines(limits, float(ol)), chosen,
+                                  note))
+    return frontiers
 
 
 def advice_frontier_figure(advice) -> Figure:
@@ -186,3 +227,24 @@ def save_frontier(figure: Figure, path: str | Path) -> None:
     metadata = ({"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None} if kind == "pdf"
                 else {"Software": None} if kind == "png" else {"Date": None, "Creator": None})
     write_atomic(path, lambda target: figure.savefig(target, format=kind, dpi=150, metadata=metadata))
+
+
+def curve_file_name(frontier: Frontier) -> str:
+    """A file name for one curve's frontier: ``<model>_il<IL>_ol<OL>`` from its title."""
+    return "_".join(frontier.title.replace(" IL ", "_il").replace(" OL ", "_ol").split())
+
+
+def save_curve_frontiers(frontiers: Sequence[Frontier], directory: str | Path, kind: str = "png") -> list[Path]:
+    """One figure per frontier in `directory` (emptied first), named by `curve_file_name`."""
+    import shutil
+
+    directory = Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    paths = []
+    for frontier in frontiers:
+        path = directory / f"{curve_file_name(frontier)}.{kind}"
+        save_frontier(frontier_figure([frontier], columns=1), path)
+        paths.append(path)
+    return paths
+
