@@ -210,9 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
-    advise_parser.add_argument("--predictor", choices=list(advise_predictors()), default="slim",
-                               help="slim: SLIM at the running batch a cap allows (default); sim: the calibrated "
-                                    "simulator, which simulates each cap and refuses those that preempt (slower)")
+    advise_parser.add_argument("--predictor", choices=list(advise_predictors()), default=None,
+                               help="slim: SLIM at the running batch a cap allows; sim: the calibrated simulator, "
+                                    "which simulates each cap's requests and refuses those that preempt (slower). "
+                                    "Default: slim where every SLO is the in-batch E2E or mean TPOT (what SLIM's "
+                                    "equations give) and --confidence or no --goodput, else sim")
     advise_parser.add_argument("--num-prompts", type=_positive_int, default=DEFAULT_NUM_PROMPTS,
                                help=f"requests sent at once per simulated cap, --predictor sim only "
                                     f"(default {DEFAULT_NUM_PROMPTS}, as the public traces)")

@@ -67,6 +67,18 @@ NOMINAL_MATCH = 0.02
 """A run measures the workload when its model is the target and its mean lengths are within 2 %."""
 
 
+SLIM_METRICS = frozenset({IN_BATCH_E2E, col.MEAN_TPOT_MS})
+"""The SLO metrics SLIM's equations give (Eq. 5, and Eq. 5 over OL)."""
+
+
+def default_predictor(slos: Slos) -> str:
+    """``slim`` where SLIM predicts every metric of `slos` and no goodput is asked for, else ``sim``
+    (which simulates each request, so every statistic but ITL's tail)."""
+    if slos.goodput is None and all(metric.name in SLIM_METRICS for metric in slos.metrics):
+        return "slim"
+    return "sim"
+
+
 @dataclass(frozen=True)
 class AdviceRequest:
     """One `advise` call: the traces, the target and its workload, and how to decide.
@@ -101,7 +113,9 @@ class AdviceRequest:
     model_config: str | Path | None = None
     train_models: Sequence[str] | None = None
     exclude_runs: Sequence[str] = ()
-    predictor: str = "slim"
+    predictor: str | None = None
+    """``slim``, ``sim``, or None: SLIM where it predicts every SLO metric (the in-batch E2E, the mean
+    TPOT) and no goodput is asked for, else SIM (`default_predictor`)."""
     sim_constants_file: str | Path = SIM_CONSTANTS_FILE
     num_prompts: int = DEFAULT_NUM_PROMPTS
     confidence: float | None = None
@@ -111,6 +125,11 @@ class AdviceRequest:
 
     def __post_init__(self) -> None:
         offered = advise_predictors()
+        if self.slos is None and self.slo_s is not None:
+            object.__setattr__(self, "slos", Slos.of(slo_ms=1e3 * float(self.slo_s)))
+        if self.predictor is None:
+            object.__setattr__(self, "predictor", "slim" if self.confidence is not None or self.slos is None
+                               else default_predictor(self.slos))
         if self.predictor not in offered:
             raise AdvisorError(f"unknown predictor '{self.predictor}'; choose one of {', '.join(offered)}")
         if self.confidence is not None:
@@ -120,9 +139,7 @@ class AdviceRequest:
                 raise AdvisorError(f"--confidence bounds a predicted curve; --predictor {self.predictor} has no "
                                    "prediction band")
         if self.slos is None:
-            if self.slo_s is None:
-                raise AdvisorError("state an objective: --slo NAME=VALUE (e.g. p99_tpot_ms=50), --slo-ms or --goodput")
-            object.__setattr__(self, "slos", Slos.of(slo_ms=1e3 * float(self.slo_s)))
+            raise AdvisorError("state an objective: --slo NAME=VALUE (e.g. p99_tpot_ms=50), --slo-ms or --goodput")
         for name in ("candidates", "exclude_runs", "train_models"):   # frozen means immutable all the way down
             value = getattr(self, name)
             if value is not None:
@@ -407,7 +424,15 @@ def tune_state(request: AdviceRequest, arch: Architecture, measured_runs: pd.Dat
     commands = ({name: shlex.join(argv) for name, argv in proposal_commands(plan, proposal).items()}
                 if proposal is not None else {})
     disagreement = None
-    if np.isfinite(tuned_cap) and tuned_cap != recommendation.batch_cap:
+    if not np.isfinite(tuned_cap):
+        disagreement = ("slim tune recommends no cap yet: "
+                        + (f"a relative SLO's bound rests on a measured cap {request.slos.reference_cap:g}, which "
+                           "no run of this workload measured (advise predicted it); it measures that first"
+                           if request.slos.relative and not (measured_runs[col.MAX_NUM_SEQS]
+                                                             == request.slos.reference_cap).any()
+                           else f"it measures cap {proposal.max_num_seqs:g} first ({proposal.reason})"
+                           if proposal is not None else "no candidate is known to meet the SLOs"))
+    elif tuned_cap != recommendation.batch_cap:
         disagreement = (f"slim tune's belief (SIM's prior corrected by {len(plan.session.measurements)} measured "
                         f"run(s)) recommends --max-num-seqs {tuned_cap:g}, not {recommendation.batch_cap:g}: the two "
                         "predict the caps no run of this workload measured differently"

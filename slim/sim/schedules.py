@@ -242,14 +242,25 @@ def simulate_schedules(keys: Iterable[ScheduleKey], architectures: ArchitectureC
     """Simulate every distinct configuration of `keys` once (`workers` processes; the result
     does not depend on them)."""
     distinct = sorted(set(keys))
-    jobs = [(key, architectures, hw, consts, seed) for key in distinct]
+    every = [(key, architectures[key.model], hw, consts, seed) for key in distinct]
+    missing = [i for i, job in enumerate(every) if job not in _SIMULATED]
+    jobs = [(distinct[i], architectures, hw, consts, seed) for i in missing]
     if workers <= 1 or len(jobs) < 2:
-        return ScheduleTable((_simulate_job(job) for job in jobs), consts)
-    # Longest runs (many steps per request) first keeps the workers busy until the end.
-    order = sorted(range(len(jobs)), key=lambda i: (-distinct[i].output_len / distinct[i].max_num_seqs, i))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        done = dict(zip(order, pool.map(_simulate_job, [jobs[i] for i in order], chunksize=2)))
-    return ScheduleTable((done[i] for i in range(len(jobs))), consts)
+        done = [_simulate_job(job) for job in jobs]
+    else:
+        # Longest runs (many steps per request) first keeps the workers busy until the end.
+        order = sorted(range(len(jobs)), key=lambda i: (-jobs[i][0].output_len / jobs[i][0].max_num_seqs, i))
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            by_order = dict(zip(order, pool.map(_simulate_job, [jobs[i] for i in order], chunksize=2)))
+        done = [by_order[i] for i in range(len(jobs))]
+    for i, schedule in zip(missing, done):
+        _SIMULATED[every[i]] = schedule
+    return ScheduleTable((_SIMULATED[job] for job in every), consts)
+
+
+_SIMULATED: dict[tuple, object] = {}
+"""Every schedule this process simulated, by configuration, architecture, accelerator, constants and
+seed: a schedule is a deterministic function of them, so one asked for again is not simulated again."""
 
 
 SIMULATED_STATUSES = ("ok", "preempted")

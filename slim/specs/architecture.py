@@ -9,7 +9,6 @@ Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size `
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Sequence
