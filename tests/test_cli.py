@@ -381,3 +381,21 @@ def test_confidence_lowers_the_cap_where_the_band_is_wide(shared_traces_dir):
     smallest = min(row.predicted["mean_in_batch_e2e_ms"] for row in confident.candidates)
     with pytest.raises(NoFeasibleCapError):   # and tight enough an SLO is met by no bound at all
         advise(AdviceRequest(traces, *workload, slo_s=smallest * 1.001 / 1e3, confidence=0.9, **common))
+
+
+def test_advise_names_the_corrupt_run_it_skipped_and_uses_the_rest(capsys, tmp_path):
+    import shutil
+
+    traces = tmp_path / "runs"
+    shutil.copytree(LAYOUT, traces)
+    _all_bad_folder(traces / "broken")
+    argv = ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000"]
+    argv[argv.index(str(LAYOUT))] = str(traces)
+    code, out, _ = run_main(capsys, argv)
+    assert code == 0
+    skipped = next(line for line in out.splitlines() if line.startswith("traces: skipped"))
+    assert "skipped 2 of" in skipped and "corrupt: 1" in skipped and "server_start_failed: 1" in skipped
+    code, out, _ = run_main(capsys, [*argv, "--json"])
+    assert code == 0
+    skipped = sorted((run["status"], Path(run["path"]).name) for run in json.loads(out)["skipped_runs"])
+    assert skipped == [("corrupt", "truncated"), ("server_start_failed", "port_clash")]

@@ -342,3 +342,13 @@ def test_a_repeated_cap_runs_into_a_folder_of_its_own(tmp_path):
     spec = request.workloads[0]
     first, second = placeholders(request, spec, 16), placeholders(request, spec, 16, repeat=1)
     assert first["result_dir"] != second["result_dir"] and second["result_dir"].endswith("_concurrency16_run2")
+
+
+def test_an_slo_no_cap_can_meet_exits_3_as_advise_does(tmp_path, capsys):
+    from slim.cli import EXIT_NO_FEASIBLE_CAP
+
+    code, body, _ = tune(capsys, tmp_path, "--slo-ms", "0.01")
+    assert code == EXIT_NO_FEASIBLE_CAP == 3
+    workload = body["workloads"][0]
+    assert body["exit_code"] == 3 and workload["recommendation"]["max_num_seqs"] is None and workload["serve"] is None
+    assert workload["recommendation"]["reason"].startswith("no candidate meets mean_in_batch_e2e_ms")

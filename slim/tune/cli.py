@@ -219,9 +219,16 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
         steps, stopped = run_tuning_loop(plan, args.run, args.budget_runs, budget_s, args.timeout_s, progress)
         runs_done = len(steps)
     proposals = select_proposals(plan.session.proposals(), args.next)
-    print(json.dumps(tune_json(plan, proposals, stopped, runs_done), indent=2) if args.json
+    code = tune_exit_code(plan, ran=args.run is not None)
+    print(json.dumps(tune_json(plan, proposals, stopped, runs_done, code), indent=2) if args.json
           else tune_text(plan, proposals, stopped, runs_done), end="" if not args.json else "\n")
+    return code
+
+
+def tune_exit_code(plan, ran: bool) -> int:
+    """`EXIT_INFEASIBLE` when every decision is settled and some workload has no cap within its SLOs,
+    `EXIT_OPEN` when the loop ran and stopped with a decision open, else 0."""
     certificates = [plan.session.certificate(w) for w in plan.workloads]
     if all(c.settled for c in certificates) and not all(c.feasible for c in certificates):
         return EXIT_INFEASIBLE
-    return 0 if args.run is None or all(c.settled for c in certificates) else EXIT_OPEN
+    return 0 if not ran or all(c.settled for c in certificates) else EXIT_OPEN
