@@ -144,7 +144,8 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
     readout = plan.readout
     slos = request.slos
     return {"status": "settled" if all(w["certificate"]["settled"] for w in workloads) else "open",
-            "exit_code": exit_code, "predictor": request.predictor, "hardware": plan.hardware.name, "mode": request.mode,
+            "exit_code": exit_code, "predictor": request.predictor, "hardware": plan.hardware.name,
+            "mode": request.mode,
             "confidence": request.confidence, "tolerance": request.tolerance, "margin": request.margin,
             "slo": [{"metric": b.metric.name, "bound_ms": b.limit_ms, "relative": b.multiplier,
                      "reference_max_num_seqs": slos.reference_cap if b.relative else None} for b in slos.bounds],
