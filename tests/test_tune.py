@@ -483,3 +483,27 @@ def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hard
     assert first.throughput_per_s == observed[THROUGHPUT], "the first run is every policy's"
     assert curve.gpu_seconds([1.0, 32.0, 32.0]) == pytest.approx(2 * first.gpu_seconds)
     assert ReplayRun("tune_sim").session == PER_WORKLOAD
+
+
+@pytest.mark.parametrize("wrong", ["bandwidth and compute x0.5", "bandwidth and compute x2", "biased across caps"])
+def test_a_prior_wrong_by_2x_never_costs_more_than_bisect_plus_the_margin(catalog, hardware, wrong):
+    from slim.paper.tuning_priors import CapBiasedPrior, PriorSource, scaled_hardware
+    from slim.tune.session import TuneSettings
+
+    runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 6.0, "opt-2.7b": 96.0})
+    if wrong.startswith("bandwidth"):
+        prior = slim_replay_prior(runs, catalog, scaled_hardware(hardware, 0.5 if "x0.5" in wrong else 2.0))
+    else:
+        honest = slim_replay_prior(runs, catalog, hardware)
+        prior = replace(honest, by_model={model: PriorSource(CapBiasedPrior("biased", source.predictor, 0.5),
+                                                             source.fitted_on, "SLIM biased (cap / 16)^0.5")
+                                          for model, source in honest.by_model.items()})
+    margin = 0.5
+    table, _, _ = replay_dataset(runs, catalog, hardware, 0.1, 2.5, None, None, {"tune_slim": prior},
+                                 ReplayOptions(TuneSettings(margin=margin), seeds=3), "synthetic")
+    per_curve = table[table["session"] == "per_workload"].pivot_table(
+        index=["curve", "seed"], columns="policy", values="gpu_seconds", aggfunc="first")
+    assert len(per_curve) == 6 * 4
+    assert (per_curve["tune_slim"] <= (1 + margin) * per_curve["bisect"] * (1 + 1e-9)).all(), per_curve
+    tuned = table[(table["policy"] == "tune_slim") & (table["session"] == "per_workload")]
+    assert not tuned["slo_violated"].any()
