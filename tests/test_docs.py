@@ -215,3 +215,7 @@ def test_the_readme_shows_examples_that_run_without_the_real_traces():
     readme_examples = [command for page, command, _ in EXAMPLES if page.name == "README.md"]
     assert {command.split()[1] for command in readme_examples} == {"check", "advise", "tune"}
     assert not any("../shared" in command for command in readme_examples)
+
+
+def test_the_readme_stays_within_200_lines():
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200

@@ -58,6 +58,7 @@ only full profiling's chosen cap (no policy that must measure its choice can spe
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -696,6 +697,8 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
             usable = [c for c in curves if c.curve.model in prior.by_model]
             for session in sessions:
                 groups = [[c] for c in usable] if session == PER_WORKLOAD else [usable] if usable else []
+                stopped_open: dict[str, list[str]] = {}
+                decisions = 0
                 for noisy in (False, True):
                     records = []
                     for noise in (n for n in noises if (n.sd > 0) == noisy):
@@ -705,10 +708,9 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
                                                  architectures, hw, scatter)
                             rows += replay.rows
                             records += replay.coverage
-                            if replay.open_curves:
-                                notes.append(f"{policy} ({kind.name}, {prior_name}, {session}, seed {noise.seed}): "
-                                             f"the loop stopped ({replay.stopped}) with {len(replay.open_curves)} "
-                                             f"decision(s) open: {', '.join(replay.open_curves)}")
+                            decisions += len(replay.rows)
+                            for label in replay.open_curves:
+                                stopped_open.setdefault(replay.stopped, []).append(label)
                     if groups:
                         coverage += _coverage_table(records, ReplayRun(policy, session, RunNoise(), kind.name,
                                                                        prior_name), noisy,
@@ -716,6 +718,11 @@ def replay_dataset(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: H
                                                     (THROUGHPUT, *dict.fromkeys(m.name for m in kind.metrics),
                                                      *((IN_BATCH_E2E,) if IN_BATCH_E2E not in
                                                        {m.name for m in kind.metrics} else ())))
+                for stopped, labels in stopped_open.items():
+                    counts = ", ".join(f"{label} ({count})" for label, count in Counter(labels).items())
+                    notes.append(f"{policy} ({kind.name}, {prior_name}, {session}): the loop stopped ({stopped}) with "
+                                 f"the decision open on {len(labels)} of {decisions} decisions (curve: times): "
+                                 f"{counts}")
     table = pd.DataFrame(rows, columns=list(REPLAY_COLUMNS))
     order = {name: i for i, name in enumerate(POLICIES)}
     session_order = {name: i for i, name in enumerate(SESSIONS)}

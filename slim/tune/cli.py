@@ -139,7 +139,8 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--confidence", type=fraction, default=DEFAULT_CONFIDENCE,
                       help=f"confidence of each bound the certificate uses (default {DEFAULT_CONFIDENCE:g})")
     tune.add_argument("--num-prompts", type=positive_int, default=DEFAULT_ONLINE_PROMPTS,
-                      help=f"requests per online benchmark (default {DEFAULT_ONLINE_PROMPTS})")
+                      help=f"requests per online benchmark, at least 2 per concurrency slot "
+                           f"(default {DEFAULT_ONLINE_PROMPTS})")
     tune.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per model (default 1)")
     tune.add_argument("--next", type=positive_int, default=3, metavar="N",
                       help="how many next benchmarks to print, one per open workload (default 3)")

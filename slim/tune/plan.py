@@ -265,7 +265,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
             rows.append({col.MODEL: arch.name, col.INPUT_LEN_NOMINAL: float(spec.input_len),
                          col.OUTPUT_LEN_NOMINAL: float(spec.output_len), col.INPUT_LEN_MEAN: float(spec.input_len),
                          col.OUTPUT_LEN_MEAN: float(spec.output_len), col.MAX_NUM_SEQS: float(cap),
-                         col.NUM_PROMPTS: float(cap if request.mode == OFFLINE else request.num_prompts),
+                         col.NUM_PROMPTS: float(prompts_at(request, cap)),
                          col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: request.tensor_parallel,
                          col.KV_CAPACITY_TOKENS: capacity,
                          col.MAX_CONCURRENCY: float(cap) if request.mode == ONLINE else math.nan,
@@ -353,6 +353,19 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
     return f"{model}_in{spec.input_len}_out{spec.output_len}_{kind}{cap}"
 
 
+REQUESTS_PER_SLOT = 2
+"""An online benchmark at concurrency ``c`` sends at least this many requests per slot (``2 c``), so
+that it runs at its concurrency rather than draining a first wave."""
+
+
+def prompts_at(request: TuneRequest, cap: float) -> int:
+    """The requests a benchmark at `cap` sends: the batch itself offline, else `TuneRequest.num_prompts`
+    but at least `REQUESTS_PER_SLOT` per concurrency slot."""
+    if request.mode == OFFLINE:
+        return int(cap)
+    return max(int(request.num_prompts), REQUESTS_PER_SLOT * int(cap))
+
+
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
     `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``."""
@@ -363,7 +376,7 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
                         f"_out{spec.output_len}.json")
     return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
             "max_concurrency": str(cap), "batch_size": str(cap), "cap": str(cap),
-            "server_max_num_seqs": str(max(request.candidate_caps)), "num_prompts": str(request.num_prompts),
+            "server_max_num_seqs": str(max(request.candidate_caps)), "num_prompts": str(prompts_at(request, cap)),
             "tensor_parallel": str(request.tensor_parallel), "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 

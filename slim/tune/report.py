@@ -246,7 +246,7 @@ def _decision_lines(workload: dict[str, Any]) -> list[str]:
     if cert["needs_throughput_at_one"]:
         reasons.append("T(1) decides the efficiency floor")
     if workload["bound"] is not None and workload["bound"]["stopped"]:
-        reasons.append(f"stopped at the bound: {workload['bound']['stopped']}")
+        reasons.append(f"stopped at the bound: {workload['bound']['stopped']} (a larger --margin allows more)")
     return [head + ("; " + "; ".join(reasons) if reasons else "") + failure_note(workload)]
 
 
