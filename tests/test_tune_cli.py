@@ -352,3 +352,14 @@ def test_an_slo_no_cap_can_meet_exits_3_as_advise_does(tmp_path, capsys):
     workload = body["workloads"][0]
     assert body["exit_code"] == 3 and workload["recommendation"]["max_num_seqs"] is None and workload["serve"] is None
     assert workload["recommendation"]["reason"].startswith("no candidate meets mean_in_batch_e2e_ms")
+
+
+def test_a_metric_the_measured_runs_cannot_judge_is_measured_again_within_the_bound(capsys):
+    traces = REPO / "tests" / "data" / "user_dataset" / "traces"
+    code = main(["tune", "--traces", str(traces), "--hardware", "a100-80gb", "--workload", "opt-2.7b:256:256",
+                 "--slo", "p99_tpot_ms=20", "--slo", "p90_ttft_ms=2000", "--json"])
+    body = json.loads(capsys.readouterr().out)
+    assert code == 0 and body["status"] == "open" and body["workloads"][0]["bound"]["stopped"] is None
+    first = body["next"][0]
+    assert "do not judge p90_ttft_ms" in first["reason"]
+    assert f"--max-concurrency {first['max_num_seqs']:g} --percentile-metrics" in first["commands"]["benchmark"]

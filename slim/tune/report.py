@@ -207,7 +207,7 @@ def _slo_text(body: dict[str, Any], workload: dict[str, Any]) -> str:
     limits = workload["slo_ms"]
     parts = []
     for slo in body["slo"]:
-        limit = limits.get(slo["metric"])
+        limit = limits.get(slo["metric"], slo["bound_ms"])
         relative = f" = {slo['relative']:g}x cap {slo['reference_max_num_seqs']:g}'s" if slo["relative"] else ""
         parts.append(f"{slo['metric']} <= {_number(limit)} ms{relative}" if limit is not None
                      else f"{slo['metric']} <= {slo['relative']:g}x cap {slo['reference_max_num_seqs']:g}'s (pending)")

@@ -467,6 +467,10 @@ class TuneSession:
                     outcomes[position] = False
                 continue
             values = first.values()
+            if not all(name in values for name in limits):
+                # A first run that could not judge a metric (TTFT of an all-at-once run): the bisection
+                # sees the cap when a run judges them all.
+                values = self.measurements[int(i)].values()
             if all(name in values for name in limits):
                 outcomes[position] = all(values[name] <= limit for name, limit in limits.items())
         return outcomes
@@ -512,8 +516,15 @@ class TuneSession:
             rows = self.rows(workload)
             outlook = self._outlook(workload, gpu_seconds[rows])
             admitted = []
+            limits = self.limits_ms(workload) or {}
+
+            def judged(candidate: int) -> bool:
+                # A cap whose runs judge not every SLO is new to the bisection: its first judging run.
+                measured = self.measurements.get(candidate)
+                return measured is not None and all(name in measured.values() for name in limits)
+
             for proposal in proposals:
-                first = proposal.candidate not in self.measurements
+                first = not judged(proposal.candidate)
                 position = int(np.flatnonzero(rows == proposal.candidate)[0])
                 if account.on_path(position, first):
                     admitted.append(proposal)
@@ -523,11 +534,10 @@ class TuneSession:
                 if proposal.kind == "challenger" and not outlook.worth(position):
                     continue      # not worth an extra run: following the bisection is expected to cost less
                 admitted.append(replace(proposal, limit_gpu_seconds=account.limit_gpu_seconds))
-            if not any(account.on_path(int(np.flatnonzero(rows == p.candidate)[0]),
-                                       p.candidate not in self.measurements)
+            if not any(account.on_path(int(np.flatnonzero(rows == p.candidate)[0]), not judged(p.candidate))
                        for p in admitted) and account.next_probe is not None:
                 probe = int(rows[account.next_probe])
-                if probe not in self.failed and probe not in self.measurements:
+                if probe not in self.failed and not judged(probe):
                     admitted.append(self._proposal(probe, workload, 1e-12 / gpu_seconds[probe], gpu_seconds[probe],
                                                    "the bisection's next probe (the bound)", "probe"))
             if not admitted:
