@@ -399,3 +399,15 @@ def test_advise_names_the_corrupt_run_it_skipped_and_uses_the_rest(capsys, tmp_p
     assert code == 0
     skipped = sorted((run["status"], Path(run["path"]).name) for run in json.loads(out)["skipped_runs"])
     assert skipped == [("corrupt", "truncated"), ("server_start_failed", "port_clash")]
+
+
+def test_advise_draws_the_frontier_where_plot_says_and_refuses_another_format(capsys, tmp_path):
+    figure = tmp_path / "frontier.png"
+    code, out, _ = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--plot", str(figure)])
+    assert code == 0 and figure.read_bytes().startswith(b"\x89PNG")
+    again = tmp_path / "again.png"
+    run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--plot", str(again)])
+    assert again.read_bytes() == figure.read_bytes(), "the same advice draws the same bytes"
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--plot", str(tmp_path / "f.jpg")])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "name a .pdf, .png or .svg file")

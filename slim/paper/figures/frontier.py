@@ -86,7 +86,10 @@ def frontier_figure(frontiers: Sequence[Frontier], columns: int = 4) -> Figure:
         raise PlotInputError("no frontier to draw")
     columns = min(columns, len(frontiers))
     rows = math.ceil(len(frontiers) / columns)
-    figure = Figure(figsize=(3.3 * columns, 2.9 * rows), layout="constrained")
+    figure = Figure(figsize=(3.3 * columns, 2.9 * rows))
+    width, height = 3.3 * columns, 2.9 * rows   # inches; the margins below are in inches too
+    figure.subplots_adjust(left=0.6 / width, right=1 - 0.12 / width, bottom=0.45 / height, top=1 - 0.42 / height,
+                           wspace=0.45, hspace=0.75)
     axes = figure.subplots(rows, columns, squeeze=False)
     for ax, frontier in zip(axes.flat, frontiers):
         _panel(ax, frontier)
@@ -218,7 +221,7 @@ def advice_frontier_figure(advice) -> Figure:
                                      advice.recommendation.batch_cap, note)], columns=1)
 
 
-def save_frontier(figure: Figure, path: str | Path) -> None:
+def save_frontier(figure: Figure, path: str | Path, dpi: int = 150) -> None:
     """Write a frontier figure to `path` in the format its suffix names (no timestamps)."""
     path = Path(path)
     kind = path.suffix.lower().lstrip(".")
@@ -226,7 +229,7 @@ def save_frontier(figure: Figure, path: str | Path) -> None:
         raise PlotInputError(f"--plot {path}: name a .pdf, .png or .svg file")
     metadata = ({"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None} if kind == "pdf"
                 else {"Software": None} if kind == "png" else {"Date": None, "Creator": None})
-    write_atomic(path, lambda target: figure.savefig(target, format=kind, dpi=150, metadata=metadata))
+    write_atomic(path, lambda target: figure.savefig(target, format=kind, dpi=dpi, metadata=metadata))
 
 
 def curve_file_name(frontier: Frontier) -> str:
@@ -244,7 +247,7 @@ def save_curve_frontiers(frontiers: Sequence[Frontier], directory: str | Path, k
     paths = []
     for frontier in frontiers:
         path = directory / f"{curve_file_name(frontier)}.{kind}"
-        save_frontier(frontier_figure([frontier], columns=1), path)
+        save_frontier(frontier_figure([frontier], columns=1), path, dpi=100)
         paths.append(path)
     return paths
 
