@@ -34,27 +34,17 @@ if TYPE_CHECKING:
     from slim.specs.slo import Goodput, SloMetric
 
 
-_SCHEDULES: dict[tuple, object] = {}
-"""Schedules simulated for configurations a table lacked (by configuration, architecture, accelerator
-and constants): deterministic, so a configuration predicted again is not simulated again."""
-
-
 def schedules_for(configs: pd.DataFrame, schedules: ScheduleTable, catalog: ArchitectureCatalog,
                   hardware: Hardware) -> ScheduleTable:
-    """`schedules` with every configuration of `configs` it lacks simulated once at its constants."""
+    """`schedules` with every configuration of `configs` it lacks simulated at its constants (once per
+    process: `slim.sim.schedules.simulate_schedules` keeps what it simulated)."""
     from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 
     missing = sorted({key for key in keys_of_frame(configs) if key not in schedules})
     if not missing:
         return schedules
-
-    def cache_key(key):
-        return (key, catalog[key.model], hardware, schedules.constants)
-
-    new = [key for key in missing if cache_key(key) not in _SCHEDULES]
-    for key, schedule in zip(new, simulate_schedules(new, catalog, hardware, schedules.constants) if new else []):
-        _SCHEDULES[cache_key(key)] = schedule
-    return ScheduleTable([*schedules, *(_SCHEDULES[cache_key(key)] for key in missing)], schedules.constants)
+    return ScheduleTable([*schedules, *simulate_schedules(missing, catalog, hardware, schedules.constants)],
+                         schedules.constants)
 
 
 def measure_only(metric: SloMetric) -> bool:
