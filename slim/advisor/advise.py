@@ -56,6 +56,7 @@ from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
 from slim.predictors import FittedPredictor, RegisteredPredictor, TrainingRuns, advise_predictors
 from slim.predictors.contract import predict_slo_metrics
+from slim.predictors.slim_model import SLIM_SLO_METRICS
 from slim.sim.constants import SIM_CONSTANTS_FILE, load_sim_constants
 from slim.sim.schedules import DEFAULT_NUM_PROMPTS, ScheduleKey, keys_of_frame, simulate_schedules
 from slim.specs.architecture import MODELS_FILE, Architecture, ArchitectureCatalog, load_architectures
@@ -67,14 +68,10 @@ NOMINAL_MATCH = 0.02
 """A run measures the workload when its model is the target and its mean lengths are within 2 %."""
 
 
-SLIM_METRICS = frozenset({IN_BATCH_E2E, col.MEAN_TPOT_MS})
-"""The SLO metrics SLIM's equations give (Eq. 5, and Eq. 5 over OL)."""
-
-
 def default_predictor(slos: Slos) -> str:
     """``slim`` where SLIM predicts every metric of `slos` and no goodput is asked for, else ``sim``
     (which simulates each request, so every statistic but ITL's tail)."""
-    if slos.goodput is None and all(metric.name in SLIM_METRICS for metric in slos.metrics):
+    if slos.goodput is None and all(metric.name in SLIM_SLO_METRICS for metric in slos.metrics):
         return "slim"
     return "sim"
 

@@ -30,6 +30,7 @@ from slim.model.conformal import conformal_bounds
 from slim.predictors import SIM, SLIM, registered
 from slim.predictors.contract import TrainingRuns, predict_slo_metrics
 from slim.predictors.simulator import measure_only
+from slim.predictors.slim_model import SLIM_SLO_METRICS
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E, SloMetric
@@ -110,7 +111,7 @@ def why_empty(predictor: str, name: str, measured: int) -> str:
     """Why a metric has no accuracy figure for a predictor."""
     if measured == 0:
         return "the runs do not record it"
-    if predictor == SLIM and name not in (THROUGHPUT, IN_BATCH_E2E, col.MEAN_TPOT_MS):
+    if predictor == SLIM and name != THROUGHPUT and name not in SLIM_SLO_METRICS:
         return "SLIM's equations give the in-batch E2E and the mean TPOT only"
     if predictor == SIM and name != THROUGHPUT and measure_only(SloMetric.parse(name)):
         return "measured only: the tail is made outside the engine step"

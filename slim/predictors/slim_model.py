@@ -32,6 +32,7 @@ from slim.predictors.contract import (
 )
 from slim.specs.architecture import BYTES_PER_FP16, ArchitectureCatalog
 from slim.specs.hardware import Hardware
+from slim.specs.slo import IN_BATCH_E2E
 
 if TYPE_CHECKING:
     from slim.model.fit import SlimFit
@@ -57,6 +58,10 @@ def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardwa
     if row.get(col.BENCHMARK_MODE) != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row.get(col.NUM_PROMPTS)):
         batch = min(batch, float(row[col.NUM_PROMPTS]))
     return max(batch, 1.0)
+
+
+SLIM_SLO_METRICS = frozenset({IN_BATCH_E2E, col.MEAN_TPOT_MS})
+"""The SLO metrics SLIM's equations give: the in-batch E2E (Eq. 5) and the mean TPOT (Eq. 5 over OL)."""
 
 
 @dataclass(frozen=True)
