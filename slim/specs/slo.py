@@ -136,6 +136,17 @@ def why_not_judged(metric: SloMetric, runs: pd.DataFrame) -> str:
                                                              if metric.percentile is not None else "")))
 
 
+def _positive_bound(where: str, value: str) -> float:
+    """A bound's number, finite and > 0; `AdvisorError` naming `where` otherwise."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise AdvisorError(f"{where}: '{value}' is not a number") from None
+    if not (math.isfinite(number) and number > 0):
+        raise AdvisorError(f"{where}: the bound must be > 0")
+    return number
+
+
 @dataclass(frozen=True)
 class SloBound:
     """``metric <= limit_ms``, or ``metric <= multiplier x`` its measured value at the reference cap."""
@@ -152,12 +163,7 @@ class SloBound:
             raise AdvisorError(f"--slo '{text}': expected NAME=MILLISECONDS or NAME=Kx, e.g. p99_tpot_ms=50 or "
                                "p99_tpot_ms=2x (twice its value at --slo-reference-cap)")
         name, value, relative = match.groups()
-        try:
-            number = float(value)
-        except ValueError:
-            raise AdvisorError(f"--slo '{text}': '{value}' is not a number") from None
-        if not (math.isfinite(number) and number > 0):
-            raise AdvisorError(f"--slo '{text}': the bound must be > 0")
+        number = _positive_bound(f"--slo '{text}'", value)
         metric = SloMetric.parse(name)
         return cls(metric, None, number) if relative else cls(metric, number, None)
 
@@ -192,13 +198,7 @@ class Goodput:
             if not sep or key not in GOODPUT_KEYS:
                 raise AdvisorError(f"--goodput '{pair}': expected KEY:MILLISECONDS with KEY one of "
                                    f"{', '.join(GOODPUT_KEYS)}, e.g. --goodput ttft:2000 tpot:50")
-            try:
-                number = float(value)
-            except ValueError:
-                raise AdvisorError(f"--goodput '{pair}': '{value}' is not a number") from None
-            if not (math.isfinite(number) and number > 0):
-                raise AdvisorError(f"--goodput '{pair}': the bound must be > 0")
-            bounds[key] = number
+            bounds[key] = _positive_bound(f"--goodput '{pair}'", value)
         if not bounds:
             raise AdvisorError("--goodput needs at least one KEY:MILLISECONDS pair")
         return cls(dict(sorted(bounds.items(), key=lambda item: GOODPUT_KEYS.index(item[0]))))
