@@ -21,11 +21,21 @@ def _spec(requirement: str) -> str:
     return requirement.strip().lower().replace(" ", "")
 
 
+PYPI_NAME_OF_CONDA_PACKAGE = {"playwright-python": "playwright"}
+"""conda-forge packages named otherwise than on PyPI."""
+
+
+def _as_pypi(requirement: str) -> str:
+    """A conda requirement spelled with the PyPI name of its package."""
+    name = _name(requirement)
+    return PYPI_NAME_OF_CONDA_PACKAGE.get(name, name) + _spec(requirement)[len(name):]
+
+
 def test_environment_yml_lists_the_pyproject_dependencies_with_the_same_pins():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     pip_requirements = pyproject["project"]["dependencies"] + pyproject["project"]["optional-dependencies"]["test"]
     environment = yaml.safe_load((REPO / "environment.yml").read_text())
-    conda_requirements = [d for d in environment["dependencies"] if isinstance(d, str)]
+    conda_requirements = [_as_pypi(d) for d in environment["dependencies"] if isinstance(d, str)]
     conda_by_name = {_name(d): _spec(d) for d in conda_requirements if _name(d) not in ("python", "pip")}
     pip_by_name = {_name(d): _spec(d) for d in pip_requirements}
     assert conda_by_name == pip_by_name
