@@ -1,3 +1,3 @@
 """Glue between the Snakemake workflow and the library: the checks of config/config.yaml that
 a JSON schema cannot express, input functions of the rules, the scripts' logging and
-deterministic writes, the generated sections of the README and docs/results.md, and the report check."""
+deterministic writes, and the generated sections of the README and docs/results.md."""
