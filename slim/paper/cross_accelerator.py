@@ -19,6 +19,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
+from slim.markdown import markdown_table
 from slim.paper.advisor_study import mean_time_saved_pct
 from slim.paper.heldout import BAND_CONFIDENCE, IMAI, LLMVISOR, SIM, SLIM
 from slim.paper.splits import HeldOutSetting
@@ -146,9 +147,7 @@ NOTE = ("Throughput MAPE (%) on each setting's validation runs, with its 95% BCa
 
 def cross_accelerator_markdown(display: pd.DataFrame, title: str = "Held-out accuracy per accelerator") -> str:
     """The wide table as Markdown, with its heading and note."""
-    header = "| " + " | ".join(display.columns) + " |"
-    lines = [f"### {title}", "", header, "|" + "---|" * len(display.columns)]
-    lines += ["| " + " | ".join(str(value) for value in row) + " |" for row in display.itertuples(index=False)]
+    lines = [f"### {title}", "", *markdown_table(display.columns, display.itertuples(index=False))]
     return "\n".join(lines + ["", NOTE, ""])
 
 
@@ -213,12 +212,13 @@ def advisor_summary_markdown(summary: pd.DataFrame, title: str = "The advisor pe
         if f"{key}_agrees" in summary:
             header += [f"{label} = full-profile B", f"{label}: throughput kept"]
     header.append("profiling time saved (Table VI)")
-    lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for _, row in summary.iterrows():
         cells = [str(row[ACCELERATOR]), f"{int(row['curves'])}", f"{row['full_retained_pct']:.1f}%"]
         for key, _ in ADVISOR_FLAVOURS:
             if f"{key}_agrees" in summary:
                 cells += [f"{int(row[f'{key}_agrees'])} of {int(row['curves'])}", f"{row[f'{key}_retained_pct']:.1f}%"]
         cells.append(f"{row['time_saved_pct']:.1f}%")
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = [f"### {title}", "", *markdown_table(header, rows)]
     return "\n".join(lines + ["", ADVISOR_NOTE, ""])

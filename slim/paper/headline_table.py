@@ -11,6 +11,7 @@ from typing import Sequence
 import pandas as pd
 
 from slim import columns as col
+from slim.markdown import markdown_table
 from slim.paper.advisor_study import mean_time_saved_pct
 from slim.paper.heldout import SLIM
 from slim.paper.splits import HeldOutSetting
@@ -60,8 +61,7 @@ def headline_table(datasets: Sequence[DatasetHeadline], paper_settings: list[Hel
                   for d in datasets]
     rows.append([TIME_SAVED_ROW, *time_saved, f"{reference['headline_time_saving_pct']:g}"])
     header = ["", *(d.label for d in datasets), "paper (its own traces)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines = markdown_table(header, rows)
     note = ("MAPE cells: the fit the identifiability rule picks, `[a-b]` its range over equally good fits where the "
             "training data leave it open, `(CI a-b)` its 95% bootstrap interval, `cov. N%` the share of validation "
             "runs inside their 90% conformal prediction interval. The reduction is SLIM's average MAPE "

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from slim.markdown import markdown_table
+
 
 def latex_text(text: str) -> str:
     """Plain note text for a LaTeX caption: ``%`` and ``_`` escaped (they start a comment and a
@@ -104,10 +106,8 @@ def to_markdown(frame: pd.DataFrame, precision: int = 1, index_label: str = "set
     flat = frame.copy()
     flat.columns = [" ".join(c) if isinstance(c, tuple) else c for c in flat.columns]
     flat = flat.map(lambda v: v if isinstance(v, str) else ("--" if pd.isna(v) else f"{v:.{precision}f}"))
-    header = f"| {index_label} | " + " | ".join(flat.columns) + " |"
-    lines = [header, "|" + "---|" * (len(flat.columns) + 1)]
-    lines += ["| " + str(index) + " | " + " | ".join(row) + " |" for index, row in zip(flat.index, flat.values)]
-    return "\n".join(lines) + "\n"
+    rows = ([index, *row] for index, row in zip(flat.index, flat.values))
+    return "\n".join(markdown_table([index_label, *flat.columns], rows)) + "\n"
 
 
 def as_display(frame: pd.DataFrame, integer_columns: tuple[str, ...]) -> pd.DataFrame:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
+from slim.markdown import markdown_table
 from slim.traces.verdict import REASON_CODES
 
 DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
@@ -153,25 +154,26 @@ def summarise_report(report: pd.DataFrame, dataset: str) -> str:
     """A short markdown summary of a cleaning report: counts per status and per curve."""
     lines = [f"# Cleaning report: {dataset}", "",
              f"{len(report)} run directories found, {int(report['kept'].sum())} kept.", "",
-             "| status | runs | meaning |", "|---|---|---|"]
-    for status, count in report[col.STATUS].value_counts().sort_index().items():
-        lines.append(f"| {status} | {count} | {REASON_CODES.get(status, '')} |")
+             *markdown_table(["status", "runs", "meaning"],
+                             [(status, count, REASON_CODES.get(status, ""))
+                              for status, count in report[col.STATUS].value_counts().sort_index().items()])]
     repeated = report[report[col.N_MEASUREMENTS].fillna(1) > 1] if col.N_MEASUREMENTS in report else report[:0]
     if not repeated.empty:
         lines += ["", f"Repeated measurements: {int(repeated[col.N_MEASUREMENTS].sum())} runs of {len(repeated)} "
                   "offline points averaged (status `aggregated` for all but the first of each point):", "",
-                  "| run | hardware | model | TP | B | IL | OL | measurements | spread (%) |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {run[col.RUN_ID]} | {run[col.HARDWARE]} | {run[col.MODEL]} | {run[col.TENSOR_PARALLEL]:g} | "
-                  f"{run[col.MAX_NUM_SEQS]:g} | {run[col.INPUT_LEN_NOMINAL]:g} | {run[col.OUTPUT_LEN_NOMINAL]:g} | "
-                  f"{int(run[col.N_MEASUREMENTS])} | {run[col.MEASUREMENT_SPREAD_PCT]:.3g} |"
-                  for _, run in repeated.iterrows()]
+                  *markdown_table(["run", "hardware", "model", "TP", "B", "IL", "OL", "measurements", "spread (%)"],
+                                  [(run[col.RUN_ID], run[col.HARDWARE], run[col.MODEL],
+                                    f"{run[col.TENSOR_PARALLEL]:g}", f"{run[col.MAX_NUM_SEQS]:g}",
+                                    f"{run[col.INPUT_LEN_NOMINAL]:g}", f"{run[col.OUTPUT_LEN_NOMINAL]:g}",
+                                    int(run[col.N_MEASUREMENTS]), f"{run[col.MEASUREMENT_SPREAD_PCT]:.3g}")
+                                   for _, run in repeated.iterrows()])]
     kept = report[report["kept"]]
     if not kept.empty:
         per_curve = kept.groupby([col.MODEL, col.OUTPUT_LEN_NOMINAL]).size()
         lines += ["", "Kept runs per model and nominal output length:", "",
-                  "| model | output length | runs |", "|---|---|---|"]
-        lines += [f"| {model} | {output_len:g} | {count} |" for (model, output_len), count in per_curve.items()]
+                  *markdown_table(["model", "output length", "runs"],
+                                  [(model, f"{output_len:g}", count)
+                                   for (model, output_len), count in per_curve.items()])]
     return "\n".join(lines) + "\n"
 
 
