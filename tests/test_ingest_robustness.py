@@ -127,14 +127,14 @@ def test_unreadable_files_for_an_unprivileged_reader(corpus):
 
 def test_one_crashing_directory_costs_only_that_directory(corpus, ingested, monkeypatch, caplog):
     root, cases = corpus
-    real_verdict = ingest._RunIngest.verdict
+    real_verdict = ingest.ResultRow.verdict
 
     def verdict(self):
         if self.evidence.files.directory.name == "good_public_layout":
             raise KeyError("a parser bug nobody foresaw")
         return real_verdict(self)
 
-    monkeypatch.setattr(ingest._RunIngest, "verdict", verdict)
+    monkeypatch.setattr(ingest.ResultRow, "verdict", verdict)
     with caplog.at_level(logging.ERROR, logger="slim.traces.ingest"):
         runs = ingest_traces(root, "robust", load_architectures(MODELS)).set_index(col.RUN_ID)
     assert runs.loc["good_public_layout", col.STATUS] == "ingest_error"
