@@ -31,16 +31,15 @@ from slim import __version__
 from slim import columns as col
 from slim.advisor import advise as advice_module
 from slim.advisor.advise import Advice, AdviceRequest
-from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.report import advice_fields, candidates_fields, render_text
-from slim.advisor.training_runs import check_traces, trace_options
+from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON
 from slim.errors import NoFeasibleCapError, SlimError
 from slim.predictors import advise_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.sim.schedules import DEFAULT_NUM_PROMPTS
 from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
 from slim.traces.clean import check_lines, clean_runs
+from slim.traces.usable import check_traces, trace_options
 from slim.tune.cli import EXIT_INTERRUPTED, EXIT_OPEN, add_slo_arguments, add_tune_parser, run_tune, slos_of
 
 EXIT_OK = 0
@@ -192,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
                                help="catalog of GPUs: dense BF16 FLOP/s, HBM bandwidth, memory (default: the one "
                                     "shipped with slim, slim/specs/hardware.yaml)")
-    advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
+    advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_CAPS,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
@@ -215,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "which simulates each cap's requests and refuses those that preempt (slower). "
                                     "Default: slim where every SLO is the in-batch E2E or mean TPOT (what SLIM's "
                                     "equations give) and --confidence or no --goodput, else sim")
-    advise_parser.add_argument("--num-prompts", type=_positive_int, default=DEFAULT_NUM_PROMPTS,
-                               help=f"requests sent at once per simulated cap, --predictor sim only "
-                                    f"(default {DEFAULT_NUM_PROMPTS}, as the public traces)")
+    advise_parser.add_argument("--num-prompts", type=_positive_int, default=None,
+                               help="requests each benchmark sends, the next one's and SIM's simulation of each "
+                                    "cap (default: as the workload's runs sent them, else vllm bench serve's 1000; "
+                                    "slim tune chooses the same)")
     advise_parser.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
                                help="the simulator's constants file, --predictor sim only (its fixed scheduler and "
                                     "memory fields are used; default: the H100 constants shipped with slim, "

@@ -17,7 +17,7 @@ from slim import columns as col
 from slim.advisor.advise import Advice, AdviceRequest, advice_warnings, advise
 from slim.advisor.bca import bca_from_predictor
 from slim.advisor.report import advice_fields, render_text
-from slim.advisor.training_runs import held_out_check, select_training_runs, usable_runs
+from slim.advisor.training_runs import held_out_check, select_training_runs
 from slim.errors import AdvisorError, TraceFormatError
 from slim.gpu.kv_memory import plan_kv_memory
 from slim.model.equations import predict_frame
@@ -25,6 +25,7 @@ from slim.model.metrics import mape_pct
 from slim.predictors.slim_model import FittedSlim
 from slim.sim.constants import FITTED_CONSTANTS
 from slim.specs.hardware import load_hardware
+from slim.traces.usable import usable_runs
 
 DATA = Path(__file__).resolve().parent / "data"
 LAYOUT = DATA / "formats" / "bench_serve_metadata"   # one made-up server: OPT-1.3B, IL 256, OL 128, caps 1..256

@@ -11,7 +11,6 @@ import pytest
 
 from slim import columns as col
 from slim.advisor.bca import (
-    DEFAULT_CANDIDATE_BATCH_SIZES,
     bca_from_measured,
     bca_from_predictor,
     interpolate_log_batch,
@@ -23,9 +22,10 @@ from slim.advisor.bca import (
     throughput_variation_pct,
 )
 from slim.advisor.measured import curve_from_rows
+from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS
 from slim.errors import AdvisorError, SlimError
 
-GRID = np.array(DEFAULT_CANDIDATE_BATCH_SIZES, dtype=float)   # 1, 2, 4, ..., 512
+GRID = np.array(DEFAULT_CANDIDATE_CAPS, dtype=float)   # 1, 2, 4, ..., 512
 
 
 def saturating_throughput(batch):

@@ -12,6 +12,7 @@ import pytest
 from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import SlimParams, predict_frame
+from slim.paper.predictor_tables import table3_labels, table4_labels
 from slim.predictors import (
     IMAI,
     LLMVISOR,
@@ -22,8 +23,6 @@ from slim.predictors import (
     TrainingRuns,
     advise_predictors,
     registered,
-    table3_labels,
-    table4_labels,
     tune_predictors,
 )
 from slim.predictors.contract import E2E, MEAN_BATCH, THROUGHPUT

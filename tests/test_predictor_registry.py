@@ -13,6 +13,7 @@ import slim.predictors as registry
 from slim import columns as col
 from slim.model.equations import SlimParams, predict_frame
 from slim.paper.heldout import IMAI, LLMVISOR, SLIM, evaluate_setting, mape_table
+from slim.paper.predictor_tables import TABLE3
 from slim.paper.splits import HeldOutSetting
 from slim.paper.tables import table3
 from slim.predictors import Prediction, RegisteredPredictor, TrainingRuns
@@ -70,9 +71,11 @@ class ToyPredictor:
 
 @pytest.fixture
 def with_toy():
-    entry = RegisteredPredictor(ToyPredictor(TOY), in_table3=True)
+    entry = RegisteredPredictor(ToyPredictor(TOY))
     registry.register(entry)
+    TABLE3.append(TOY)
     yield
+    TABLE3.remove(TOY)
     registry.REGISTRY.remove(entry)
 
 

@@ -13,22 +13,14 @@ import pytest
 from conftest import REPO
 
 from slim import columns as col
-from slim.advisor.decision import CandidateView, Constraint, Estimates, certify
-from slim.paper.tuning_priors import slim_replay_prior
-from slim.paper.tuning_replay import (
-    PER_DATASET,
-    PER_WORKLOAD,
-    REPLAY_COLUMNS,
-    ReplayOptions,
-    RunNoise,
-    e2e_kind,
-    expected_range_of_normals,
-    model_free_caps,
-    repeat_scatter,
-    replay_curves,
-    replay_dataset,
-)
-from slim.paper.tuning_summary import summarise, summary_markdown, tuning_goals
+from slim.decision.candidates import CandidateView, Constraint, Estimates
+from slim.decision.certificate import certify
+from slim.paper.replay.curves import RunNoise, e2e_kind, expected_range_of_normals, repeat_scatter, replay_curves
+from slim.paper.replay.dataset import ReplayOptions, replay_dataset
+from slim.paper.replay.priors import slim_replay_prior
+from slim.paper.replay.scoring import PER_DATASET, PER_WORKLOAD, REPLAY_COLUMNS
+from slim.paper.replay.searches import model_free_caps
+from slim.paper.replay.summary import summarise, summary_markdown, tuning_goals
 from slim.specs.hardware import load_hardware
 from slim.specs.slo import IN_BATCH_E2E
 from slim.tune.belief import (
@@ -42,7 +34,10 @@ from slim.tune.belief import (
     prior_prediction,
     slim_prior,
 )
-from slim.tune.session import WORKLOAD, Measurement, TuneSession, Workload, run_loop
+from slim.tune.loop import run_loop
+from slim.tune.measurement import Measurement
+from slim.tune.session import TuneSession
+from slim.tune.workload import WORKLOAD, Workload
 
 CAPS = (1.0, 16.0, 32.0, 64.0)
 
@@ -470,8 +465,9 @@ def test_repeated_runs_of_a_cap_combine_into_one_measurement_of_smaller_scatter(
 
 
 def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hardware):
-    from slim.paper.tuning_replay import ReplayRun, oracle
-    from slim.tune.session import Proposal
+    from slim.paper.replay.scoring import ReplayRun
+    from slim.paper.replay.tune_policy import oracle
+    from slim.tune.proposals import Proposal
 
     runs = synthetic_runs({"opt-125m": 24.0}, lengths=(128,))
     curve = replay_curves(runs, e2e_kind(2.5))[0][0]
@@ -487,7 +483,7 @@ def test_the_oracle_draws_a_new_run_for_each_repeat_and_charges_it(catalog, hard
 
 @pytest.mark.parametrize("wrong", ["bandwidth and compute x0.5", "bandwidth and compute x2", "biased across caps"])
 def test_a_prior_wrong_by_2x_never_costs_more_than_bisect_plus_the_margin(catalog, hardware, wrong):
-    from slim.paper.tuning_priors import CapBiasedPrior, PriorSource, scaled_hardware
+    from slim.paper.replay.priors import CapBiasedPrior, PriorSource, scaled_hardware
     from slim.tune.session import TuneSettings
 
     runs = synthetic_runs({"opt-125m": 24.0, "opt-1.3b": 6.0, "opt-2.7b": 96.0})

@@ -335,7 +335,8 @@ def test_every_json_field_is_documented_and_every_documented_field_exists(tmp_pa
 
 def test_a_repeated_cap_runs_into_a_folder_of_its_own(tmp_path):
     from slim.specs.slo import Slos
-    from slim.tune.plan import TuneRequest, WorkloadSpec, placeholders
+    from slim.tune.commands import placeholders
+    from slim.tune.request import TuneRequest, WorkloadSpec
 
     request = TuneRequest(tmp_path, (WorkloadSpec("facebook/opt-125m", 128, 32),), "a100-sxm-40gb",
                           Slos.of(slo_ms=150))

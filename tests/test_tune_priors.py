@@ -13,7 +13,8 @@ from conftest import REPO
 from slim import columns as col
 from slim.errors import SplitError
 from slim.paper.advisor_study_config import load_bca_config
-from slim.paper.tuning_priors import (
+from slim.paper.replay.dataset import ReplayOptions, replay_dataset
+from slim.paper.replay.priors import (
     PriorSource,
     ReplayPrior,
     constants_fitted_on,
@@ -21,7 +22,6 @@ from slim.paper.tuning_priors import (
     sim_replay_prior,
     slim_replay_prior,
 )
-from slim.paper.tuning_replay import ReplayOptions, replay_dataset
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.tune.belief import PriorPrediction, ResidualKernel
 from slim.tune.kernel import (
@@ -32,7 +32,10 @@ from slim.tune.kernel import (
     negative_log_evidence,
     residual_sets,
 )
-from slim.tune.session import Measurement, TuneSession, TuneSettings, Workload
+from slim.tune.measurement import Measurement
+from slim.tune.proposals import propose
+from slim.tune.session import TuneSession, TuneSettings
+from slim.tune.workload import Workload
 
 TRUE_KERNEL = ResidualKernel(offset_sd=0.3, slope_sd_per_doubling=0.06, model_offset_sd=0.1,
                              model_slope_sd_per_doubling=0.02, smooth_sd=0.12, length_scale_log2=1.5,
@@ -117,7 +120,7 @@ def test_the_cap_most_likely_to_be_the_decision_is_measured_before_cheaper_ones(
     session.record(0, Measurement(throughput[0], e2e[0], 0.0))
     chances = session.decision_probabilities(workload)
     assert chances.sum() == pytest.approx(1.0) and int(np.argmax(chances)) == 2
-    assert session.proposals()[0].max_num_seqs == 32.0, "not the cheapest cap: the likeliest decision"
+    assert propose(session)[0].max_num_seqs == 32.0, "not the cheapest cap: the likeliest decision"
 
 
 # --- out-of-sample priors ------------------------------------------------------------------------

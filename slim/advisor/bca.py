@@ -7,7 +7,8 @@ meet a latency SLO and still batch efficiently:
         subject to  E2E(IL, OL, B) <= SLO
                     T(IL, OL, B) / (B T(IL, OL, 1)) > epsilon            (13)
 
-Two flavours share one decision rule (`select_batch_cap`):
+Two flavours share one decision rule (`select_batch_cap`, which calls the project's one Eq. 13,
+`slim.decision.rule.recommend`):
 
 * full-profile BCA (`bca_from_measured`): measured points at the profiled
   ``--max-num-seqs`` values, interpolated linearly in ``log B`` onto a candidate grid;
@@ -36,10 +37,11 @@ from typing import Callable, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, THROUGHPUT, Estimates, candidate_view
+from slim.decision.rule import recommend
 from slim.errors import AdvisorError
+from slim.specs.slo import IN_BATCH_E2E
 
-DEFAULT_CANDIDATE_BATCH_SIZES: tuple[int, ...] = tuple(2**k for k in range(10))  # 1 .. 512
-DEFAULT_EPSILON = 0.1
 DEFAULT_SLO_MULTIPLIER = 2.0   # paper's "tight" SLO; "loose" is 4.0
 
 XAxis = Literal["max_num_seqs", "mean_batch_size"]
@@ -189,7 +191,8 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
                      epsilon: float = DEFAULT_EPSILON,
                      throughput_at_one_per_s: float | None = None,
                      e2e_bound_s: ArrayLike | None = None) -> BcaResult:
-    """Eq. 13 on a curve already evaluated at the candidate batch sizes.
+    """Eq. 13 (`slim.decision.rule.recommend`, the project's one implementation) on a curve already
+    evaluated at the candidate batch sizes, with the in-batch E2E as the SLO's metric.
 
     ``T(1)`` is `throughput_at_one_per_s` if given, else `throughput_at_one` of this
     curve. The efficiency constraint is strict (``> epsilon``), the SLO is not
@@ -206,10 +209,11 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
     t_one = throughput_at_one(batch, tput) if throughput_at_one_per_s is None else throughput_at_one_per_s
     if not (np.isfinite(t_one) and t_one > 0):
         raise AdvisorError(f"T(1) must be a finite throughput > 0, got {t_one}")
-    efficiency = tput / (batch * t_one)
-    meets_slo = bound <= slo_s
-    efficient = efficiency > epsilon
-    admissible = meets_slo & efficient
+    # The E2E constraint in seconds, as the curve gives it (scaling both sides could move a tie).
+    estimates = {THROUGHPUT: Estimates.predictions(tput), IN_BATCH_E2E: Estimates.predictions(e2e, bound)}
+    view = candidate_view(batch, estimates.__getitem__, {IN_BATCH_E2E: slo_s}, throughput_at_one=float(t_one))
+    decision = recommend(view, epsilon, upper=frozenset({IN_BATCH_E2E}))
+    efficiency = np.asarray(decision.efficiencies, dtype=float)
     common = dict(
         slo_s=slo_s, epsilon=epsilon, throughput_at_one_per_s=float(t_one),
         candidate_batch_sizes=tuple(batch.tolist()),
@@ -218,24 +222,17 @@ def select_batch_cap(batch_sizes: ArrayLike, throughput_per_s: ArrayLike,
         candidate_efficiency=tuple(efficiency.tolist()),
         candidate_e2e_bound_s=() if e2e_bound_s is None else tuple(bound.tolist()),
     )
-    if not admissible.any():
+    if not decision.feasible:
         nan = float("nan")
         return BcaResult(
             batch_cap=nan, throughput_per_s=nan, e2e_latency_s=nan, batching_efficiency=nan,
             e2e_bound_s=None if e2e_bound_s is None else nan, feasible=False, binding=(),
-            reason=_infeasible_reason(bound, efficiency, meets_slo, efficient, slo_s, epsilon,
-                                      bounded=e2e_bound_s is not None),
+            reason=_infeasible_reason(bound, efficiency, decision.meets[IN_BATCH_E2E], decision.efficient, slo_s,
+                                      epsilon, bounded=e2e_bound_s is not None),
             **common,
         )
-    best_tput = tput[admissible].max()
-    # Smallest admissible batch reaching the best throughput (ties -> less memory).
-    chosen = int(np.flatnonzero(admissible & (tput == best_tput))[0])
-    better = tput > tput[chosen]
-    # A constraint binds where the other one alone admits a better candidate.
-    binding = tuple(name for name, other_ok in (("slo", efficient), ("efficiency", meets_slo))
-                    if np.any(better & other_ok))
-    if not binding and np.any(better):   # every better candidate fails both constraints
-        binding = ("slo", "efficiency")
+    chosen = int(np.flatnonzero(batch == decision.batch_cap)[0])
+    binding = tuple("slo" if name == IN_BATCH_E2E else name for name in decision.binding)
     reason = ("throughput peak is admissible" if not binding
               else f"higher-throughput batches excluded by: {', '.join(binding)}")
     return BcaResult(
@@ -289,7 +286,7 @@ def bca_from_measured(max_num_seqs: ArrayLike, throughput_per_s: ArrayLike,
 
 
 def bca_from_predictor(predict: CurvePredictor, *,
-                       candidate_batch_sizes: ArrayLike = DEFAULT_CANDIDATE_BATCH_SIZES,
+                       candidate_batch_sizes: ArrayLike = DEFAULT_CANDIDATE_CAPS,
                        epsilon: float = DEFAULT_EPSILON, slo_s: float | None = None,
                        slo_multiplier: float = DEFAULT_SLO_MULTIPLIER,
                        slo_reference_batch: float | None = None) -> BcaResult:

@@ -1,9 +1,9 @@
 """Eq. 13 on any registered predictor's prediction of one workload: SLIM-BCA, SIM-BCA and whatever the
 registry (`slim.predictors`) adds, for `slim advise` and the advisor study alike.
 
-A registered predictor says how its prediction becomes a decision (`RegisteredPredictor.bca`):
+A registered predictor says how its prediction becomes a decision (`RegisteredPredictor.simulated`):
 
-* ``"curve"`` (SLIM-BCA): the predicted curve at any cap (`curve_of`: the workload at each cap,
+* a curve (SLIM-BCA): the predicted curve at any cap (`curve_of`: the workload at each cap,
   predicted at the running batch the cap allows, ``B = min(cap, KV capacity in sequences)`` with the
   capacity ``kv_capacity_tokens / (IL + OL)`` the server reported: vLLM cannot run more sequences
   than its KV cache holds), ``T(1)`` predicted at cap 1 (`slim.advisor.bca.bca_from_predictor`). On
@@ -16,7 +16,7 @@ A registered predictor says how its prediction becomes a decision (`RegisteredPr
   fit's residual variance, times the envelope of the training-equivalent fits, ``q = t(c)`` on
   ``n - p`` degrees of freedom), as the SLO is judged on a run's measured E2E. Throughput and the
   efficiency floor stay on the prediction.
-* ``"simulated"`` (SIM-BCA): the target's own configurations predicted one by one (a simulator runs them),
+* simulated runs (SIM-BCA): the target's own configurations predicted one by one (a simulator runs them),
   ``T(1)`` from the predicted curve, and the caps the predictor refuses (simulated preemption, a
   server that cannot start) left out (`slim.advisor.sim_bca.sim_bca`).
 """
@@ -108,10 +108,10 @@ Decider = Callable[[np.ndarray, float, float], PredictedDecision]
 
 def decider(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target,
             confidence: float | None = None) -> Decider:
-    """Eq. 13 on `fitted`'s prediction of `target`, as `entry.bca` says (module docstring), for any
+    """Eq. 13 on `fitted`'s prediction of `target`, as `entry.simulated` says (module docstring), for any
     candidates, SLO and epsilon; the target is predicted once. A simulated decision runs
     `target.configs` and has no confidence."""
-    if entry.bca == "curve":
+    if not entry.simulated:
         curve = curve_of(fitted, target, confidence)
 
         def on_curve(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
@@ -119,21 +119,19 @@ def decider(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target,
                                                         slo_s=slo_s), curve=curve)
 
         return on_curve
-    if entry.bca == "simulated":
-        if confidence is not None:
-            raise AdvisorError(f"{entry.name} has no interval: its decision cannot hold the SLO at a confidence")
-        if target.configs is None:
-            raise AdvisorError(f"{entry.name} decides on the target's configurations; the target has none")
-        simulated = simulated_curve(fitted, target.configs)
+    if confidence is not None:
+        raise AdvisorError(f"{entry.name} has no interval: its decision cannot hold the SLO at a confidence")
+    if target.configs is None:
+        raise AdvisorError(f"{entry.name} decides on the target's configurations; the target has none")
+    simulated = simulated_curve(fitted, target.configs)
 
-        def on_simulated(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
-            candidates = np.asarray(candidates, dtype=float)
-            refused = tuple(float(cap) for cap, no in zip(simulated.max_num_seqs, simulated.refused)
-                            if no and cap in candidates)
-            return PredictedDecision(sim_bca(simulated, slo_s, epsilon, candidates), refused)
+    def on_simulated(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
+        candidates = np.asarray(candidates, dtype=float)
+        refused = tuple(float(cap) for cap, no in zip(simulated.max_num_seqs, simulated.refused)
+                        if no and cap in candidates)
+        return PredictedDecision(sim_bca(simulated, slo_s, epsilon, candidates), refused)
 
-        return on_simulated
-    raise AdvisorError(f"{entry.name} makes no batch-cap decision (its registry entry has no `bca`)")
+    return on_simulated
 
 
 def predicted_bca(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target, candidates: np.ndarray,

@@ -12,8 +12,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slim.advisor.advise import Advice, CandidateRow
-from slim.advisor.decision import THROUGHPUT
+from slim.advisor.advise import Advice
+from slim.advisor.candidates import CandidateRow
+from slim.decision.candidates import GOODPUT, THROUGHPUT, cap_number
 from slim.sim.schedule_fit import SimCalibration
 from slim.specs.hardware import GIB
 
@@ -23,7 +24,7 @@ GOODPUT_KEY = "request_goodput"
 
 
 def _key(quantity: str) -> str:
-    return THROUGHPUT_KEY if quantity == THROUGHPUT else GOODPUT_KEY if quantity == "goodput" else quantity
+    return THROUGHPUT_KEY if quantity == THROUGHPUT else GOODPUT_KEY if quantity == GOODPUT else quantity
 
 
 def _number(value: float | None) -> float | None:
@@ -59,6 +60,25 @@ def _value_line(advice: Advice, row: CandidateRow, quantity: str, label: str, un
     return f"  {label:<22} {_fmt(predicted)} {unit} (predicted; not measured)"
 
 
+def _relative(advice: Advice, name: str) -> str:
+    bound = next(b for b in advice.slos.bounds if b.metric.name == name)
+    return f"{bound.multiplier:g}x cap {advice.slos.reference_cap:g}'s"
+
+
+def _basis_line(advice: Advice, left_out: str) -> str:
+    """What the predictions rest on: the fit and its training error, or the uncalibrated prior and why."""
+    if advice.fit is None:
+        prior = ("SLIM's prior (the ideal roofline machine of the accelerator's datasheet)"
+                 if advice.predictor == "slim"
+                 else "SIM's prior (the simulator at its shipped constants), every candidate cap simulated,")
+        return (f"{prior} on no run: the {advice.n_runs} usable run(s) cannot fit it ({advice.prior_reason}); "
+                "measured caps are decided on their measurements")
+    fitted = ("SLIM fitted" if advice.predictor == "slim"
+              else "SIM (the simulator) calibrated, every candidate cap simulated,")
+    return (f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
+            f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)")
+
+
 def render_text(advice: Advice) -> str:
     """The human-readable report `slim advise` prints: the fit, the runs left out, the workload and
     its SLOs, the recommended cap with its measured and predicted values and what binds it, whether
@@ -71,13 +91,12 @@ def render_text(advice: Advice) -> str:
                                                     for b in binding))
     left_out = (f"; {advice.n_left_out} left out, trained on {', '.join(advice.train_models)}"
                 if advice.n_left_out else "")
-    fitted = ("SLIM fitted" if advice.predictor == "slim"
-              else "SIM (the simulator) calibrated, every candidate cap simulated,")
-    slos = "; ".join(f"{name} <= {_fmt(limit)} ms" for name, limit in advice.limits_ms.items())
+    slos = "; ".join(f"{name} <= {_fmt(limit)} ms" + (f" (= {_relative(advice, name)}, on its prediction there: no "
+                                                       "run measured it)" if name in advice.predicted_bounds else "")
+                     for name, limit in advice.limits_ms.items())
     if advice.slos.goodput is not None:
         slos += f"{'; ' if slos else ''}max goodput ({advice.slos.goodput.spec})"
-    lines = [f"{fitted} on {advice.fit.n_train_points} runs ({advice.n_runs} usable{left_out}): "
-             f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)"]
+    lines = [_basis_line(advice, left_out)]
     skipped = skipped_line(advice)
     if skipped:
         lines.append(skipped)
@@ -92,7 +111,7 @@ def render_text(advice: Advice) -> str:
     for name in advice.limits_ms:
         lines.append(_value_line(advice, row, name, name, "ms"))
     if advice.slos.goodput is not None:
-        lines.append(_value_line(advice, row, "goodput", "goodput", "requests/s"))
+        lines.append(_value_line(advice, row, GOODPUT, "goodput", "requests/s"))
     if np.isfinite(row.bound_ms) and advice.confidence is not None:
         lines.append(f"  {'in-batch E2E bound':<22} {_fmt(row.bound_ms)} ms (one-sided {advice.confidence:g}: "
                      "parameter uncertainty, training-equivalent fits and run-to-run scatter)")
@@ -101,6 +120,7 @@ def render_text(advice: Advice) -> str:
     if advice.refused_caps:
         lines.append("  SIM refused --max-num-seqs " + ", ".join(f"{cap:g}" for cap in advice.refused_caps)
                      + " (simulated preemption: KV demand overflows, or above the token budget)")
+    lines += _unjudged_lines(advice)
     lines += _tune_lines(advice)
     lines += [
         "",
@@ -120,6 +140,20 @@ def render_text(advice: Advice) -> str:
                      f"to {h.throughput_mape_pct:.1f}% throughput MAPE ({h.e2e_mape_pct:.1f}% E2E)")
     lines += [f"Warning: {warning.message}" for warning in advice.warnings]
     return "\n".join(lines)
+
+
+def _unjudged_lines(advice: Advice) -> list[str]:
+    """Caps above the recommendation left out because no run measured an SLO metric there and the
+    predictor cannot predict it: they are unjudged, not over the SLO."""
+    above = [cap for cap in advice.recommendation.unjudged if cap > advice.recommendation.batch_cap]
+    if not above:
+        return []
+    metrics = sorted({name for cap in above for name in advice.limits_ms
+                      if name not in _at(advice, cap).measured and not np.isfinite(_at(advice, cap).predicted.get(
+                          name, float("nan")))})
+    caps = ", ".join(f"{cap:g}" for cap in above)
+    return [f"  unjudged: --max-num-seqs {caps}: {', '.join(metrics) or 'an SLO metric'} cannot be predicted and no "
+            f"run of the workload measured it there (measure it: slim tune proposes it)"]
 
 
 def _tune_lines(advice: Advice) -> list[str]:
@@ -182,22 +216,25 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
     return {
         "workload": {"model": advice.model, "hardware": advice.hardware, "input_len": advice.input_len,
                      "output_len": advice.output_len, "slo_ms": advice.limits_ms,
+                     "slo_resolved_on_prediction": list(advice.predicted_bounds), "served_model": advice.served_model,
                      "goodput": advice.slos.goodput.spec if advice.slos.goodput is not None else None,
                      "epsilon": advice.epsilon, "confidence": advice.confidence},
-        "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": fit.n_train_points,
+        "fit": {"n_usable_runs": advice.n_runs, "n_train_runs": fit.n_train_points if fit is not None else 0,
                 "n_left_out_runs": advice.n_left_out, "train_models": list(advice.train_models),
-                "train_mape_throughput_pct": fit.train_mape_throughput_pct,
-                "train_mape_e2e_pct": None if sim else fit.train_mape_e2e_pct,
-                "params": fit.to_dict()["constants"] if sim else fit.params.to_dict()},
+                "train_mape_throughput_pct": fit.train_mape_throughput_pct if fit is not None else None,
+                "train_mape_e2e_pct": None if sim or fit is None else fit.train_mape_e2e_pct,
+                "params": (None if fit is None else fit.to_dict()["constants"] if sim else fit.params.to_dict()),
+                "prior": advice.prior_reason is not None, "prior_reason": advice.prior_reason},
         "runs_found": advice.runs_found, "skipped_runs": [run.to_dict() for run in advice.skipped],
-        "recommendation": {"max_num_seqs": int(r.batch_cap), "measured": r.measured,
+        "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "measured": r.measured,
                            THROUGHPUT_KEY: _number(r.throughput_per_s),
                            **{name: _number(value) for name, value in r.values_ms.items()},
                            "measured_values": {_key(name): _number(v) for name, v in row.measured.items()},
                            "predicted_values": {_key(name): _number(v) for name, v in row.predicted.items()},
                            "batching_efficiency": r.efficiency, "limited_by": list(r.binding)},
         "decision": None if t is None else {
-            "settled": t.settled, "tune_max_num_seqs": _number(t.batch_cap), "next_max_num_seqs": t.next_cap,
+            "settled": t.settled, "tune_max_num_seqs": cap_number(t.batch_cap),
+            "next_max_num_seqs": cap_number(t.next_cap) if t.next_cap is not None else None,
             "next_reason": t.next_reason or None, "next_commands": t.next_commands, "disagreement": t.disagreement},
         "kv_capacity": {"sequences": advice.kv_capacity_sequences, "source": advice.kv_capacity_source},
         "memory": {"kv_bytes_needed": m.kv_bytes_needed, "kv_reservation_bytes": m.kv_reservation_bytes,

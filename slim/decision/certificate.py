@@ -1,31 +1,17 @@
-"""The one batch-cap decision `slim advise` and `slim tune` make: BCA's rule (Eq. 13) on the SLOs vLLM
-users state, judged on each candidate cap's measurements where it was measured and on a prediction
-with its interval where it was not.
+"""Whether a batch-cap decision is settled: the measured choice met every SLO, and no other
+candidate can beat it by more than the tolerance at the bounds' confidence (its certificate).
 
-Eq. 13, with every SLO of `slim.specs.slo` and the objective ``O`` (total-token throughput ``T``, the
-paper's, or goodput):
-
-    max_B O(B)  s.t.  m(B) <= bound_m  for every SLO metric m,   T(B) / (B T(1)) > epsilon
-
-Two readings of it on the same candidates (`CandidateView`):
-
-* `recommend`, the point decision: each candidate's value is its measurement where it was measured
-  (measurements are facts) and the predicted mean elsewhere; a candidate whose SLO metric is neither
-  measured nor predicted is left out (unjudged).
-* `certify`, whether the decision is **settled**: the chosen cap (the *incumbent*) was measured on
-  every SLO metric, met them all, and batches efficiently even at the upper bound of ``T(1)``; and
-  every other candidate is excluded: measured and worse, measured over an SLO, over an SLO at a
-  smaller measured cap (latency grows with the cap: the assumption a bisection over the caps
-  makes), measured or bounded below the efficiency floor, an SLO metric's lower bound over its SLO,
-  or its objective's upper bound within ``(1 + tolerance)`` of the incumbent's. Or, with no
-  incumbent, when every candidate is excluded as infeasible and not every one merely failed to run.
-  Under run-to-run noise (``noise_z`` > 0) a measured SLO metric within ``noise_z`` standard
-  deviations of its bound keeps the decision open where its side decides (the incumbent's, or a
-  better cap's over its bound), and that cap is to *repeat* (`Certificate.repeat`). Bounds hold at
-  the interval's confidence each.
-
-`decision_probabilities` reads the intervals as scenarios and gives each candidate's probability of
-being the decision once every candidate is known: what `slim tune` weighs its next measurement by.
+`certify` reads a `CandidateView` (`slim.decision.candidates`). The decision is **settled** when the
+chosen cap (the *incumbent*) was measured on every SLO metric, met them all, and batches efficiently
+even at the upper bound of ``T(1)``; and every other candidate is excluded: measured and worse,
+measured over an SLO, over an SLO at a smaller measured cap (latency grows with the cap: the
+assumption a bisection over the caps makes), measured or bounded below the efficiency floor, an SLO
+metric's lower bound over its SLO, or its objective's upper bound within ``(1 + tolerance)`` of the
+incumbent's. Or, with no incumbent, when every candidate is excluded as infeasible and not every one
+merely failed to run. Under run-to-run noise (``noise_z`` > 0) a measured SLO metric within
+``noise_z`` standard deviations of its bound keeps the decision open where its side decides (the
+incumbent's, or a better cap's over its bound), and that cap is to *repeat* (`Certificate.repeat`).
+Bounds hold at the interval's confidence each.
 """
 
 from __future__ import annotations
@@ -34,158 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
-DEFAULT_TOLERANCE = 0.01
-"""A challenger must be able to beat the incumbent by more than 1 % of its objective to matter."""
-THROUGHPUT = "throughput"
-GOODPUT = "goodput"
-SCENARIO_COUNT = 64
-SCENARIO_QUANTILES = norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
-"""The scenarios of `decision_probabilities`: standard normal quantiles at equal weights (deterministic)."""
-UNITS = {THROUGHPUT: "tokens/s", GOODPUT: "requests/s"}
-
-
-@dataclass(frozen=True)
-class Estimates:
-    """One quantity over a workload's candidates (ascending cap): the measurement where `measured`,
-    else the predicted mean and its interval (mean NaN, interval (0, inf): nothing predicts it), and
-    the standard deviation of its log (a measurement's scatter, or the prediction's)."""
-
-    measured: np.ndarray
-    value: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    log_sd: np.ndarray
-
-    @classmethod
-    def unknown(cls, n: int) -> Estimates:
-        nan = np.full(n, np.nan)
-        return cls(np.zeros(n, dtype=bool), nan, nan.copy(), np.zeros(n), np.full(n, np.inf), np.full(n, np.inf))
-
-    def point(self, upper: bool = False) -> np.ndarray:
-        """Measured where measured, else the predicted mean (`upper`: its interval's upper bound)."""
-        return np.where(self.measured, self.value, self.high if upper else self.mean)
-
-    @property
-    def predicted(self) -> np.ndarray:
-        return np.isfinite(self.mean)
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """One SLO: its metric's name (vLLM's), its bound (ms) and the metric's estimates."""
-
-    name: str
-    limit_ms: float
-    estimates: Estimates
-
-
-@dataclass(frozen=True)
-class CandidateView:
-    """One workload's candidates, ascending by cap: throughput, the SLO constraints, the objective
-    (None: throughput, the paper's; else goodput's estimates), which candidates were tried and gave
-    no usable run, and which measured ones may be measured again."""
-
-    caps: np.ndarray
-    failed: np.ndarray
-    throughput: Estimates
-    constraints: tuple[Constraint, ...] = ()
-    objective: Estimates | None = None
-    repeatable: np.ndarray | None = None
-
-    @property
-    def goal(self) -> Estimates:
-        return self.throughput if self.objective is None else self.objective
-
-    @property
-    def goal_name(self) -> str:
-        return THROUGHPUT if self.objective is None else GOODPUT
-
-    @property
-    def complete(self) -> np.ndarray:
-        """Candidates measured on throughput, the objective and every SLO metric."""
-        done = self.throughput.measured & self.goal.measured
-        for constraint in self.constraints:
-            done = done & constraint.estimates.measured
-        return done
+from slim.decision.candidates import DEFAULT_TOLERANCE, THROUGHPUT, UNITS, CandidateView, cap_number
+from slim.decision.rule import eq13_choice
 
 
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
-
-# --- the point decision ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Recommendation:
-    """`recommend`'s choice: the cap (NaN: none), whether every value behind it is a measurement, the
-    objective, throughput and SLO metrics there, its batching efficiency, what keeps a better cap
-    out (SLO names and ``efficiency``), why there is none, and the caps left out as unjudged."""
-
-    batch_cap: float
-    measured: bool
-    objective: float
-    throughput_per_s: float
-    values_ms: dict[str, float]
-    efficiency: float
-    binding: tuple[str, ...] = ()
-    reason: str = ""
-    unjudged: tuple[float, ...] = ()
-
-    @property
-    def feasible(self) -> bool:
-        return bool(np.isfinite(self.batch_cap))
-
-
-def recommend(view: CandidateView, epsilon: float, upper: frozenset[str] = frozenset()) -> Recommendation:
-    """Eq. 13 on each candidate's measurement, or its predicted mean where not measured (module
-    docstring); for the SLO metrics named in `upper`, an unmeasured candidate is held to its
-    interval's upper bound. Ties go to the smaller cap (less memory)."""
-    caps = view.caps
-    throughput = view.throughput.point()
-    goal = view.goal.point()
-    t_one = throughput[0] / caps[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        efficiency = throughput / (caps * t_one)
-    meets = {c.name: c.estimates.point(c.name in upper) <= c.limit_ms for c in view.constraints}
-    judged = np.ones(len(caps), dtype=bool)
-    for c in view.constraints:
-        judged &= np.isfinite(c.estimates.point())
-    judged &= np.isfinite(goal) & np.isfinite(throughput)
-    usable = judged & ~(view.failed & ~view.throughput.measured)
-    meets_all = np.ones(len(caps), dtype=bool)
-    for mask in meets.values():
-        meets_all &= mask
-    efficient = efficiency > epsilon
-    admissible = usable & meets_all & efficient
-    unjudged = tuple(float(cap) for cap in caps[~judged & ~(view.failed & ~view.throughput.measured)])
-    nan = float("nan")
-    if not admissible.any():
-        if not usable.any():
-            reason = "no candidate has a measurement or a prediction of every SLO metric"
-        elif not (usable & meets_all).any():
-            worst = [f"{name} (smallest {np.nanmin(np.where(usable, c.estimates.point(name in upper), np.nan)):.4g} "
-                     f"ms > {c.limit_ms:.4g} ms)" for name, c in ((c.name, c) for c in view.constraints)
-                     if not (usable & meets[name]).any()]
-            reason = "no candidate meets " + (", ".join(worst) if worst else "every SLO at once")
-        else:
-            reason = (f"no candidate within the SLOs batches efficiently: largest T(B)/(B T(1)) "
-                      f"{np.nanmax(np.where(usable & meets_all, efficiency, np.nan)):.4g} <= epsilon {epsilon:g}")
-        return Recommendation(nan, False, nan, nan, {}, nan, reason=reason, unjudged=unjudged)
-    best = np.max(goal[admissible])
-    chosen = int(np.flatnonzero(admissible & (goal == best))[0])
-    better = usable & (goal > goal[chosen])
-    binding = tuple(name for name, mask in meets.items() if np.any(better & ~mask)) + (
-        ("efficiency",) if np.any(better & meets_all & ~efficient) else ())
-    values = {c.name: float(c.estimates.point(c.name in upper)[chosen]) for c in view.constraints}
-    measured = bool(view.complete[chosen])
-    return Recommendation(float(caps[chosen]), measured, float(goal[chosen]), float(throughput[chosen]), values,
-                          float(efficiency[chosen]), binding, unjudged=unjudged)
-
-
-# --- the certificate -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Exclusion:
@@ -197,7 +39,7 @@ class Exclusion:
     by_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cap": self.cap, "reason": self.reason}
+        return {"cap": cap_number(self.cap), "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -230,16 +72,18 @@ class Certificate:
         return bool(np.isfinite(self.batch_cap))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_num_seqs": _json(self.batch_cap), "objective": self.objective_name,
+        return {"max_num_seqs": cap_number(self.batch_cap), "objective": self.objective_name,
                 "objective_value": _json(self.objective), "total_token_throughput": _json(self.throughput_per_s),
                 "measured": {name: _json(value) for name, value in self.values_ms.items()},
                 "settled": self.settled, "slo_ms": {name: _json(value) for name, value in self.limits_ms.items()},
                 "epsilon": self.epsilon, "tolerance": self.tolerance,
                 "throughput_at_one": [_json(v) for v in self.throughput_at_one],
                 "throughput_at_one_measured": self.throughput_at_one_measured,
-                "exclusions": [e.to_dict() for e in self.exclusions], "challengers": list(self.challengers),
-                "unjudged": list(self.unjudged), "needs_throughput_at_one": self.needs_throughput_at_one,
-                "notes": list(self.notes), "repeat": list(self.repeat)}
+                "exclusions": [e.to_dict() for e in self.exclusions],
+                "challengers": [cap_number(c) for c in self.challengers],
+                "unjudged": [cap_number(c) for c in self.unjudged],
+                "needs_throughput_at_one": self.needs_throughput_at_one,
+                "notes": list(self.notes), "repeat": [cap_number(c) for c in self.repeat]}
 
 
 def _json(value: float) -> float | None:
@@ -269,12 +113,9 @@ def certify(view: CandidateView, epsilon: float, tolerance: float = DEFAULT_TOLE
     with np.errstate(invalid="ignore", divide="ignore"):
         efficiency_low = t.value / (caps * t_one[1])
         efficiency_high = t.value / (caps * t_one[0])
-    efficient_sure = meets & (efficiency_low > epsilon)
     efficient_maybe = meets & (efficiency_high > epsilon)
-    incumbent = -1
-    if efficient_sure.any():
-        best = np.where(efficient_sure, goal.value, -np.inf)
-        incumbent = int(np.flatnonzero(best == best.max())[0])     # ties: the smaller cap
+    # The incumbent: Eq. 13 on the measured candidates, efficient even at the upper bound of T(1).
+    incumbent = int(eq13_choice(goal.value, meets, efficiency_low, epsilon, complete)[0])
     reference = goal.value[incumbent] * (1.0 + tolerance) if incumbent >= 0 else 0.0
     first_over = _first_measured_over(view, noise_z)
     exclusions, challengers, unjudged = [], [], []
@@ -388,46 +229,3 @@ def _to_repeat(view: CandidateView, incumbent: int, reference: float, meets: np.
     return tuple(float(c) for c in view.caps[unsure & decides])
 
 
-# --- the decision's probabilities ------------------------------------------------------------------
-
-def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The belief read as scenarios (`decision_probabilities`): per scenario and candidate, whether it
-    is within every SLO (a metric nothing predicts counts as met, or with `unknown_met` False as not
-    met), and its objective."""
-    z = SCENARIO_QUANTILES[:, None]
-
-    def draw(e: Estimates, sign: float) -> np.ndarray:
-        sd = np.where(np.isfinite(e.log_sd), e.log_sd, 0.0)
-        return np.where(e.measured, e.value, e.mean * np.exp(sign * sd * z))
-
-    within = np.ones((len(SCENARIO_QUANTILES), len(view.caps)), dtype=bool)
-    for c in view.constraints:
-        values = draw(c.estimates, -1.0)
-        within &= ~(values > c.limit_ms) if unknown_met else (values <= c.limit_ms)   # NaN: unpredicted
-    throughput = draw(view.throughput, 1.0)
-    goal = throughput if view.objective is None else draw(view.objective, 1.0)
-    return within, np.where(np.isfinite(goal), goal, np.nan), throughput
-
-
-def scenario_decisions(view: CandidateView, epsilon: float, unknown_met: bool = True) -> np.ndarray:
-    """Per scenario (`SCENARIO_QUANTILES`): the position Eq. 13 chooses once every candidate is known,
-    -1 where no candidate is admissible."""
-    within, goal, throughput = scenario_values(view, unknown_met)
-    failed = view.failed & ~view.throughput.measured
-    efficiency = throughput / (view.caps * (throughput[:, :1] / view.caps[0]))
-    admissible = within & (efficiency > epsilon) & ~failed & np.isfinite(goal)
-    best = np.where(admissible, goal, -np.inf)
-    chosen = np.argmax(best, axis=1)          # ties: the smaller cap, as Eq. 13
-    return np.where(admissible.any(axis=1), chosen, -1)
-
-
-def decision_probabilities(view: CandidateView, epsilon: float, unknown_met: bool = True) -> np.ndarray:
-    """Per candidate: the probability that Eq. 13 chooses it once every candidate is known, reading
-    the intervals as scenarios: at each standard normal quantile ``z`` (`SCENARIO_QUANTILES`, one
-    draw for the whole curve: a prior too slow at one cap is too slow at its neighbours, and a
-    slower run is slower in every metric), an unmeasured candidate's throughput and objective are
-    their means times ``exp(sd z)`` and each SLO metric its mean divided by ``exp(sd z)``; a metric
-    nothing predicts counts as met (only a run can tell), or with `unknown_met` False as not met (no
-    scenario can count on it). Measured values stay what they are."""
-    chosen = scenario_decisions(view, epsilon, unknown_met)
-    return np.bincount(chosen[chosen >= 0], minlength=len(view.caps)) / len(SCENARIO_QUANTILES)

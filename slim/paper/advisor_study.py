@@ -38,6 +38,8 @@ from slim.advisor.bca import (
 )
 from slim.advisor.measured import MeasuredCurve, curve_from_rows, full_profile_bca, measured_curves
 from slim.advisor.predictor_bca import Target, decider, predicted_bca
+from slim.decision.candidates import THROUGHPUT, Estimates, candidate_view
+from slim.decision.rule import recommend
 from slim.errors import SplitError
 from slim.gpu.kv_memory import default_kv_reservation_bytes, kv_bytes_needed, kv_reservation_from_blocks, weight_bytes
 from slim.gpu.roofline import recommend_knee
@@ -48,6 +50,7 @@ from slim.predictors import RegisteredPredictor, TrainingRuns, advise_predictors
 from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB, Hardware
+from slim.specs.slo import IN_BATCH_E2E
 
 CONFIDENT_PREFIX = "Conf. "
 """Prefix of Table V's columns for SLIM-BCA at the study's confidence (``B SLIM conf.``,
@@ -167,7 +170,7 @@ def table5(frame: pd.DataFrame, experiments: tuple[Table5Experiment, ...], archi
             }
             for position, entry in enumerate(advisors):
                 # The band needs the training-equivalent fits; the chosen fit is the same either way.
-                banded = confidence is not None and entry.bca == "curve"
+                banded = confidence is not None and not entry.simulated
                 fitted = entry.predictor.fit(TrainingRuns(train, architectures, hw, sim_schedules,
                                                           f"table5: {training.label}", sample_valley=banded))
                 cap = predicted_bca(entry, fitted, target, curve.max_num_seqs, slo_s, epsilon).decision.batch_cap
@@ -277,13 +280,11 @@ def slo_only_cap(result: BcaResult) -> float:
     """The cap Eq. 13 would pick on `result`'s candidates under its SLO alone (no efficiency
     floor): the highest throughput with ``E2E <= SLO``, ties to the smaller cap; NaN if no
     candidate meets the SLO. Comparing it with ``result.batch_cap`` says whether epsilon binds."""
-    batch = np.asarray(result.candidate_batch_sizes, dtype=float)
-    tput = np.asarray(result.candidate_throughput_per_s, dtype=float)
-    meets_slo = np.asarray(result.candidate_e2e_latency_s, dtype=float) <= result.slo_s
-    if not meets_slo.any():
-        return float("nan")
-    best = tput[meets_slo].max()
-    return float(batch[np.flatnonzero(meets_slo & (tput == best))[0]])
+    estimates = {THROUGHPUT: Estimates.predictions(result.candidate_throughput_per_s),
+                 IN_BATCH_E2E: Estimates.predictions(result.candidate_e2e_latency_s)}
+    view = candidate_view(result.candidate_batch_sizes, estimates.__getitem__, {IN_BATCH_E2E: result.slo_s},
+                          throughput_at_one=result.throughput_at_one_per_s)
+    return recommend(view, epsilon=0.0).batch_cap
 
 
 def no_cap_reason(result: BcaResult) -> str:
@@ -431,7 +432,7 @@ def advisor_comparison(frame: pd.DataFrame, architectures: ArchitectureLookup, h
             fitted = every_curve[entry.name].refit(training) or entry.predictor.fit(training)
             decided = predicted_bca(entry, fitted, Target.of_curve(curve, curve_rows), curve.max_num_seqs, slo_s,
                                     epsilon)
-            caps.append((entry.advise, decided.decision.batch_cap))
+            caps.append((entry.option, decided.decision.batch_cap))
         for name, cap in caps:
             row[f"{name}_cap"] = cap
             peak = curve.throughput_per_s.max()

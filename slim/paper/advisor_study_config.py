@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
-from slim.advisor.bca import DEFAULT_EPSILON
+from slim.decision.candidates import DEFAULT_EPSILON
 from slim.errors import ConfigError
 from slim.paper.splits import Selector, select_rows
 from slim.yaml_files import parse_yaml, read_yaml_mapping

@@ -20,6 +20,7 @@ from slim.paper.heldout import (
 )
 from slim.paper.mape_intervals import BETTER, UNDECIDED, WORSE, ReductionInterval, interval_note
 from slim.paper.mape_intervals import CONFIDENCE_LEVEL as CONFIDENCE_LEVEL_SHOWN
+from slim.paper.predictor_tables import ablation_labels, table3_labels, table4_labels
 from slim.paper.splits import HeldOutSetting
 from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters' long-standing home)
     HTML_TABLE_CSS,
@@ -31,7 +32,6 @@ from slim.paper.table_format import (  # noqa: F401 (re-exported: the formatters
     to_html_page,
     to_markdown,
 )
-from slim.predictors import ablation_labels, table3_labels, table4_labels
 from slim.yaml_files import parse_yaml
 
 METRICS = ((col.THROUGHPUT_METRIC, "Thr."), (col.E2E_METRIC, "E2E"))
@@ -172,7 +172,7 @@ def paper_matrix(reference: dict, table: str, settings: list[HeldOutSetting],
 
 
 def table3_predictors(mapes: pd.DataFrame) -> tuple[str, ...]:
-    """The registry's Table III predictors (`slim.predictors.table3_labels`): the paper's
+    """The registry's Table III predictors (`slim.paper.predictor_tables.table3_labels`): the paper's
     three, then SIM's two where they were evaluated (real data)."""
     return table3_labels(set(mapes[col.PREDICTOR]))
 

@@ -38,17 +38,13 @@ _SLIM = SlimPredictor(SLIM)
 _SIM = SimPredictor(SIM)
 
 REGISTRY: list[RegisteredPredictor] = [
-    RegisteredPredictor(_SLIM, in_table3=True, in_table4=True, predicts_training_rows=True, conformal=True,
-                        fit_key="full", advise="slim", bca="curve",
-                        tune="slim"),
-    RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), in_table4=True, fit_key="no_kv_scan"),
-    RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), in_table4=True,
-                        fit_key="no_dense_decode"),
-    RegisteredPredictor(LLMVisorPredictor(LLMVISOR), in_table3=True),
-    RegisteredPredictor(ImaiPredictor(IMAI), in_table3=True),
-    RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim", advise="sim",
-                        bca="simulated", tune="sim"),
-    RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), in_table3=True, needs_schedules=True),
+    RegisteredPredictor(_SLIM, predicts_training_rows=True, conformal=True, fit_key="full", option="slim"),
+    RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), fit_key="no_kv_scan"),
+    RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), fit_key="no_dense_decode"),
+    RegisteredPredictor(LLMVisorPredictor(LLMVISOR)),
+    RegisteredPredictor(ImaiPredictor(IMAI)),
+    RegisteredPredictor(_SIM, needs_schedules=True, conformal=True, fit_key="sim", option="sim", simulated=True),
+    RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), needs_schedules=True),
 ]
 """Every predictor, in the order of the evaluation's rows and of the tables' columns."""
 
@@ -68,33 +64,17 @@ def registered(name: str) -> RegisteredPredictor:
     raise KeyError(f"no predictor named '{name}'; registered: {', '.join(entry.name for entry in REGISTRY)}")
 
 
-def table3_labels(present: set[str] | None = None) -> tuple[str, ...]:
-    """Table III's predictors, in registry order: every one that runs on every dataset, and those that
-    need the simulator's schedules where they were evaluated (`present`; None: all)."""
-    return tuple(entry.name for entry in REGISTRY if entry.in_table3
-                 and (not entry.needs_schedules or present is None or entry.name in present))
-
-
-def table4_labels() -> tuple[str, ...]:
-    """Table IV's predictors (SLIM and its ablations), in registry order."""
-    return tuple(entry.name for entry in REGISTRY if entry.in_table4)
-
-
-def ablation_labels() -> tuple[str, ...]:
-    """Table IV's predictors other than SLIM: the ablations it compares SLIM with."""
-    return tuple(label for label in table4_labels() if label != SLIM)
-
-
 def advise_predictors() -> dict[str, RegisteredPredictor]:
     """The predictors `slim advise --predictor` offers, by their option name."""
-    return {entry.advise: entry for entry in REGISTRY if entry.advise is not None}
+    return {entry.option: entry for entry in REGISTRY if entry.option is not None}
 
 
 def tune_predictors() -> dict[str, RegisteredPredictor]:
-    """The priors `slim tune --predictor` offers, by their option name (registry order)."""
-    return {entry.tune: entry for entry in REGISTRY if entry.tune is not None}
+    """The priors `slim tune --predictor` offers, by their option name (registry order): the offered
+    predictors that have a prior."""
+    return {entry.option: entry for entry in REGISTRY
+            if entry.option is not None and hasattr(entry.predictor, "prior")}
 
 
 __all__ = ["REGISTRY", "FittedPredictor", "Interval", "Prediction", "Predictor", "RegisteredPredictor",
-           "TrainingRuns", "register", "registered", "table3_labels", "table4_labels", "advise_predictors",
-           "tune_predictors"]
+           "TrainingRuns", "register", "registered", "advise_predictors", "tune_predictors"]

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
+from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -54,7 +55,8 @@ class TrainingRuns:
     `label` names the runs in error messages (a held-out setting, a folder of traces);
     `sample_valley` asks the fits for their training-equivalent solutions (a prediction's range;
     32 refinements where the data leave directions open). Predictors fitted on the same
-    `TrainingRuns` share their fits through `fitted` (SLIM at SIM's batch reuses both).
+    `TrainingRuns` share their fits through `fitted` (SLIM at SIM's batch reuses both) and their
+    simulated runs through `simulations`.
     """
 
     runs: pd.DataFrame
@@ -64,6 +66,9 @@ class TrainingRuns:
     label: str = "training runs"
     sample_valley: bool = True
     fits: dict[str, FittedPredictor] = field(default_factory=dict)
+    simulations: SimulationCache = field(default_factory=SimulationCache)
+    """The runs a simulating predictor simulated (`slim.sim.run_cache`): shared by every predictor fitted
+    here, and by whoever passes the same cache to another `TrainingRuns`."""
 
     def fitted(self, predictor: Predictor) -> FittedPredictor:
         """`predictor` fitted on these runs, fitted once however often it is asked for."""
@@ -72,8 +77,9 @@ class TrainingRuns:
         return self.fits[predictor.name]
 
     def with_runs(self, runs: pd.DataFrame, label: str) -> TrainingRuns:
-        """Other runs with the same catalogs and schedules, no valley sample and no shared fits."""
-        return TrainingRuns(runs, self.catalog, self.hardware, self.schedules, label, sample_valley=False)
+        """Other runs with the same catalogs, schedules and simulations, no valley sample and no shared fits."""
+        return TrainingRuns(runs, self.catalog, self.hardware, self.schedules, label, sample_valley=False,
+                            simulations=self.simulations)
 
 
 @dataclass(frozen=True)
@@ -195,32 +201,28 @@ class Predictor(Protocol):
 
 @dataclass(frozen=True)
 class RegisteredPredictor:
-    """A predictor as the registry names it, with how the held-out evaluation and tables use it.
+    """A predictor as the registry names it, with how the held-out evaluation and the commands use it.
 
-    - `in_table3`, `in_table4`: Table III (Table IV: SLIM's ablation study) shows it.
     - `needs_schedules`: it runs only with SIM's cached schedules (real datasets).
     - `predicts_training_rows`: the evaluation also predicts the training runs (the figures draw them).
     - `conformal`: its validation predictions get a conformal interval from its refits
       (`slim.paper.heldout.conformal_intervals`).
     - `fit_key`: where its calibration is kept in a setting's ``fits.json`` (None: not kept).
-    - `advise`: `slim advise --predictor` offers it, and the advisor study compares its decisions,
-      under this name.
-    - `bca`: how its prediction becomes an Eq. 13 decision (`slim.advisor.predictor_bca`:
-      ``"curve"`` or ``"simulated"``).
-    - `tune`: `slim tune --predictor` offers its `prior` under this name, and the tuning replay
-      replays it as policy ``tune_<name>``.
+    - `option`: the name ``slim advise --predictor`` and ``slim tune --predictor`` offer it by (tune
+      starts from its `prior`), and the tuning replay replays it as policy ``tune_<option>``; None:
+      neither offers it.
+    - `simulated`: its prediction of a cap is a simulated run, predicted configuration by configuration,
+      which it may refuse (simulated preemption); else a curve it predicts at any cap
+      (`slim.advisor.predictor_bca`).
     """
 
     predictor: Predictor
-    in_table3: bool = False
-    in_table4: bool = False
     needs_schedules: bool = False
     predicts_training_rows: bool = False
     conformal: bool = False
     fit_key: str | None = None
-    advise: str | None = None
-    bca: str | None = None
-    tune: str | None = None
+    option: str | None = None
+    simulated: bool = False
 
     @property
     def name(self) -> str:

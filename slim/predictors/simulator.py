@@ -13,7 +13,7 @@ user without the run would have to; it is open along both fits' valleys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -23,6 +23,7 @@ from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import predict_frame
 from slim.predictors.contract import E2E, GOODPUT, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
+from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -35,16 +36,16 @@ if TYPE_CHECKING:
 
 
 def schedules_for(configs: pd.DataFrame, schedules: ScheduleTable, catalog: ArchitectureCatalog,
-                  hardware: Hardware) -> ScheduleTable:
-    """`schedules` with every configuration of `configs` it lacks simulated at its constants (once per
-    process: `slim.sim.schedules.simulate_schedules` keeps what it simulated)."""
+                  hardware: Hardware, simulations: SimulationCache | None = None) -> ScheduleTable:
+    """`schedules` with every configuration of `configs` it lacks simulated at its constants (once for
+    whoever shares `simulations`, which keeps what was simulated)."""
     from slim.sim.schedules import ScheduleTable, keys_of_frame, simulate_schedules
 
     missing = sorted({key for key in keys_of_frame(configs) if key not in schedules})
     if not missing:
         return schedules
-    return ScheduleTable([*schedules, *simulate_schedules(missing, catalog, hardware, schedules.constants)],
-                         schedules.constants)
+    return ScheduleTable([*schedules, *simulate_schedules(missing, catalog, hardware, schedules.constants,
+                                                          cache=simulations)], schedules.constants)
 
 
 def measure_only(metric: SloMetric) -> bool:
@@ -72,7 +73,7 @@ def statistic_ms(values_ms, metric: SloMetric) -> float:
 
 def simulated_latencies(configs: pd.DataFrame, metrics: Sequence[SloMetric], goodput: Goodput | None,
                         catalog: ArchitectureCatalog, hardware: Hardware, constants: SimConstants,
-                        in_batch_ms: np.ndarray) -> dict[str, np.ndarray]:
+                        in_batch_ms: np.ndarray, simulations: SimulationCache | None = None) -> dict[str, np.ndarray]:
     """`FittedSim.predict_latencies` at `constants`: each configuration simulated once (a static batch
     as `slim.sim.schedules` runs it), its client-side latencies under the configuration's client
     (`columns.MAX_CONCURRENCY` requests in flight where set, else every request at once;
@@ -94,7 +95,7 @@ def simulated_latencies(configs: pd.DataFrame, metrics: Sequence[SloMetric], goo
         key = key_of_row(row)
         concurrency = row.get(col.MAX_CONCURRENCY)
         simulated = client_latencies(catalog[key.model], hardware, constants, key,
-                                     int(concurrency) if pd.notna(concurrency) else None)
+                                     int(concurrency) if pd.notna(concurrency) else None, simulations)
         if simulated is None:
             continue
         latencies, completed, duration_s = simulated
@@ -116,11 +117,13 @@ class FittedSim:
     catalog: ArchitectureCatalog
     hardware: Hardware
     schedules: ScheduleTable
+    simulations: SimulationCache = field(default_factory=SimulationCache, compare=False)
+    """The runs it simulated beyond `schedules` (`slim.sim.run_cache`), shared with its training runs."""
 
     @classmethod
     def at_table_constants(cls, name: str, schedules: ScheduleTable, catalog: ArchitectureCatalog,
-                           hardware: Hardware) -> FittedSim:
-        return cls(name, None, catalog, hardware, schedules)
+                           hardware: Hardware, simulations: SimulationCache | None = None) -> FittedSim:
+        return cls(name, None, catalog, hardware, schedules, simulations or SimulationCache())
 
     @property
     def constants(self) -> SimConstants:
@@ -133,7 +136,7 @@ class FittedSim:
         those whose simulated run preempts are `Prediction.refused`."""
         from slim.sim.schedule_costs import ScheduleCosts
 
-        table = schedules_for(configs, self.schedules, self.catalog, self.hardware)
+        table = schedules_for(configs, self.schedules, self.catalog, self.hardware, self.simulations)
         schedules = table.for_frame(configs)
         started = np.array([schedule.ok for schedule in schedules], dtype=bool)
         equivalent = () if self.calibration is None else self.calibration.identifiability.equivalent
@@ -166,7 +169,8 @@ class FittedSim:
         step, which is all SIM models, so it is measured, not predicted (docs/simulator.md)."""
         in_batch = (1e3 * np.asarray(self.predict(configs).e2e_latency_s, dtype=float)
                     if any(metric.in_batch for metric in metrics) else np.full(len(configs), np.nan))
-        return simulated_latencies(configs, metrics, goodput, self.catalog, self.hardware, self.constants, in_batch)
+        return simulated_latencies(configs, metrics, goodput, self.catalog, self.hardware, self.constants, in_batch,
+                                   self.simulations)
 
     def refit(self, training: TrainingRuns) -> FittedSim | None:
         """SIM recalibrated on other runs by one refinement from these constants; None where the
@@ -179,7 +183,7 @@ class FittedSim:
                                       split_name=training.label, starts=start, sample_valley=False)
         except FitError:
             return None
-        return FittedSim(self.name, refit, training.catalog, training.hardware, self.schedules)
+        return FittedSim(self.name, refit, training.catalog, training.hardware, self.schedules, self.simulations)
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,8 @@ class SimPredictor:
         schedule simulated once, taken from those schedules where it is there."""
         if training.schedules is None:
             raise FitError("SIM's prior needs a schedule table at its constants (it may hold no schedule)")
-        return FittedSim.at_table_constants(self.name, training.schedules, training.catalog, training.hardware)
+        return FittedSim.at_table_constants(self.name, training.schedules, training.catalog, training.hardware,
+                                            training.simulations)
 
     def fit(self, training: TrainingRuns) -> FittedSim:
         from slim.sim.schedule_fit import calibrate_on_rows
@@ -202,7 +207,8 @@ class SimPredictor:
             raise FitError(f"split '{training.label}': SIM needs the runs' cached simulator schedules")
         calibration = calibrate_on_rows(training.runs, training.schedules, training.catalog, training.hardware,
                                         split_name=training.label, sample_valley=training.sample_valley)
-        return FittedSim(self.name, calibration, training.catalog, training.hardware, training.schedules)
+        return FittedSim(self.name, calibration, training.catalog, training.hardware, training.schedules,
+                         training.simulations)
 
 
 @dataclass(frozen=True)

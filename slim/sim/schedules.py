@@ -38,10 +38,11 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
-from slim.sim.client_latency import remember_run
+from slim.sim.client_latency import keep_client_latencies
 from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
 from slim.sim.metrics import ScheduleStats
+from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -117,16 +118,18 @@ class RunSchedule:
 
 
 def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: Hardware,
-                      consts: SimConstants, seed: int = SCHEDULE_SEED) -> RunSchedule:
+                      consts: SimConstants, seed: int = SCHEDULE_SEED,
+                      cache: SimulationCache | None = None) -> RunSchedule:
     """Simulate one configuration and keep its statistics (the fitted fields of `consts`
-    change only the discarded times, never the statistics)."""
+    change only the discarded times, never the statistics); with a `cache`, its client latencies
+    too, should SIM be asked for them."""
     arch = architectures[key.model]
     if key.static_batch:
         return _simulate_static_batch(key, arch, hw, consts, seed)
     main = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
                         key.tensor_parallel, record_stats=True)
-    if seed == SCHEDULE_SEED:
-        remember_run(arch, hw, consts, key, main)    # its client latencies, should SIM be asked for them
+    if seed == SCHEDULE_SEED and cache is not None:
+        keep_client_latencies(cache, arch, hw, consts, key, main)
     if main.status != "ok" or main.stats is None:
         return RunSchedule(key, main.status, 0, 0, float(main.plan.kv_capacity_tokens), None, None)
     # The test prompt runs from step 0 on an idle server, exactly as a one-request window does.
@@ -238,15 +241,18 @@ def _stats_of(row: pd.Series, part: str) -> ScheduleStats | None:
 
 
 def simulate_schedules(keys: Iterable[ScheduleKey], architectures: ArchitectureCatalog, hw: Hardware,
-                       consts: SimConstants, seed: int = SCHEDULE_SEED, workers: int = 1) -> ScheduleTable:
-    """Simulate every distinct configuration of `keys` once (`workers` processes; the result
-    does not depend on them)."""
+                       consts: SimConstants, seed: int = SCHEDULE_SEED, workers: int = 1,
+                       cache: SimulationCache | None = None) -> ScheduleTable:
+    """Simulate every distinct configuration of `keys` once (`workers` processes; the result does not
+    depend on them), reading from and keeping in `cache` where one is given (with one worker, the
+    simulated runs' client latencies too)."""
     distinct = sorted(set(keys))
+    kept = cache.schedules if cache is not None else {}
     every = [(key, architectures[key.model], hw, consts, seed) for key in distinct]
-    missing = [i for i, job in enumerate(every) if job not in _SIMULATED]
+    missing = [i for i, job in enumerate(every) if job not in kept]
     jobs = [(distinct[i], architectures, hw, consts, seed) for i in missing]
     if workers <= 1 or len(jobs) < 2:
-        done = [_simulate_job(job) for job in jobs]
+        done = [simulate_schedule(*job, cache=cache) for job in jobs]
     else:
         # Longest runs (many steps per request) first keeps the workers busy until the end.
         order = sorted(range(len(jobs)), key=lambda i: (-jobs[i][0].output_len / jobs[i][0].max_num_seqs, i))
@@ -254,13 +260,8 @@ def simulate_schedules(keys: Iterable[ScheduleKey], architectures: ArchitectureC
             by_order = dict(zip(order, pool.map(_simulate_job, [jobs[i] for i in order], chunksize=2)))
         done = [by_order[i] for i in range(len(jobs))]
     for i, schedule in zip(missing, done):
-        _SIMULATED[every[i]] = schedule
-    return ScheduleTable((_SIMULATED[job] for job in every), consts)
-
-
-_SIMULATED: dict[tuple, object] = {}
-"""Every schedule this process simulated, by configuration, architecture, accelerator, constants and
-seed: a schedule is a deterministic function of them, so one asked for again is not simulated again."""
+        kept[every[i]] = schedule
+    return ScheduleTable((kept[job] for job in every), consts)
 
 
 SIMULATED_STATUSES = ("ok", "preempted")

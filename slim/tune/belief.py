@@ -41,6 +41,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.stats import norm
 
 from slim import columns as col
+from slim.decision.candidates import THROUGHPUT
 from slim.errors import AdvisorError
 from slim.model.conformal import conformal_quantile
 from slim.specs.architecture import ArchitectureCatalog
@@ -49,6 +50,7 @@ from slim.specs.slo import IN_BATCH_E2E
 
 if TYPE_CHECKING:
     from slim.predictors import Prediction, RegisteredPredictor
+    from slim.sim.run_cache import SimulationCache
     from slim.sim.schedules import ScheduleTable
     from slim.specs.slo import Goodput, SloMetric
 
@@ -56,12 +58,6 @@ CONFIG_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.
                   col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.NUM_PROMPTS, col.BENCHMARK_MODE,
                   col.TENSOR_PARALLEL, col.KV_CAPACITY_TOKENS)
 """What a candidate configuration is: the columns of the runs table it is described by."""
-
-
-THROUGHPUT = "throughput"
-"""The quantity every candidate has: total-token throughput (tokens/s, Eq. 6); every other quantity is
-an SLO metric (ms, `slim.specs.slo`) or the goodput (requests/s)."""
-HIGHER_IS_BETTER = (THROUGHPUT, "goodput")
 
 
 @dataclass(frozen=True)
@@ -123,12 +119,16 @@ def predicted_gpu_seconds(configs: pd.DataFrame, throughput_per_s: np.ndarray) -
 
 
 def tune_prior(entry: RegisteredPredictor, architectures: ArchitectureCatalog, hardware: Hardware,
-               schedules: ScheduleTable | None = None) -> PriorPredictor:
+               schedules: ScheduleTable | None = None, simulations: SimulationCache | None = None) -> PriorPredictor:
     """The registered predictor's prior (`Predictor.prior`: SLIM at the ideal roofline machine, SIM at
-    the constants of `schedules`, each configuration simulated once), fitted on no run."""
+    the constants of `schedules`, each configuration simulated once and kept in `simulations`), fitted
+    on no run."""
     from slim.predictors import TrainingRuns
 
-    return entry.predictor.prior(TrainingRuns(pd.DataFrame(), architectures, hardware, schedules, "no runs (prior)"))
+    training = TrainingRuns(pd.DataFrame(), architectures, hardware, schedules, "no runs (prior)")
+    if simulations is not None:
+        training.simulations = simulations
+    return entry.predictor.prior(training)
 
 
 def slim_prior(architectures: ArchitectureCatalog, hardware: Hardware) -> PriorPredictor:

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
-from slim.advisor.decision import DEFAULT_TOLERANCE
+from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, DEFAULT_TOLERANCE
 from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
@@ -26,17 +25,10 @@ from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 from slim.specs.slo import Slos
 from slim.tune.guard import DEFAULT_MARGIN
-from slim.tune.plan import (
-    DEFAULT_ONLINE_PROMPTS,
-    OFFLINE,
-    ONLINE,
-    TUNE_FOLDER,
-    TuneRequest,
-    WorkloadSpec,
-    build_plan,
-    select_proposals,
-)
+from slim.tune.plan import build_plan
+from slim.tune.proposals import propose, select_proposals
 from slim.tune.report import tune_json, tune_text
+from slim.tune.request import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TUNE_FOLDER, TuneRequest, WorkloadSpec
 from slim.tune.session import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 
 EXIT_INFEASIBLE = 3
@@ -124,7 +116,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
     tune.add_argument("--predictor", choices=sorted(tune_predictors()), default="sim",
                       help="the prior the measurements correct: sim (the simulator, default) or slim")
-    tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
+    tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_CAPS,
                       help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")
     tune.add_argument("--epsilon", type=fraction, default=DEFAULT_EPSILON, help="batching-efficiency floor")
     tune.add_argument("--max-runs-per-cap", type=positive_int, default=DEFAULT_MAX_RUNS_PER_CAP, metavar="N",
@@ -138,9 +130,10 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            f"workload, whatever the prior (default {DEFAULT_MARGIN:g}; docs/tuning.md)")
     tune.add_argument("--confidence", type=fraction, default=DEFAULT_CONFIDENCE,
                       help=f"confidence of each bound the certificate uses (default {DEFAULT_CONFIDENCE:g})")
-    tune.add_argument("--num-prompts", type=positive_int, default=DEFAULT_ONLINE_PROMPTS,
-                      help=f"requests per online benchmark, at least 2 per concurrency slot "
-                           f"(default {DEFAULT_ONLINE_PROMPTS})")
+    tune.add_argument("--num-prompts", type=positive_int, default=None,
+                      help=f"requests per online benchmark, at least 2 per concurrency slot (default: as the "
+                           f"workload's measured runs sent them, else vllm bench serve's {DEFAULT_ONLINE_PROMPTS}; "
+                           "slim advise chooses the same)")
     tune.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per model (default 1)")
     tune.add_argument("--next", type=positive_int, default=3, metavar="N",
                       help="how many next benchmarks to print, one per open workload (default 3)")
@@ -175,7 +168,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,
-                       margin=args.margin)
+                       margin=args.margin, retry_failed=args.retry_failed)
 
 
 def run_tune(args: argparse.Namespace) -> int:
@@ -219,7 +212,7 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
         budget_s = None if args.budget_gpu_hours is None else args.budget_gpu_hours * 3600.0
         steps, stopped = run_tuning_loop(plan, args.run, args.budget_runs, budget_s, args.timeout_s, progress)
         runs_done = len(steps)
-    proposals = select_proposals(plan.session.proposals(), args.next)
+    proposals = select_proposals(propose(plan.session), args.next)
     code = tune_exit_code(plan, ran=args.run is not None)
     print(json.dumps(tune_json(plan, proposals, stopped, runs_done, code), indent=2) if args.json
           else tune_text(plan, proposals, stopped, runs_done), end="" if not args.json else "\n")

@@ -2,9 +2,10 @@
 a plain bisection over the same candidates, on the same runs, whatever the prior.
 
 A user without a model bisects the candidate caps for the largest one within every SLO (latency
-grows with the cap), as `slim.paper.tuning_replay.bisect_caps` replays it. Which caps that bisection
-probes depends only on the largest cap within the SLOs, ``f`` (every cap at or below it is within
-them, every cap above is not): its probes are the path ``P(f)`` (`ShadowBisection.path_for`). The
+grows with the cap), as the tuning replay's model-free bisection does (`ShadowBisection.search`).
+Which caps that bisection probes depends only on the largest cap within the SLOs, ``f`` (every cap
+at or below it is within them, every cap above is not): its probes are the path ``P(f)``
+(`ShadowBisection.path_for`). The
 caps the session has measured (their first runs, as the bisection would have seen them) leave a
 range of ``f`` consistent with them (`ShadowBisection.consistent`), and so:
 
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -54,7 +55,7 @@ SCATTER_SLACK_SD = 3.0
 class ShadowBisection:
     """The bisection of one workload's candidates (ascending caps, positions 0..n-1) for the largest
     within every SLO: from a cap known to meet them (the reference run of a relative SLO), or from
-    nothing known (position -1)."""
+    nothing known (position -1). `follow` is the one walk every question about it asks."""
 
     n_candidates: int
     start: int | None = None
@@ -63,17 +64,27 @@ class ShadowBisection:
     def low(self) -> int:
         return self.start if self.start is not None else -1
 
-    def path_for(self, largest_within: int) -> list[int]:
-        """``P(f)``: the probes of the bisection when the largest position within the SLOs is `largest_within`."""
-        low, high, path = self.low, self.n_candidates - 1, []
+    def follow(self, outcome: Callable[[int], bool | None]) -> tuple[list[int], int, int, int | None]:
+        """Walk the bisection, asking `outcome` whether each probe is within the SLOs (None: not known):
+        the probes answered, the range ``[low, high]`` of the largest position within them that the
+        answers leave, and the first probe not known (None when the walk is done)."""
+        low, high, probes = self.low, self.n_candidates - 1, []
         while low < high:
             middle = (low + high + 1) // 2
-            path.append(middle)
-            if middle <= largest_within:
-                low = middle
-            else:
-                high = middle - 1
-        return path
+            within = outcome(middle)
+            if within is None:
+                return probes, low, high, middle
+            probes.append(middle)
+            low, high = (middle, high) if within else (low, middle - 1)
+        return probes, low, high, None
+
+    def path_for(self, largest_within: int) -> list[int]:
+        """``P(f)``: the probes of the bisection when the largest position within the SLOs is `largest_within`."""
+        return self.follow(lambda middle: middle <= largest_within)[0]
+
+    def search(self, within: Callable[[int], bool]) -> int:
+        """Run the bisection, measuring each probe with `within`: the largest position within the SLOs."""
+        return self.follow(within)[1]
 
     def consistent(self, outcomes: Mapping[int, bool]) -> range:
         """The largest positions within the SLOs that every measured outcome (position -> within)
@@ -85,30 +96,22 @@ class ShadowBisection:
         high = min([self.n_candidates, *over]) - 1
         if low <= high:
             return range(low, high + 1)
-        low, high = self.low, self.n_candidates - 1
-        while low < high:        # the path's own outcomes, where the measurements contradict each other
-            middle = (low + high + 1) // 2
-            if middle not in outcomes:
-                break
-            low, high = (middle, high) if outcomes[middle] else (low, middle - 1)
+        _, low, high, _ = self.follow(outcomes.get)
         return range(low, high + 1)
 
     def next_probe(self, outcomes: Mapping[int, bool]) -> int | None:
         """The bisection's next probe: its path followed through the measured outcomes and those the
         consistent range implies; None when it is done."""
-        candidates = self.consistent(outcomes)
-        low, high = self.low, self.n_candidates - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            known = outcomes.get(middle)
-            if known is None and middle <= candidates.start:
-                known = True
-            elif known is None and middle > candidates.stop - 1:
-                known = False
-            if known is None:
-                return middle
-            low, high = (middle, high) if known else (low, middle - 1)
-        return None
+        allowed = self.consistent(outcomes)
+
+        def known(middle: int) -> bool | None:
+            if middle in outcomes:
+                return outcomes[middle]
+            if middle <= allowed.start:
+                return True
+            return False if middle > allowed.stop - 1 else None
+
+        return self.follow(known)[3]
 
 
 def run_cost_floor(caps: np.ndarray, roofline_gpu_seconds: np.ndarray, facts: Mapping[int, tuple[float, float]],
@@ -180,7 +183,9 @@ def cost_account(shadow: ShadowBisection, caps: np.ndarray, outcomes: Mapping[in
     sure = frozenset(set.intersection(*(set(path) for path in paths))) if paths else frozenset()
     floor = run_cost_floor(caps, roofline_gpu_seconds, facts, static_batch)
     lower = min((float(sum(floor[p] for p in path)) for path in paths), default=0.0)
-    on_path = float(sum(first_run_charged.get(p, 0.0) for p in sure))
+    # The run that starts the bisection (a relative SLO's reference) is one a bisection needs as well.
+    needed = sure | ({shadow.start} if shadow.start is not None else set())
+    on_path = float(sum(first_run_charged.get(p, 0.0) for p in needed))
     return CostAccount(margin, on_path, max(spent_gpu_seconds - on_path, 0.0), lower, shadow.next_probe(outcomes),
                        sure, contradicted)
 

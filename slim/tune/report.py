@@ -15,17 +15,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from slim import columns as col
-from slim.advisor.decision import GOODPUT
-from slim.tune.belief import THROUGHPUT
-from slim.tune.plan import (
-    ONLINE,
-    TunePlan,
-    concurrency_sweep_note,
-    memory_plan,
-    proposal_commands,
-    serve_command,
-)
-from slim.tune.session import Proposal, Workload
+from slim.decision.candidates import GOODPUT, THROUGHPUT, cap_number
+from slim.tune.commands import concurrency_sweep_note, memory_plan, proposal_commands, serve_command
+from slim.tune.plan import TunePlan
+from slim.tune.proposals import Proposal
+from slim.tune.request import ONLINE
+from slim.tune.workload import Workload
 
 THROUGHPUT_KEY = "total_token_throughput"
 """vLLM's name of total-token throughput (tokens/s), the JSON's key for `THROUGHPUT`."""
@@ -84,11 +79,11 @@ def _recommendation(plan: TunePlan, workload: Workload) -> dict[str, Any] | None
     r = plan.session.recommendation(workload)
     if r is None:
         return None
-    return {"max_num_seqs": _json(r.batch_cap), "measured": r.measured, THROUGHPUT_KEY: _json(r.throughput_per_s),
+    return {"max_num_seqs": cap_number(r.batch_cap), "measured": r.measured, THROUGHPUT_KEY: _json(r.throughput_per_s),
             **({GOODPUT_KEY: _json(r.objective)} if workload.slos.goodput is not None else {}),
             **{name: _json(value) for name, value in r.values_ms.items()},
             "batching_efficiency": _json(r.efficiency), "limited_by": list(r.binding),
-            "reason": r.reason or None, "unjudged_caps": list(r.unjudged)}
+            "reason": r.reason or None, "unjudged_caps": [cap_number(c) for c in r.unjudged]}
 
 
 def _serve(plan: TunePlan, workload: Workload, cap: float) -> dict[str, Any]:
@@ -238,8 +233,10 @@ def _decision_lines(workload: dict[str, Any]) -> list[str]:
     if cert["max_num_seqs"] is not None and cert["max_num_seqs"] != recommendation["max_num_seqs"]:
         head += f"; best measured so far {cert['max_num_seqs']:g}"
     reasons = []
-    if cert["challengers"]:
-        reasons.append("could still be beaten by caps " + ", ".join(f"{c:g}" for c in cert["challengers"]))
+    # The recommended cap itself is no challenger of the recommendation: measuring it is what settles it.
+    challengers = [c for c in cert["challengers"] if c != recommendation["max_num_seqs"]]
+    if challengers:
+        reasons.append("could still be beaten by caps " + ", ".join(f"{c:g}" for c in challengers))
     if cert["repeat"]:
         reasons.append("to run again (an SLO metric within the run-to-run scatter of its bound): caps "
                        + ", ".join(f"{c:g}" for c in cert["repeat"]))

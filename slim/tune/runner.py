@@ -35,10 +35,14 @@ from typing import Any, Callable
 
 from slim import __version__
 from slim import columns as col
-from slim.advisor.training_runs import trace_options, usable_runs
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
-from slim.tune.plan import TunePlan, TuneRequest, measurement_of_runs, placeholders
-from slim.tune.session import LoopStep, Measurement, Proposal, Unusable, run_loop
+from slim.traces.usable import trace_options, usable_runs
+from slim.tune.commands import placeholders
+from slim.tune.loop import LoopStep, run_loop
+from slim.tune.measurement import Measurement, Unusable, measurement_of_runs
+from slim.tune.plan import TunePlan
+from slim.tune.proposals import Proposal
+from slim.tune.request import TuneRequest
 
 LEDGER = "attempts.jsonl"
 MAX_FAILURES_IN_A_ROW = 3
@@ -114,7 +118,8 @@ class Attempt:
     interrupted: bool = False
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        """One ledger line; the cap as the integer ``--max-num-seqs`` takes."""
+        return json.dumps({**asdict(self), "max_num_seqs": int(round(self.max_num_seqs))})
 
     @property
     def failed(self) -> bool:
@@ -263,7 +268,7 @@ def _exit_reason(code: int, argv: list[str], timeout_s: float | None, bound_s: f
 def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = None,
                     budget_gpu_seconds: float | None = None, timeout_s: float | None = None,
                     on_step: Callable[[Proposal, Attempt], None] | None = None) -> tuple[list[LoopStep], str]:
-    """`slim.tune.session.run_loop` with each proposal run through `template` and ingested, every
+    """`slim.tune.loop.run_loop` with each proposal run through `template` and ingested, every
     attempt written to the ledger with its fingerprint; the steps and why the loop stopped
     ("settled", "no proposal", "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in
     a row). Mark the ledger's trusted failures in the plan first (`mark_failed_attempts`): the loop

@@ -3,7 +3,7 @@
 Reads every ``results/<dataset>/tuning_replay.csv`` and ``tuning_calibration.csv`` under RESULTS
 (default results/, built by `snakemake --cores 2 tuning --configfile config/config.yaml
 config/accelerators.yaml`) and prints, per real dataset and tuning policy (one session per
-workload, out-of-sample prior, under noise), each goal of `slim.paper.tuning_summary.tuning_goals`
+workload, out-of-sample prior, under noise), each goal of `slim.paper.replay.summary.tuning_goals`
 with its figure beside the best model-free search's. A measurement, not a test: it exits 0 whatever
 it finds, and says how many goals are met.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from slim.paper.tuning_summary import GOAL_CHECKS, summarise, tuning_goals  # noqa: E402
+from slim.paper.replay.summary import GOAL_CHECKS, summarise, tuning_goals  # noqa: E402
 
 
 def main(results: Path) -> int:

@@ -1,4 +1,4 @@
-# The tuning loop replayed on every dataset's measured curves (slim.paper.tuning_replay): each
+# The tuning loop replayed on every dataset's measured curves (slim.paper.replay): each
 # dataset with an advisor config (datasets.<name>.bca) that this run builds. Each real dataset's prior
 # residuals are the evidence the other datasets' residual kernels are fitted on (never their own);
 # tuning_kernels fits slim tune's shipped kernels on all of them. Not part of `all`;

@@ -2,7 +2,7 @@
 run has no real dataset: the file then holds no kernel and says so)."""
 import pandas as pd
 
-from slim.paper.tuning_priors import TUNE_POLICIES, predictor_of
+from slim.paper.replay.priors import TUNE_POLICIES, predictor_of
 from slim.pipeline.io import open_log, write_text
 from slim.tune.kernel import RESIDUAL_COLUMNS, fit_kernels
 

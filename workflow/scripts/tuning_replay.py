@@ -3,9 +3,10 @@ of the config, with the honest priors and the adversarial ones."""
 import pandas as pd
 
 from slim.paper.advisor_study_config import load_bca_config
+from slim.paper.replay.curves import SloKind
+from slim.paper.replay.dataset import ReplayOptions, replay_dataset
+from slim.paper.replay.priors import TUNE_POLICIES, adversarial_priors, predictor_of, replay_priors
 from slim.paper.splits import load_settings
-from slim.paper.tuning_priors import TUNE_POLICIES, adversarial_priors, predictor_of, replay_priors
-from slim.paper.tuning_replay import ReplayOptions, SloKind, replay_dataset
 from slim.pipeline.io import job_specs, open_log, write_csv, write_text
 from slim.tune.kernel import fit_kernels
 from slim.tune.session import TuneSettings

@@ -2,8 +2,8 @@
 import pandas as pd
 
 from slim.paper.advisor_study_config import load_bca_config
-from slim.paper.tuning_priors import replay_priors
-from slim.paper.tuning_replay import replay_residuals
+from slim.paper.replay.dataset import replay_residuals
+from slim.paper.replay.priors import replay_priors
 from slim.pipeline.io import job_specs, open_log, write_parquet
 
 log = open_log(snakemake.log[0])

@@ -6,7 +6,7 @@ import pandas as pd
 
 from slim.paper.figures.common import save_figure
 from slim.paper.figures.tuning import gpu_time_vs_regret_figure
-from slim.paper.tuning_summary import headline_markdown, summarise, summary_markdown, tuning_goals
+from slim.paper.replay.summary import headline_markdown, summarise, summary_markdown, tuning_goals
 from slim.pipeline.io import open_log, write_csv, write_text
 
 log = open_log(snakemake.log[0])

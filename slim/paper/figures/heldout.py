@@ -30,8 +30,8 @@ from slim.paper.heldout import (
     SLIM,
     SLIM_PREDICTED_BATCH,
 )
+from slim.paper.predictor_tables import table3_labels
 from slim.paper.splits import HeldOutSetting
-from slim.predictors import table3_labels
 
 UNSEEN_MODEL_PREDICTORS = table3_labels(set())
 """Fig. 10's predictors on every dataset: Table III's; those that need SIM's schedules join them where present."""

@@ -1,4 +1,4 @@
-"""GPU time against regret for every tuning policy of the replay (`slim.paper.tuning_replay`): one
+"""GPU time against regret for every tuning policy of the replay (`slim.paper.replay`): one
 panel per dataset, one point per policy at (GPU time as a share of full profiling, mean regret),
 with a bar to the largest regret of any decision; one session per workload under noise (the
 honest view, `headline_rows`), and the floor (measuring only full profiling's choice) as a line."""
@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from slim.errors import PlotInputError
-from slim.paper.tuning_replay import POLICIES
-from slim.paper.tuning_summary import headline_rows
+from slim.paper.replay.dataset import POLICIES
+from slim.paper.replay.summary import headline_rows
 
 POLICY_STYLE = {"full_profile": ("s", "0.3"), "paper_plan": ("D", "tab:orange"), "descend": ("v", "tab:red"),
                 "bisect": ("<", "tab:purple"), "doubling": ("^", "tab:brown"), "tune_slim": ("o", "tab:blue"),
@@ -18,7 +18,7 @@ POLICY_STYLE = {"full_profile": ("s", "0.3"), "paper_plan": ("D", "tab:orange"),
 
 
 def gpu_time_vs_regret_figure(summary: pd.DataFrame) -> Figure:
-    """One panel per dataset of `slim.paper.tuning_summary.summarise`'s table."""
+    """One panel per dataset of `slim.paper.replay.summary.summarise`'s table."""
     view = headline_rows(summary) if not summary.empty else summary
     if view.empty:
         raise PlotInputError("the tuning summary is empty: no dataset was replayed under noise")

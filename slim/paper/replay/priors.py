@@ -1,4 +1,4 @@
-"""The priors of the tuning replay (`slim.paper.tuning_replay`), out of sample on every dataset they
+"""The priors of the tuning replay (`slim.paper.replay`), out of sample on every dataset they
 replay: a curve is never replayed with a prior fitted on its model's runs of the dataset.
 
 SLIM's prior is the ideal roofline machine (fitted on nothing). SIM's is the shipped constants where
@@ -19,6 +19,7 @@ from slim import columns as col
 from slim.errors import AdvisorError, FitError, SplitError
 from slim.model.equations import ArchitectureLookup
 from slim.predictors import TrainingRuns, tune_predictors
+from slim.sim.run_cache import SimulationCache
 from slim.specs.hardware import Hardware
 from slim.specs.slo import SloMetric
 from slim.tune.belief import PriorPrediction, PriorPredictor, prior_prediction
@@ -121,7 +122,8 @@ def sim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw:
     from slim.tune.belief import tune_prior
 
     entry = tune_predictors()["sim"]
-    shipped = PriorSource(tune_prior(entry, architectures, hw, schedules), shipped_fitted_on,
+    simulations = SimulationCache()      # every prior of the dataset simulates a configuration once
+    shipped = PriorSource(tune_prior(entry, architectures, hw, schedules, simulations), shipped_fitted_on,
                           "SIM at the shipped constants")
     by_model, missing = {}, {}
     for model in sorted(frame[col.MODEL].astype(str).unique()):
@@ -134,7 +136,8 @@ def sim_replay_prior(frame: pd.DataFrame, architectures: ArchitectureLookup, hw:
             continue
         try:
             fitted = entry.predictor.fit(TrainingRuns(others, architectures, hw, schedules,
-                                                      f"SIM without {model}", sample_valley=False))
+                                                      f"SIM without {model}", sample_valley=False,
+                                                      simulations=simulations))
         except FitError as error:
             missing[model] = f"SIM could not be refitted without it: {error}"
             continue

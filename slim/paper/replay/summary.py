@@ -1,4 +1,4 @@
-"""The tuning replay summarised (`slim.paper.tuning_replay`'s tables of every dataset): per dataset, SLO
+"""The tuning replay summarised (`slim.paper.replay.dataset`'s tables of every dataset): per dataset, SLO
 kind, prior, policy, session and noise the GPU time and regret, the per-curve picture against each
 model-free search (how many decisions cost more, the worst ratio), the goals of the honest replay
 beside the best model-free search, and the Markdown of the tuning page and the README."""
@@ -10,17 +10,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from slim.paper.tuning_priors import TUNE_POLICIES
-from slim.paper.tuning_replay import (
-    E2E_KIND,
-    MODEL_FREE_POLICIES,
-    NEXT_RUN,
-    OUT_OF_SAMPLE,
-    PER_WORKLOAD,
-    POLICIES,
-    RELIED_ON,
-    SESSIONS,
-)
+from slim.markdown import markdown_table
+from slim.paper.replay.curves import E2E_KIND
+from slim.paper.replay.dataset import MODEL_FREE_POLICIES, POLICIES
+from slim.paper.replay.priors import TUNE_POLICIES
+from slim.paper.replay.scoring import OUT_OF_SAMPLE, PER_WORKLOAD, SESSIONS
+from slim.paper.replay.tune_policy import NEXT_RUN, RELIED_ON
 
 GROUP = ["slo_kind", "prior", "policy", "session", "noisy"]
 PAIR_KEYS = ["slo_kind", "curve", "seed", "noise"]
@@ -201,24 +196,26 @@ def goals_markdown(goals: pd.DataFrame) -> str:
     """The goals table: each figure beside the best model-free search's, and met or not."""
     if goals.empty:
         return "No real dataset was replayed with a tuning prior, so no goal is measured.\n"
-    lines = ["| dataset | SLO kind | prior | policy | regret <= 1% (goal >= 95%) | SLO violated | GPU time vs best "
-             "model-free | decisions over bisect (goal <= 10%), worst (goal <= 1.5x) | relied-on 90% intervals "
-             "cover (goal 85-95%) | goals met |", "|" + "---|" * 10]
+    header = ["dataset", "SLO kind", "prior", "policy", "regret <= 1% (goal >= 95%)", "SLO violated",
+              "GPU time vs best model-free", "decisions over bisect (goal <= 10%), worst (goal <= 1.5x)",
+              "relied-on 90% intervals cover (goal 85-95%)", "goals met"]
+    rows = []
     for _, g in goals.iterrows():
         checks = [name for name in GOAL_CHECKS if g[name] is not None]
         met = [name.removesuffix("_goal") for name in checks if g[name]]
-        lines.append(
-            f"| {g['dataset']} | {g['slo_kind']} | {g['prior']} | {g['policy']} | {100 * g['within_1pct_share']:.0f}% "
-            f"({_met(g['within_1pct_share'] >= GOAL_WITHIN_1PCT_SHARE)}; {g['best_model_free']} "
-            f"{100 * g['model_free_within_1pct_share']:.0f}%, full profiling "
-            f"{100 * g['full_profile_within_1pct_share']:.0f}%) | {g['slo_violations']} ({g['best_model_free']} "
-            f"{g['model_free_slo_violations']}) | {g['gpu_ratio_to_model_free']:.2f}x {g['best_model_free']} "
-            f"({_pct(g['gpu_time_pct'])} vs {_pct(g['model_free_gpu_time_pct'])} of full, floor "
-            f"{_pct(g['floor_pct'])}; goal <= {g['gpu_goal_ratio']:g}x: {_met(g['gpu_goal'])}) | "
-            f"{_pct(g['over_bisect_pct'])}, {g['worst_ratio_to_bisect']:.2f}x ({_met(g['bound_goal'])}) | "
-            f"{g['coverage_pct']} ({_met(g['coverage_goal'])}) | {len(met)} of {len(checks)}"
-            f"{': ' + ', '.join(met) if met else ''} |")
-    return "\n".join(lines) + "\n"
+        rows.append([
+            g["dataset"], g["slo_kind"], g["prior"], g["policy"],
+            f"{100 * g['within_1pct_share']:.0f}% ({_met(g['within_1pct_share'] >= GOAL_WITHIN_1PCT_SHARE)}; "
+            f"{g['best_model_free']} {100 * g['model_free_within_1pct_share']:.0f}%, full profiling "
+            f"{100 * g['full_profile_within_1pct_share']:.0f}%)",
+            f"{g['slo_violations']} ({g['best_model_free']} {g['model_free_slo_violations']})",
+            f"{g['gpu_ratio_to_model_free']:.2f}x {g['best_model_free']} ({_pct(g['gpu_time_pct'])} vs "
+            f"{_pct(g['model_free_gpu_time_pct'])} of full, floor {_pct(g['floor_pct'])}; goal <= "
+            f"{g['gpu_goal_ratio']:g}x: {_met(g['gpu_goal'])})",
+            f"{_pct(g['over_bisect_pct'])}, {g['worst_ratio_to_bisect']:.2f}x ({_met(g['bound_goal'])})",
+            f"{g['coverage_pct']} ({_met(g['coverage_goal'])})",
+            f"{len(met)} of {len(checks)}{': ' + ', '.join(met) if met else ''}"])
+    return "\n".join(markdown_table(header, rows)) + "\n"
 
 
 SUMMARY_HEADERS = {"policy": "policy", "session": "session", "decisions": "decisions",
@@ -303,7 +300,7 @@ def headline_markdown(summary: pd.DataFrame) -> str:
     its decisions over 1 % regret and its SLO violations, and tune's decisions that cost more than a
     bisection."""
     header = ["dataset", "SLO", "curves", "floor", *HEADLINE_POLICIES, "tune_sim over bisect"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     view = headline_rows(summary, None)
     view = view[~view["slo_kind"].str.contains("+", regex=False)]   # each SLO alone; the combinations: results
     simulated_last = sorted(dict.fromkeys(view["dataset"]), key=lambda name: "(real)" not in name)
@@ -324,9 +321,10 @@ def headline_markdown(summary: pd.DataFrame) -> str:
             known = tuned is not None and "over_bisect_pct" in tuned and np.isfinite(tuned["over_bisect_pct"])
             cells.append(f"{tuned['over_bisect_pct']:.0f}%, worst {tuned['worst_ratio_bisect']:.2f}x" if known
                          else "--")
-            lines.append("| " + " | ".join(cells) + " |")
+            rows.append(cells)
     seeds = int(summary["seeds"].max()) if not summary.empty else 0
-    return ("\n".join(lines) + "\n\nOne tuning session per workload, out-of-sample priors, run-to-run noise over "
+    return ("\n".join(markdown_table(header, rows)) + "\n\nOne tuning session per workload, out-of-sample priors, "
+            "run-to-run noise over "
             f"{seeds} seeds. GPU time as a share of full profiling's (the SLO's reference run free for all), with the "
             "share of decisions whose regret exceeds 1% and the SLO violations; floor: measuring only full "
             "profiling's choice; last column: the decisions on which tune cost more than bisect, and the worst "

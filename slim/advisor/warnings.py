@@ -1,0 +1,85 @@
+"""What a user should know about an advice beyond the recommendation: the target was never profiled
+or left out of training, the cap exceeds the KV capacity or vLLM's reservation, runs at another
+tensor-parallel degree were left out (`AdviceWarning`, each with a stable code)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+from slim.advisor.bca import CurvePredictor
+from slim.decision.rule import Recommendation
+from slim.gpu.kv_memory import KvMemoryPlan
+from slim.specs.architecture import Architecture
+from slim.specs.hardware import GIB
+
+
+@dataclass(frozen=True)
+class AdviceWarning:
+    """Something the user should know about a recommendation; `code` is stable for scripts."""
+
+    code: str
+    message: str
+
+
+
+def tensor_parallel_warnings(runs: pd.DataFrame, every_degree: pd.DataFrame,
+                             other_degrees: tuple[int, ...]) -> tuple[AdviceWarning, ...]:
+    """A warning where `single_tensor_parallel_degree` left runs of other degrees out."""
+    if not other_degrees:
+        return ()
+    kept = int(runs[col.TENSOR_PARALLEL].fillna(1).iloc[0])
+    return (AdviceWarning(
+        "other_tensor_parallel_left_out",
+        f"{len(every_degree) - len(runs)} usable run(s) at tensor_parallel {', '.join(map(str, other_degrees))} "
+        f"are left out: the advice is fitted on the {len(runs)} run(s) at tensor_parallel {kept} and holds for "
+        "that degree (SLIM has no tensor-parallel term); pass traces of one degree to advise on another"),)
+
+
+def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: Recommendation,
+                    capacity: float, capacity_source: str, predict: CurvePredictor | None, memory: KvMemoryPlan,
+                    sequence_tokens: float) -> tuple[AdviceWarning, ...]:
+    """What the user should know about `decision` (Eq. 13's choice): the target `arch` has no usable
+    run among `runs`, or its runs are left out of `train` (a transfer); the cap exceeds the KV
+    `capacity` in sequences of `sequence_tokens` (vLLM then runs fewer sequences than the cap;
+    with a predicted curve `predict` (SLIM's), what the capacity itself would give; without one
+    (`PredictorAdvice.curve` is None: SIM's decision rests on simulated runs, which queued the rest));
+    the cap's KV cache exceeds vLLM's default reservation (`memory`)."""
+    warnings = []
+    trained = sorted(train[col.MODEL].unique())
+    if not (runs[col.MODEL] == arch.name).any():
+        warnings.append(AdviceWarning(
+            "target_not_profiled",
+            f"{arch.name} has no usable run under the traces: its prediction rests on the other models "
+            f"({', '.join(trained)}) alone; profile a few caps of it, or see how well SLIM transfers "
+            "between the profiled models with --train-models"))
+    elif arch.name not in trained:
+        warnings.append(AdviceWarning(
+            "target_not_trained",
+            f"{arch.name}'s runs are left out of training (--train-models/--exclude-runs): the prediction "
+            "is a transfer from the other models"))
+    if decision.batch_cap > capacity and predict is None:
+        warnings.append(AdviceWarning(
+            "cap_exceeds_kv_capacity",
+            f"--max-num-seqs {int(decision.batch_cap)} exceeds the KV capacity of {capacity:.1f} sequences of "
+            f"{sequence_tokens:g} tokens ({capacity_source}): vLLM runs at most about {int(np.floor(capacity))} "
+            "at once and queues the rest, as the simulated run did"))
+    elif decision.batch_cap > capacity:
+        running = int(np.floor(capacity))
+        at_capacity = float(np.asarray(predict(np.array([float(running)]))[0])[0])
+        loss_pct = 100.0 * (1.0 - at_capacity / decision.throughput_per_s)
+        warnings.append(AdviceWarning(
+            "cap_exceeds_kv_capacity",
+            f"--max-num-seqs {int(decision.batch_cap)} exceeds the KV capacity of {capacity:.1f} sequences of "
+            f"{sequence_tokens:g} tokens ({capacity_source}): vLLM runs at most about {running} at once and "
+            f"queues the rest, and the prediction assumes that; --max-num-seqs {running} predicts "
+            f"{at_capacity:,.0f} tokens/s ({loss_pct:.1f}% less) with no sequence waiting for KV blocks"))
+    if memory.memory_saved_bytes < 0:
+        warnings.append(AdviceWarning(
+            "kv_exceeds_reservation",
+            f"the cap needs {memory.kv_bytes_needed / GIB:.2f} GiB of KV cache, more than the "
+            f"{memory.kv_reservation_bytes / GIB:.2f} GiB of vLLM's default reservation; vLLM will queue requests"))
+    return tuple(warnings)

@@ -1,0 +1,130 @@
+"""The exact command lines of `slim tune`: each proposed benchmark (``vllm bench serve`` against one
+server, or ``vllm bench latency``), the values a ``--run`` template may use, and the ``vllm serve``
+command of a settled decision with the memory flags that reserve only its KV cache.
+
+Online, every candidate cap is a client ``--max-concurrency`` against one server started with
+``--max-num-seqs`` at the largest candidate, so no restart is needed; the result records the
+server's cap in ``--metadata`` and ingest reads the run's cap as the smaller of the two. The
+client's concurrency is what caps the running batch, and it is also what makes TTFT and E2EL
+measurable (`slim.specs.slo`). Offline, a cap is the batch of ``vllm bench latency``. Each result is
+written into its own folder under the results folder, named by the tool.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from slim import columns as col
+from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
+from slim.specs.slo import Slos
+from slim.tune.plan import TunePlan
+from slim.tune.proposals import Proposal
+from slim.tune.request import ONLINE, TuneRequest, WorkloadSpec, prompts_at
+
+
+def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
+    """The folder one proposed benchmark writes into, named by the tool only."""
+    model = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.model)
+    kind = "concurrency" if mode == ONLINE else "bs"
+    return f"{model}_in{spec.input_len}_out{spec.output_len}_{kind}{cap}"
+
+
+def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> dict[str, str]:
+    """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
+    `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``."""
+    folder = request.results_folder / (run_folder_name(spec, cap, request.mode)
+                                       + (f"_run{repeat + 1}" if repeat > 0 else ""))
+    result_file = ("result.json" if request.mode == ONLINE
+                   else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
+                        f"_out{spec.output_len}.json")
+    return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
+            "max_concurrency": str(cap), "batch_size": str(cap), "cap": str(cap),
+            "server_max_num_seqs": str(max(request.candidate_caps)), "num_prompts": str(prompts_at(request, spec, cap)),
+            "tensor_parallel": str(request.tensor_parallel), "result_dir": str(folder),
+            "result_filename": result_file, "result_file": str(folder / result_file)}
+
+
+def server_command(request: TuneRequest, spec: WorkloadSpec) -> list[str]:
+    """The one server the online candidates share: its cap at the largest candidate."""
+    return ["vllm", "serve", spec.model, "--max-num-seqs", str(max(request.candidate_caps)),
+            "--tensor-parallel-size", str(request.tensor_parallel)]
+
+
+VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
+VLLM_DEFAULT_METRIC_PERCENTILES = (99.0,)
+"""What ``vllm bench serve`` reports without ``--percentile-metrics`` and ``--metric-percentiles``."""
+
+
+def slo_benchmark_options(slos: Slos) -> list[str]:
+    """The ``vllm bench serve`` options that make it record what the SLOs name: E2EL and percentiles
+    beyond its defaults, and for a goodput objective its ``--goodput`` with each request's latencies
+    (``--save-detailed``)."""
+    quantities = {m.quantity for m in slos.metrics if not m.in_batch}
+    percentiles = {m.percentile for m in slos.metrics if m.percentile is not None}
+    options = []
+    if (not quantities <= set(VLLM_DEFAULT_PERCENTILE_METRICS)
+            or not percentiles <= set(VLLM_DEFAULT_METRIC_PERCENTILES)):
+        options += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
+                    ",".join(f"{p:g}" for p in sorted(percentiles | set(VLLM_DEFAULT_METRIC_PERCENTILES)))]
+    if slos.goodput is not None:
+        options += ["--goodput", *slos.goodput.spec.split(), "--save-detailed"]
+    return options
+
+
+def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> list[str]:
+    """The exact benchmark of one candidate (its `repeat`-th further run), as an argument list."""
+    values = placeholders(request, spec, cap, repeat)
+    if request.mode == ONLINE:
+        return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
+                "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],
+                "--ignore-eos", "--num-prompts", values["num_prompts"], "--request-rate", "inf",
+                "--max-concurrency", values["max_concurrency"], *slo_benchmark_options(request.slos),
+                "--save-result", "--result-dir", values["result_dir"],
+                "--result-filename", values["result_filename"], "--metadata",
+                f"max_num_seqs={values['server_max_num_seqs']}", f"tensor_parallel_size={request.tensor_parallel}"]
+    return ["vllm", "bench", "latency", "--model", spec.model, "--input-len", values["input_len"],
+            "--output-len", values["output_len"], "--batch-size", values["batch_size"],
+            "--tensor-parallel-size", values["tensor_parallel"], "--output-json", values["result_file"]]
+
+
+def concurrency_sweep_note(request: TuneRequest) -> str:
+    """What the online benchmarks measure, in one line: one server, the cap set by the client."""
+    top = max(request.candidate_caps)
+    return (f"one server at --max-num-seqs {top} (the largest candidate) for every benchmark: a benchmark's "
+            f"--max-concurrency C keeps at most C requests in flight, so the running batch is at most C, the cap it "
+            f"measures; --metadata max_num_seqs={top} records the server's cap and ingest reads the run's cap as the "
+            "smaller of the two")
+
+
+def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan:
+    """The KV memory a cap needs and the flags that reserve only it (`slim.gpu.kv_memory`), for the
+    workload's model at its lengths, on the request's accelerator."""
+    spec = plan.specs[workload_label]
+    arch = plan.catalog[spec.model]
+    of_model = plan.measured_runs[plan.measured_runs[col.MODEL] == arch.name] if len(plan.measured_runs) else None
+    blocks = (of_model[col.NUM_GPU_BLOCKS].dropna() if of_model is not None and col.NUM_GPU_BLOCKS in of_model
+              else pd.Series(dtype=float))
+    return plan_kv_memory(arch, plan.hardware, cap, spec.input_len, spec.output_len,
+                          num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
+                          max_model_len=spec.input_len + spec.output_len)
+
+
+def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
+    """``vllm serve`` at the chosen cap with the memory flags that reserve only its KV cache."""
+    spec = plan.specs[workload_label]
+    memory = memory_plan(plan, workload_label, cap)
+    return ["vllm", "serve", spec.model, "--max-num-seqs", f"{int(cap)}", "--max-model-len",
+            str(spec.input_len + spec.output_len), "--gpu-memory-utilization",
+            f"{memory.gpu_memory_utilization_needed:.3f}", "--num-gpu-blocks-override",
+            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.request.tensor_parallel)]
+
+
+def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:
+    spec = plan.specs[proposal.workload]
+    cap = int(proposal.max_num_seqs)
+    commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate))}
+    if plan.request.mode == ONLINE:
+        commands = {"server": server_command(plan.request, spec), **commands}
+    return commands
