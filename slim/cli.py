@@ -21,27 +21,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Sequence
 
 from slim import __version__
-from slim import columns as col
-from slim.advisor import advise as advice_module
-from slim.advisor.advise import Advice, AdviceRequest
-from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
-from slim.advisor.report import advice_fields, candidates_fields, render_text
-from slim.advisor.training_runs import check_traces, trace_options
+from slim.defaults import (
+    DEFAULT_CANDIDATE_BATCH_SIZES,
+    DEFAULT_EPSILON,
+    DEFAULT_NUM_PROMPTS,
+    MODELS_FILE,
+    PREDICTOR_OPTIONS,
+    SIM_CONSTANTS_FILE,
+)
 from slim.errors import NoFeasibleCapError, SlimError
-from slim.predictors import advise_predictors
-from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.sim.schedules import DEFAULT_NUM_PROMPTS
-from slim.specs.architecture import MODELS_FILE, load_architectures
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
-from slim.traces.clean import check_lines, clean_runs
 from slim.tune.cli import EXIT_INTERRUPTED, EXIT_OPEN, add_slo_arguments, add_tune_parser, run_tune, slos_of
+
+if TYPE_CHECKING:   # the commands import what they run (pandas, SciPy, the predictors) when they run it
+    from slim.advisor.advise import Advice, AdviceRequest
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -63,12 +62,16 @@ EXIT_CODES = {
 
 def advice_json(advice: Advice) -> dict[str, Any]:
     """`slim advise --json`'s document (units in the key names; null where a number is undefined)."""
+    from slim.advisor.report import advice_fields
+
     return {"slim_version": __version__, "status": "ok", "exit_code": EXIT_OK, **advice_fields(advice)}
 
 
 def error_json(error: SlimError, exit_code: int) -> dict[str, Any]:
     """`slim advise --json`'s document for a failure: the message, and per run why it is unusable
     (``runs``) or per candidate what SLIM predicts (``candidates``) where the error has them."""
+    from slim.advisor.report import candidates_fields
+
     document: dict[str, Any] = {
         "slim_version": __version__, "status": "no_feasible_cap" if exit_code == EXIT_NO_FEASIBLE_CAP else "error",
         "exit_code": exit_code, "message": " ".join(str(error).split())}
@@ -89,7 +92,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not (np.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
@@ -210,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
-    advise_parser.add_argument("--predictor", choices=list(advise_predictors()), default=None,
+    advise_parser.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=None,
                                help="slim: SLIM at the running batch a cap allows; sim: the calibrated simulator, "
                                     "which simulates each cap's requests and refuses those that preempt (slower). "
                                     "Default: slim where every SLO is the in-batch E2E or mean TPOT (what SLIM's "
@@ -244,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def advice_request(args: argparse.Namespace) -> AdviceRequest:
     """``slim advise``'s parsed arguments as the request `advise` answers (the SLO in seconds)."""
+    from slim.advisor.advise import AdviceRequest
+
     return AdviceRequest(args.traces, args.model, args.input_len, args.output_len, slos=slos_of(args),
                          epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                          hardware_file=args.hardware_file, candidates=args.candidates,
@@ -255,6 +260,11 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
 
 def _check(args: argparse.Namespace) -> int:
     """``slim check DIR``: the cleaning report, a line per run; a summary line on stderr."""
+    from slim import columns as col
+    from slim.advisor.training_runs import check_traces, trace_options
+    from slim.specs.architecture import load_architectures
+    from slim.traces.clean import check_lines, clean_runs
+
     options = trace_options(load_hardware(HARDWARE_FILE), args.hardware, args.table_columns)
     _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file), options))
     for line in check_lines(report):
@@ -273,7 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "tune":
             return run_tune(args)
-        advice = advice_module.advise(advice_request(args))
+        from slim.advisor.advise import advise
+        from slim.advisor.report import render_text
+
+        advice = advise(advice_request(args))
         if args.plot is not None:
             from slim.paper.figures.frontier import advice_frontier_figure, save_frontier
 

@@ -176,6 +176,35 @@ def test_version_prints_the_package_version(capsys):
     assert code == 0 and out.strip() == f"slim {__version__}"
 
 
+HEAVY_PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "sklearn")
+_IMPORTED_BY_HELP = """
+import contextlib, io, sys
+from slim.cli import main
+for argv in (["--help"], ["advise", "--help"], ["tune", "--help"], ["check", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(argv)
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.integration   # a fresh interpreter: this one imported everything already
+def test_help_imports_no_numerics_and_no_command_it_does_not_run():
+    modules = subprocess.run([sys.executable, "-c", _IMPORTED_BY_HELP], cwd=REPO, capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split()
+    assert "slim.cli" in modules and "slim.tune.cli" in modules
+    assert not [name for name in modules if name.split(".")[0] in HEAVY_PACKAGES]
+    assert not [name for name in modules if name.startswith(("slim.advisor", "slim.sim", "slim.predictors",
+                                                             "slim.model", "slim.traces", "slim.paper"))
+                or (name.startswith("slim.tune.") and name != "slim.tune.cli")]
+
+
+def test_the_command_line_offers_every_predictor_the_registry_offers():
+    from slim.defaults import PREDICTOR_OPTIONS
+    from slim.predictors import advise_predictors, tune_predictors
+
+    assert set(advise_predictors()) == set(tune_predictors()) == set(PREDICTOR_OPTIONS)
+
+
 def test_help_gives_an_example_and_every_exit_code(capsys):
     code, out, _ = run_main(capsys, ["advise", "--help"])
     assert code == 0

@@ -36,10 +36,9 @@ from typing import Callable, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from slim.defaults import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.errors import AdvisorError
 
-DEFAULT_CANDIDATE_BATCH_SIZES: tuple[int, ...] = tuple(2**k for k in range(10))  # 1 .. 512
-DEFAULT_EPSILON = 0.1
 DEFAULT_SLO_MULTIPLIER = 2.0   # paper's "tight" SLO; "loose" is 4.0
 
 XAxis = Literal["max_num_seqs", "mean_batch_size"]

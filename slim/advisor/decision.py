@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-DEFAULT_TOLERANCE = 0.01
-"""A challenger must be able to beat the incumbent by more than 1 % of its objective to matter."""
+from slim.defaults import DEFAULT_TOLERANCE
+
 THROUGHPUT = "throughput"
 GOODPUT = "goodput"
 SCENARIO_COUNT = 64

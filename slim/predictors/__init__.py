@@ -12,6 +12,7 @@ scikit-learn, the simulator) only when it is fitted.
 
 from __future__ import annotations
 
+from slim.defaults import SIM_OPTION, SLIM_OPTION
 from slim.model.equations import NO_DENSE_DECODE, NO_KV_SCAN
 from slim.predictors.contract import (
     FittedPredictor,
@@ -39,15 +40,15 @@ _SIM = SimPredictor(SIM)
 
 REGISTRY: list[RegisteredPredictor] = [
     RegisteredPredictor(_SLIM, in_table3=True, in_table4=True, predicts_training_rows=True, conformal=True,
-                        fit_key="full", advise="slim", bca="curve",
-                        tune="slim"),
+                        fit_key="full", advise=SLIM_OPTION, bca="curve",
+                        tune=SLIM_OPTION),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), in_table4=True, fit_key="no_kv_scan"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), in_table4=True,
                         fit_key="no_dense_decode"),
     RegisteredPredictor(LLMVisorPredictor(LLMVISOR), in_table3=True),
     RegisteredPredictor(ImaiPredictor(IMAI), in_table3=True),
-    RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim", advise="sim",
-                        bca="simulated", tune="sim"),
+    RegisteredPredictor(_SIM, in_table3=True, needs_schedules=True, conformal=True, fit_key="sim",
+                        advise=SIM_OPTION, bca="simulated", tune=SIM_OPTION),
     RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), in_table3=True, needs_schedules=True),
 ]
 """Every predictor, in the order of the evaluation's rows and of the tables' columns."""

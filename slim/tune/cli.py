@@ -15,29 +15,30 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
-from slim.advisor.decision import DEFAULT_TOLERANCE
-from slim.errors import AdvisorError
-from slim.predictors import tune_predictors
-from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.specs.architecture import MODELS_FILE
-from slim.specs.hardware import HARDWARE_FILE
-from slim.specs.slo import Slos
-from slim.tune.guard import DEFAULT_MARGIN
-from slim.tune.plan import (
+from slim.defaults import (
+    DEFAULT_CANDIDATE_BATCH_SIZES,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_EPSILON,
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_RUNS_PER_CAP,
     DEFAULT_ONLINE_PROMPTS,
+    DEFAULT_TOLERANCE,
+    MODELS_FILE,
     OFFLINE,
     ONLINE,
+    PREDICTOR_OPTIONS,
+    SIM_CONSTANTS_FILE,
+    SIM_OPTION,
     TUNE_FOLDER,
-    TuneRequest,
-    WorkloadSpec,
-    build_plan,
-    select_proposals,
 )
-from slim.tune.report import tune_json, tune_text
-from slim.tune.session import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
+from slim.errors import AdvisorError
+from slim.specs.hardware import HARDWARE_FILE
+
+if TYPE_CHECKING:   # the plan and the loop import pandas, SciPy and the predictors: only when they run
+    from slim.specs.slo import Slos
+    from slim.tune.plan import TuneRequest
 
 EXIT_INFEASIBLE = 3
 """Every decision is settled, and some workload has no cap within its SLOs (as `slim advise`'s 3)."""
@@ -90,6 +91,8 @@ def add_slo_arguments(parser: argparse.ArgumentParser, positive_float: Callable,
 
 def slos_of(args: argparse.Namespace) -> Slos:
     """The objectives of a parsed command line."""
+    from slim.specs.slo import Slos
+
     return Slos.of(args.slo, args.slo_ms, args.slo_relative, args.goodput, float(args.slo_reference_cap))
 
 
@@ -122,7 +125,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
     tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
-    tune.add_argument("--predictor", choices=sorted(tune_predictors()), default="sim",
+    tune.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=SIM_OPTION,
                       help="the prior the measurements correct: sim (the simulator, default) or slim")
     tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
                       help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")
@@ -160,6 +163,8 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
 
 
 def tune_request(args: argparse.Namespace) -> TuneRequest:
+    from slim.tune.plan import TuneRequest, WorkloadSpec
+
     specs = [WorkloadSpec.parse(text) for text in args.workload]
     if args.model is not None or args.input_len is not None or args.output_len is not None:
         if args.model is None or args.input_len is None or args.output_len is None:
@@ -200,6 +205,8 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _plan_or_loop(args: argparse.Namespace) -> int:
     """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
+    from slim.tune.plan import build_plan, select_proposals
+    from slim.tune.report import tune_json, tune_text
     from slim.tune.runner import failure_reason, mark_failed_attempts, run_tuning_loop
 
     plan = build_plan(tune_request(args))

@@ -28,6 +28,7 @@ from slim import columns as col
 from slim.advisor.bca import DEFAULT_CANDIDATE_BATCH_SIZES, DEFAULT_EPSILON
 from slim.advisor.decision import DEFAULT_TOLERANCE
 from slim.advisor.training_runs import SkippedRun, trace_options
+from slim.defaults import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TUNE_FOLDER
 from slim.errors import AdvisorError
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
 from slim.predictors import tune_predictors
@@ -55,9 +56,6 @@ from slim.tune.session import (
     curve_label,
 )
 
-TUNE_FOLDER = "slim-tune"
-ONLINE, OFFLINE = "online", "offline"
-DEFAULT_ONLINE_PROMPTS = 1000   # vllm bench serve's --num-prompts default
 NOMINAL_MATCH = 0.02
 """A measured run belongs to a workload whose IL and OL are within 2 % of its nominal lengths."""
 

@@ -58,6 +58,7 @@ from slim.advisor.decision import (
     scenario_decisions,
     scenario_values,
 )
+from slim.defaults import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 from slim.errors import AdvisorError
 from slim.specs.slo import IN_BATCH_E2E, SloBound, SloMetric, Slos
 from slim.tune.belief import (
@@ -72,11 +73,8 @@ from slim.tune.belief import (
 )
 from slim.tune.guard import BisectionOutlook, CostAccount, ShadowBisection, cost_account
 
-DEFAULT_CONFIDENCE = 0.9
 DEFAULT_SCATTER = 0.02
 """Run-to-run scatter (relative, one standard deviation) of a run measured once."""
-DEFAULT_MAX_RUNS_PER_CAP = 3
-"""A measurement within the noise of an SLO is repeated, up to this many runs of one cap."""
 
 WORKLOAD = "workload"   # column of the candidates table: which workload a candidate belongs to
 LIKELY_DECISION_WEIGHT = 1e6
