@@ -12,9 +12,10 @@ needs) and the cleaning report (check the folder).
 output, and `main` maps errors to exit codes (`EXIT_CODES`, the same for every command): 0 done; 2
 bad input (arguments, trace folder, model, hardware, catalog, config.json, an SLO metric no run can
 judge; for `check`, no usable run); 3 no candidate cap meets the SLOs and the efficiency floor; 4
-`tune --run` stopped open; 130 interrupted; 1 only for an unexpected failure (a bug). Every failure
-prints one line on stderr naming the problem (``--json`` also prints a JSON object on stdout); when a
-folder holds runs but none is usable, that line is followed by `slim check`'s line per run.
+`tune --run` stopped open; 130 interrupted; 141 the reader closed the output early (``| head``); 1
+only for an unexpected failure (a bug). Every failure prints one line on stderr naming the problem
+(``--json`` also prints a JSON object on stdout); when a folder holds runs but none is usable, that
+line is followed by `slim check`'s line per run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -45,6 +47,8 @@ if TYPE_CHECKING:   # the commands import what they run (pandas, SciPy, the pred
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NO_FEASIBLE_CAP = 3
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output closed it early (``| head``): 128 + SIGPIPE, as a shell reports it."""
 EXIT_CODES = {
     EXIT_OK: "done: advise printed a recommendation, tune its plan (with --run: every decision settled), check "
              "found a usable run",
@@ -55,6 +59,8 @@ EXIT_CODES = {
                           "that is settled)",
     EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, the bound, or no benchmark left)",
     EXIT_INTERRUPTED: "slim tune --run was interrupted (Ctrl-C); run it again to resume",
+    EXIT_BROKEN_PIPE: "the reader of the output closed it early (e.g. | head -1): the output stops there, "
+                      "without a message",
 }
 
 
@@ -275,7 +281,24 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m slim`` and the ``slim`` console script; returns the exit code."""
+    """Entry point of ``python -m slim`` and the ``slim`` console script; returns the exit code.
+
+    A reader that closes the output early (``slim check DIR | head -1``) ends the command quietly
+    with `EXIT_BROKEN_PIPE`, as a shell reports a program that SIGPIPE stopped: stdout is flushed
+    here, where that shows, and then pointed at the null device, so the interpreter's own flush at
+    exit has nothing left to complain about."""
+    try:
+        try:
+            return _command(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """Parse `argv`, run its command and map its errors to exit codes (`main`)."""
     args = build_parser().parse_args(argv)
     as_json = getattr(args, "json", False)
     try:

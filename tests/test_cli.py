@@ -11,7 +11,7 @@ import pytest
 from slim import __version__
 from slim.advisor.advise import AdviceRequest, advise
 from slim.advisor.report import render_text
-from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, main
+from slim.cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_NO_FEASIBLE_CAP, main
 from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -176,6 +176,19 @@ def test_version_prints_the_package_version(capsys):
     assert code == 0 and out.strip() == f"slim {__version__}"
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("argv", [["check", str(BROKEN)], ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000"],
+                                  ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json"]],
+                         ids=["check", "advise", "advise-json"])
+def test_a_reader_that_closes_the_output_early_ends_the_command_quietly(argv):
+    process = subprocess.Popen([sys.executable, "-m", "slim", *argv], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.stdout.close()   # as `| head -1` does once it has its line; here before the first one
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == EXIT_BROKEN_PIPE == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
 HEAVY_PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "sklearn")
 _IMPORTED_BY_HELP = """
 import contextlib, io, sys
@@ -210,7 +223,7 @@ def test_help_gives_an_example_and_every_exit_code(capsys):
     assert code == 0
     assert "example" in out and "slim advise --traces" in out and "--json" in out
     for line in ("0  done", "1  unexpected failure", "2  bad input", "3  no candidate --max-num-seqs meets the SLOs",
-                 "4  slim tune --run stopped"):
+                 "4  slim tune --run stopped", "141  the reader of the output closed it early"):
         assert line in out
     for option in ("--models-file YAML", "--hardware-file YAML", "--model-config CONFIG_JSON", "--train-models"):
         assert option in out
