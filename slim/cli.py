@@ -39,7 +39,15 @@ from slim.defaults import (
 )
 from slim.errors import NoFeasibleCapError, SlimError
 from slim.specs.hardware import HARDWARE_FILE, load_hardware
-from slim.tune.cli import EXIT_INTERRUPTED, EXIT_OPEN, add_slo_arguments, add_tune_parser, run_tune, slos_of
+from slim.tune.cli import (
+    EXIT_INTERRUPTED,
+    EXIT_OPEN,
+    add_slo_arguments,
+    add_tune_parser,
+    paragraphs,
+    run_tune,
+    slos_of,
+)
 
 if TYPE_CHECKING:   # the commands import what they run (pandas, SciPy, the predictors) when they run it
     from slim.advisor.advise import Advice, AdviceRequest
@@ -163,10 +171,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     advise_parser = commands.add_parser(
-        "advise", help="fit SLIM on traces and recommend --max-num-seqs for a workload",
-        description="Fit SLIM on every usable run of a trace folder, then choose the batch cap with the "
-                    "highest predicted throughput that meets the E2E SLO and the batching-efficiency floor "
-                    "(BCA, Eq. 13), and the vLLM memory flags that reserve only the KV cache it needs.",
+        "advise", help="recommend --max-num-seqs for a workload and its SLOs from your benchmark results",
+        description=paragraphs(
+            "Recommend vLLM's --max-num-seqs for one workload from a folder of benchmark results: the candidate "
+            "cap of highest throughput (with --goodput: of highest goodput) that meets every SLO and whose "
+            "batching efficiency T(B) / (B T(1)) exceeds --epsilon (BCA, Eq. 13). SLOs bound the statistics "
+            "vLLM's benchmark prints, by their names (--slo p99_tpot_ms=50, --slo mean_ttft_ms=500, --goodput "
+            "ttft:2000 tpot:50); --slo-ms bounds the paper's in-batch E2E.",
+            "A cap that a usable run of the workload measured is judged on its measured values; the others on a "
+            "prediction from every usable run: SLIM's where its equations give every SLO metric (the in-batch "
+            "E2E, mean_tpot_ms) and no goodput is asked for, else the simulator's, SIM, calibrated on the runs "
+            "(--predictor chooses). A metric no run can judge is refused, naming the benchmark that would.",
+            "Prints the cap, the vLLM memory flags that reserve only the KV cache it needs, the knee's range, "
+            "and whether the decision is settled or which benchmark would settle it (slim tune's session on "
+            "the same runs; --no-plan skips it)."),
         epilog=_ADVISE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     advise_parser.add_argument("--traces", required=True, type=Path,
                                help="folder of vLLM or GuideLLM benchmark results, in any layout `slim check` reads")
@@ -180,11 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--output-len", required=True, type=_positive_int, help="generated tokens per request")
     add_slo_arguments(advise_parser, _positive_float, _positive_int)
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
-                               help=f"batching-efficiency floor, in (0, 1) (default {DEFAULT_EPSILON})")
+                               help=f"batching-efficiency floor in (0, 1): a cap's T(B) / (B T(1)) must exceed it "
+                                    f"(default {DEFAULT_EPSILON})")
     advise_parser.add_argument("--confidence", type=_fraction, default=None, metavar="C",
-                               help="hold the SLO on the one-sided upper bound of SLIM's E2E at confidence C in "
-                                    "(0, 1), e.g. 0.9: parameter uncertainty, what the runs leave undetermined and "
-                                    "run-to-run scatter (default: on the prediction itself)")
+                               help="SLIM only (the default predictor with it): hold the in-batch E2E SLO "
+                                    "(--slo-ms) of a cap no run measured on the one-sided upper bound of SLIM's "
+                                    "prediction at confidence C in (0, 1), e.g. 0.9: parameter uncertainty, what the "
+                                    "runs leave undetermined and run-to-run scatter (default: on the prediction)")
     advise_parser.add_argument("--hardware", required=True,
                                help=f"GPU key of the hardware file the runs ran on (shipped: "
                                     f"{_catalog_names(load_hardware, HARDWARE_FILE)})")
@@ -206,11 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
     advise_parser.add_argument("--train-models", type=_names, default=None, metavar="M1,M2",
-                               help="fit SLIM only on the runs of these models (default: every usable run); "
-                                    "leave the target out to see how well SLIM predicts a model it never saw")
+                               help="fit the predictor only on the runs of these models (default: every usable "
+                                    "run; the target's runs still count as measurements); leave the target out to "
+                                    "see how well SLIM predicts a model it never saw")
     advise_parser.add_argument("--exclude-runs", action="append", default=[], metavar="GLOB",
                                help="leave the runs whose directory under --traces matches GLOB out of the fit "
-                                    "(repeatable)")
+                                    "and out of the measurements (repeatable)")
     advise_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                                help="how a summary table (CSV or Parquet, one offline point per row) names its "
                                     "columns and accelerators: a YAML file with a dataset's table: section "
@@ -220,10 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
     advise_parser.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=None,
-                               help="slim: SLIM at the running batch a cap allows; sim: the calibrated simulator, "
-                                    "which simulates each cap's requests and refuses those that preempt (slower). "
-                                    "Default: slim where every SLO is the in-batch E2E or mean TPOT (what SLIM's "
-                                    "equations give) and --confidence or no --goodput, else sim")
+                               help="what predicts the caps no run of the workload measured. slim: SLIM at the "
+                                    "running batch a cap allows (the in-batch E2E and mean_tpot_ms only); sim: the "
+                                    "calibrated simulator, which simulates each cap's requests, predicts the goodput "
+                                    "and every SLO metric but ITL's tail, and refuses caps whose simulated run "
+                                    "preempts (slower). Default: slim with --confidence, or where every SLO metric "
+                                    "is one SLIM gives and no --goodput is asked for; else sim")
     advise_parser.add_argument("--num-prompts", type=_positive_int, default=DEFAULT_NUM_PROMPTS,
                                help=f"requests sent at once per simulated cap, --predictor sim only "
                                     f"(default {DEFAULT_NUM_PROMPTS}, as the public traces)")

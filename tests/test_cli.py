@@ -1,6 +1,7 @@
 """The `slim` command: one-line errors with distinct exit codes, --json, --version and --help, the
 training selection and its held-out check, the warnings, and real runs on the public traces."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 from slim import __version__
 from slim.advisor.advise import AdviceRequest, advise
 from slim.advisor.report import render_text
-from slim.cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_NO_FEASIBLE_CAP, main
+from slim.cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_NO_FEASIBLE_CAP, build_parser, main
 from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -216,6 +217,33 @@ def test_the_command_line_offers_every_predictor_the_registry_offers():
     from slim.predictors import advise_predictors, tune_predictors
 
     assert set(advise_predictors()) == set(tune_predictors()) == set(PREDICTOR_OPTIONS)
+
+
+def help_text(capsys, command: str) -> str:
+    code, out, _ = run_main(capsys, [command, "--help"])
+    assert code == 0
+    return " ".join(out.split())
+
+
+def test_the_help_says_what_advise_and_tune_do(capsys):
+    advise = help_text(capsys, "advise")
+    assert "meets the E2E SLO" not in advise and "Fit SLIM on every usable run" not in advise
+    for fragment in ("vLLM's benchmark prints, by their names (--slo p99_tpot_ms=50", "--goodput ttft:2000 tpot:50",
+                     "judged on its measured values", "else the simulator's, SIM", "refused",
+                     "whether the decision is settled or which benchmark would settle it"):
+        assert fragment in advise
+    tune = help_text(capsys, "tune")
+    for fragment in ("stated in vLLM's metric names", "measured within every SLO", "--tolerance at --confidence",
+                     "(1 + --margin) x a bisection's GPU time", "with --run"):
+        assert fragment in tune
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        assert parser.description, name
+        silent = [action.option_strings for action in parser._actions if not action.help]
+        assert not silent, f"slim {name}: options without a help text: {silent}"
 
 
 def test_help_gives_an_example_and_every_exit_code(capsys):

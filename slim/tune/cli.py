@@ -64,6 +64,14 @@ SLO_HELP = ("an SLO in vLLM's names, NAME=MILLISECONDS or NAME=Kx (K times its v
             "mean_in_batch_e2e_ms is the paper's in-batch E2E")
 
 
+def paragraphs(*texts: str, width: int = 79) -> str:
+    """A help description of several paragraphs, each filled to `width` (the description formatter
+    keeps line breaks as written)."""
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(text, width) for text in texts)
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -100,11 +108,19 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                     positive_float: Callable, fraction: Callable, candidates: Callable) -> None:
     tune = commands.add_parser(
         "tune", help="measure only what the --max-num-seqs decision needs: the next benchmarks, or run them",
-        description="Believe what is not measured (SIM or SLIM from the accelerator's catalog entry, corrected by "
-                    "every measured run, with calibrated intervals), certify each workload's BCA decision (Eq. 13) "
-                    "when no unmeasured cap can beat the measured choice, and otherwise print the benchmark whose "
-                    "measurement is most useful per GPU-second as an exact command line; with --run, run it and "
-                    "repeat.", epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=paragraphs(
+            "Decide vLLM's --max-num-seqs for each workload (--workload MODEL:IL:OL) as slim advise does (the cap "
+            "of highest throughput, with --goodput of highest goodput, within every SLO, stated in vLLM's metric "
+            "names, and the efficiency floor; BCA, Eq. 13), measuring only what the decision needs. What no run "
+            "measured is predicted by SIM (default) or SLIM from the accelerator's catalog entry, corrected by "
+            "every measured run, with calibrated intervals; a metric the prior does not predict is measured.",
+            "A decision is settled when its cap was measured within every SLO and no other cap can beat it by more "
+            "than --tolerance at --confidence: then the vllm serve command with its memory flags is printed. "
+            "Otherwise the next benchmarks, the most useful per predicted GPU-second, are printed as exact vllm "
+            "serve and vllm bench command lines, spending at most (1 + --margin) x a bisection's GPU time; with "
+            "--run, each is run through the template and read back, until every decision is settled, the bound "
+            "is reached or a budget is spent."),
+        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     tune.add_argument("--traces", required=True, type=Path,
                       help="folder (or summary table) of benchmark results measured so far, any layout `slim check` "
                            "reads; with --run, one that does not exist yet means starting from no runs")
@@ -154,9 +170,12 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--timeout-s", type=positive_float, default=None, help="with --run: per-run time limit")
     tune.add_argument("--retry-failed", action="store_true",
                       help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
-    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML")
-    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML")
-    tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML")
+    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
+                      help="catalog of model architectures (as slim advise --models-file)")
+    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
+                      help="catalog of GPUs (as slim advise --hardware-file)")
+    tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
+                      help="the simulator's constants file, for the SIM prior (as slim advise --sim-constants)")
     tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                       help="a summary table's column mapping (as slim advise --table-columns)")
     tune.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
