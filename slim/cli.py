@@ -38,12 +38,15 @@ from slim.defaults import (
     SIM_CONSTANTS_FILE,
 )
 from slim.errors import NoFeasibleCapError, SlimError
-from slim.specs.hardware import HARDWARE_FILE, load_hardware
+from slim.specs.hardware import HARDWARE_FILE
 from slim.tune.cli import (
     EXIT_INTERRUPTED,
     EXIT_OPEN,
+    HARDWARE_FILE_HELP,
+    MODELS_FILE_HELP,
     add_slo_arguments,
     add_tune_parser,
+    hardware_help,
     paragraphs,
     run_tune,
     slos_of,
@@ -157,13 +160,6 @@ _ADVISE_EPILOG = f"""example (the public traces beside this repository):
 {_EXIT_CODES_HELP}"""
 
 
-def _catalog_names(load, path: Path) -> str:
-    try:
-        return ", ".join(load(path))
-    except SlimError:  # a broken catalog is reported when it is used, not by --help
-        return "?"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The `slim` command line: ``advise``, ``tune`` and ``check``."""
     parser = _OneLineErrorParser(prog="slim", description="SLIM: performance model and batching advisor for vLLM.",
@@ -205,9 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(--slo-ms) of a cap no run measured on the one-sided upper bound of SLIM's "
                                     "prediction at confidence C in (0, 1), e.g. 0.9: parameter uncertainty, what the "
                                     "runs leave undetermined and run-to-run scatter (default: on the prediction)")
-    advise_parser.add_argument("--hardware", required=True,
-                               help=f"GPU key of the hardware file the runs ran on (shipped: "
-                                    f"{_catalog_names(load_hardware, HARDWARE_FILE)})")
+    advise_parser.add_argument("--hardware", required=True, help=hardware_help())
     advise_parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
                                help="draw the workload's frontier (throughput per GPU against output tokens/s per "
                                     "user at every candidate cap, measured and predicted, the SLO bounds and the "
@@ -215,12 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--no-plan", action="store_true",
                                help="skip slim tune's session on the same runs (whether the decision is settled, "
                                     "the next benchmark)")
-    advise_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
-                               help="catalog of model architectures (default: the one shipped with slim, "
-                                    "slim/specs/models.yaml; its format is in config/README.md)")
+    advise_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     advise_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
-                               help="catalog of GPUs: dense BF16 FLOP/s, HBM bandwidth, memory (default: the one "
-                                    "shipped with slim, slim/specs/hardware.yaml)")
+                               help=HARDWARE_FILE_HELP)
     advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_BATCH_SIZES,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
@@ -262,13 +253,14 @@ def build_parser() -> argparse.ArgumentParser:
                     f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is "
                     "bad (1 only for a bug).")
     check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
-    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
-                              help="catalog of model architectures (default: the one shipped with slim)")
+    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     check_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                               help="a summary table's column mapping (as slim advise --table-columns)")
     check_parser.add_argument("--hardware", default=None,
-                              help="GPU key of the shipped hardware file the runs ran on (a static batch's "
-                                   "KV-cache check needs it; default: each row's own label)")
+                              help=hardware_help("the runs ran on (a static batch's KV-cache check needs it; "
+                                                 "default: each row's own label)"))
+    check_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
+                              help=HARDWARE_FILE_HELP)
     return parser
 
 
@@ -292,9 +284,10 @@ def _check(args: argparse.Namespace) -> int:
     from slim import columns as col
     from slim.advisor.training_runs import check_traces, trace_options
     from slim.specs.architecture import load_architectures
+    from slim.specs.hardware import load_hardware_with_shipped
     from slim.traces.clean import check_lines, clean_runs
 
-    options = trace_options(load_hardware(HARDWARE_FILE), args.hardware, args.table_columns)
+    options = trace_options(load_hardware_with_shipped(args.hardware_file), args.hardware, args.table_columns)
     _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file), options))
     for line in check_lines(report):
         print(line)

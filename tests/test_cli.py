@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slim import __version__
 from slim.advisor.advise import AdviceRequest, advise
@@ -74,6 +75,56 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
                                      *WORKLOAD[4:], "--slo-ms", "8000", "--hardware-file", str(HARDWARE_FILE)])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "unknown hardware 'tpu-v9'")
+
+
+USER_TRACES = REPO / "tests" / "data" / "user_dataset" / "traces"   # OPT-1.3B and 2.7B on an A100 80 GB
+USER_WORKLOAD = ["--input-len", "256", "--output-len", "256", "--slo-ms", "3500"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["advise", "--traces", str(USER_TRACES), "--model", "opt-2.7b", *USER_WORKLOAD, "--hardware", "rtx-4090"],
+    ["tune", "--traces", str(USER_TRACES), "--workload", "opt-2.7b:256:256", "--slo-ms", "3500",
+     "--hardware", "rtx-4090"],
+    ["check", str(USER_TRACES), "--hardware", "rtx-4090"]], ids=["advise", "tune", "check"])
+def test_an_unknown_gpu_names_the_known_keys_and_how_to_add_one(capsys, argv):
+    code, out, err = run_main(capsys, argv)
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert_one_line_error(err, f"slim {argv[0]}: error: unknown hardware 'rtx-4090'; known: h100-64gb", "a100-80gb",
+                          "add it with --hardware-file FILE, a YAML mapping of key -> peak_flops_per_s, "
+                          "hbm_bandwidth_bytes_per_s, memory_bytes, gpu_memory_utilization")
+
+
+RTX_4090 = {"peak_flops_per_s": 1.65e14, "hbm_bandwidth_bytes_per_s": 1.008e12, "memory_bytes": 25769803776,
+            "gpu_memory_utilization": 0.9}
+
+
+def test_a_hardware_file_adds_its_gpus_to_the_shipped_catalog(tmp_path):
+    from slim.specs.hardware import load_hardware, load_hardware_with_shipped
+
+    mine = tmp_path / "gpus.yaml"
+    mine.write_text(yaml.safe_dump({"rtx-4090": RTX_4090, "a100-80gb": {**RTX_4090, "memory_bytes": 2**36}},
+                                   sort_keys=False))
+    shipped = load_hardware(HARDWARE_FILE)
+    catalog = load_hardware_with_shipped(mine)
+    assert list(catalog) == [*shipped, "rtx-4090"], "the file's new keys join the shipped ones, after them"
+    assert catalog["a100-80gb"].memory_bytes == 2**36, "an entry of the file replaces the shipped one"
+    assert catalog["h200"] == shipped["h200"] and catalog["rtx-4090"].peak_flops_per_s == 1.65e14
+    assert load_hardware_with_shipped(HARDWARE_FILE) == shipped
+    assert list(load_hardware(mine)) == ["rtx-4090", "a100-80gb"], "the pipeline reads its hardware_file alone"
+
+
+def test_advise_tune_and_check_run_on_a_shipped_gpu_beside_a_hardware_file_of_others(capsys, tmp_path):
+    mine = tmp_path / "gpus.yaml"
+    mine.write_text(yaml.safe_dump({"rtx-4090": RTX_4090}))
+    on_a100 = ["--hardware", "a100-80gb", "--hardware-file", str(mine)]
+    code, out, err = run_main(capsys, ["advise", "--traces", str(USER_TRACES), "--model", "opt-2.7b", *USER_WORKLOAD,
+                                       *on_a100, "--no-plan", "--json"])
+    assert code == 0 and json.loads(out)["workload"]["hardware"] == "a100-80gb", err
+    code, _, err = run_main(capsys, ["tune", "--traces", str(USER_TRACES), "--workload", "opt-2.7b:256:256",
+                                     "--slo-ms", "3500", "--candidates", "1,8,32", *on_a100])
+    assert code == 0, err
+    code, _, err = run_main(capsys, ["check", str(USER_TRACES), *on_a100])
+    assert code == 0, err
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.model.metrics import mape_pct
 from slim.predictors import FittedPredictor
 from slim.specs.architecture import Architecture, ArchitectureCatalog
-from slim.specs.hardware import Hardware
+from slim.specs.hardware import ADD_HARDWARE, Hardware, unknown_hardware_message
 from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
@@ -41,9 +41,9 @@ def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None
 
     Raises `AdvisorError` naming an unknown accelerator, or a hardware_map entry that is none."""
     if hardware is not None and hardware not in hardware_catalog:
-        raise AdvisorError(f"unknown hardware '{hardware}'; known: {', '.join(hardware_catalog)}")
+        raise AdvisorError(unknown_hardware_message(hardware, hardware_catalog))
     layout = load_table_layout(table_columns) if table_columns is not None else DEFAULT_LAYOUT
-    return IngestOptions.on(hardware_catalog, hardware, layout, f"{table_columns}: ", AdvisorError)
+    return IngestOptions.on(hardware_catalog, hardware, layout, f"{table_columns}: ", AdvisorError, ADD_HARDWARE)
 
 
 def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions()) -> pd.DataFrame:

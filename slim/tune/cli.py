@@ -59,6 +59,26 @@ example (online: one server at the largest cap, the client's --max-concurrency v
 """
 
 
+MODELS_FILE_HELP = ("the catalog of model architectures, in place of the one shipped with slim "
+                    "(slim/specs/models.yaml; format in config/README.md); to add one model, --model-config")
+HARDWARE_FILE_HELP = ("GPUs to add to the catalog shipped with slim (slim/specs/hardware.yaml), an entry of the "
+                      "file replacing the shipped one of the same key: a YAML mapping of key -> peak_flops_per_s "
+                      "(dense BF16), hbm_bandwidth_bytes_per_s, memory_bytes, gpu_memory_utilization "
+                      "(format in config/README.md)")
+
+
+def hardware_help(ran_on: str = "the runs ran on") -> str:
+    """--hardware's help, naming the keys of the shipped catalog."""
+    from slim.errors import SlimError
+    from slim.specs.hardware import load_hardware
+
+    try:
+        shipped = ", ".join(load_hardware(HARDWARE_FILE))
+    except SlimError:   # a broken catalog is reported when it is used, not by --help
+        shipped = "?"
+    return f"key of the GPU {ran_on}: one of the shipped catalog ({shipped}) or of --hardware-file"
+
+
 SLO_HELP = ("an SLO in vLLM's names, NAME=MILLISECONDS or NAME=Kx (K times its value at --slo-reference-cap), "
             "repeatable, all must hold: p99_tpot_ms=50, mean_ttft_ms=500, p90_e2el_ms=8000, p99_itl_ms=2x; "
             "mean_in_batch_e2e_ms is the paper's in-batch E2E")
@@ -138,7 +158,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
     tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
     add_slo_arguments(tune, positive_float, positive_int)
-    tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
+    tune.add_argument("--hardware", required=True, help=hardware_help("the benchmarks run on"))
     tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
     tune.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=SIM_OPTION,
@@ -170,10 +190,8 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--timeout-s", type=positive_float, default=None, help="with --run: per-run time limit")
     tune.add_argument("--retry-failed", action="store_true",
                       help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
-    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
-                      help="catalog of model architectures (as slim advise --models-file)")
-    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
-                      help="catalog of GPUs (as slim advise --hardware-file)")
+    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
+    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML", help=HARDWARE_FILE_HELP)
     tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
                       help="the simulator's constants file, for the SIM prior (as slim advise --sim-constants)")
     tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",

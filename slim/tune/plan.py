@@ -35,7 +35,7 @@ from slim.predictors import tune_predictors
 from slim.sim.client_latency import keeping_client_latencies
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.specs.architecture import MODELS_FILE, ArchitectureCatalog, load_architectures
-from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware
+from slim.specs.hardware import HARDWARE_FILE, Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.specs.slo import Slos, judging_runs, why_not_judged
 from slim.traces.clean import CleaningPolicy, clean_runs
@@ -240,9 +240,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
     if request.model_config is not None:
         catalog = catalog.with_architecture(architecture_from_hf_config(request.model_config,
                                                                         request.model_config_name))
-    hardware_catalog = load_hardware(request.hardware_file)
+    hardware_catalog = load_hardware_with_shipped(request.hardware_file)
     if request.hardware not in hardware_catalog:
-        raise AdvisorError(f"unknown hardware '{request.hardware}'; known: {', '.join(hardware_catalog)}")
+        raise AdvisorError(unknown_hardware_message(request.hardware, hardware_catalog))
     hw = hardware_catalog[request.hardware]
     runs, readout = measured_so_far(request, catalog, hardware_catalog)
     mode = _benchmark_mode(request.mode)

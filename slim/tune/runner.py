@@ -231,9 +231,10 @@ def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
     """The usable run a benchmark wrote into `folder`, as a measurement, or None and why there is
     none (the cleaning report's status and reason, as `slim check` names them)."""
     request = plan.request
-    from slim.specs.hardware import load_hardware
+    from slim.specs.hardware import load_hardware_with_shipped
 
-    options = trace_options(load_hardware(request.hardware_file), request.hardware, request.table_columns)
+    options = trace_options(load_hardware_with_shipped(request.hardware_file), request.hardware,
+                            request.table_columns)
     try:
         runs = usable_runs(folder, plan.catalog, options, hardware=request.hardware)
     except NoUsableRunsError as error:
