@@ -73,5 +73,10 @@ class NoFeasibleCapError(AdvisorError):
         self.decision = decision
 
 
+class CannotStartError(AdvisorError):
+    """The program of a ``slim tune --run`` template cannot be started (not found, not executable): no
+    run through it can succeed, so the loop stops at once, naming it."""
+
+
 class PlotInputError(SlimError, ValueError):
     """A figure's input table lacks a column, a setting or a predictor it needs."""
