@@ -92,10 +92,9 @@ def error_json(error: SlimError, exit_code: int) -> dict[str, Any]:
     document: dict[str, Any] = {
         "slim_version": __version__, "status": "no_feasible_cap" if exit_code == EXIT_NO_FEASIBLE_CAP else "error",
         "exit_code": exit_code, "message": " ".join(str(error).split())}
-    lines = getattr(error, "lines", ())
-    if lines:
-        document["runs"] = [dict(zip(("status", "run", "fault_file", "reason"), line.split("\t", 3)))
-                            for line in lines]
+    runs = getattr(error, "runs", ())
+    if runs:
+        document["runs"] = list(runs)
     rows = getattr(error, "decision", None)
     if isinstance(rows, tuple) and rows:
         document["candidates"] = candidates_fields(rows, {}, DEFAULT_EPSILON)
@@ -248,11 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_parser(commands, _positive_int, _positive_float, _fraction, _candidates)
     check_parser = commands.add_parser(
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
-        description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
-                    "tab-separated line per run: status, run, file at fault (- if none), reason. "
-                    f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is "
-                    "bad (1 only for a bug).")
-    check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
+        description=paragraphs(
+            "Ingest and clean a folder of vLLM or GuideLLM benchmark results and print a header line, then "
+            "one tab-separated line per run: status (ok: usable), run (its folder under the traces), "
+            "fault_file (the file at fault), model, input_len and output_len (mean tokens per request, to "
+            "0.1), max_num_seqs (the run's cap; a static batch's batch size), reason; - where a value is "
+            "unknown. --json prints one JSON object instead: the runs with those fields and usable, and the "
+            "counts. A summary line goes to stderr.",
+            f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is bad "
+            "(1 only for a bug)."), formatter_class=argparse.RawDescriptionHelpFormatter)
+    check_parser.add_argument("traces", type=Path,
+                              help="folder of vLLM or GuideLLM benchmark results (or one trace file: a summary "
+                                   "table, an offline result)")
     check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     check_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                               help="a summary table's column mapping (as slim advise --table-columns)")
@@ -261,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "default: each row's own label)"))
     check_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
                               help=HARDWARE_FILE_HELP)
+    check_parser.add_argument("--json", action="store_true",
+                              help="print one JSON object (runs, counts) instead of the lines; on bad input, one "
+                                   "with status, exit_code and message")
     return parser
 
 
@@ -280,7 +289,8 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """``slim check DIR``: the cleaning report, a line per run; a summary line on stderr."""
+    """``slim check DIR``: the cleaning report, a header line and a line per run (``--json``: one
+    document, `check_json`); a summary line on stderr."""
     from slim import columns as col
     from slim.advisor.training_runs import check_traces, trace_options
     from slim.specs.architecture import load_architectures
@@ -289,11 +299,30 @@ def _check(args: argparse.Namespace) -> int:
 
     options = trace_options(load_hardware_with_shipped(args.hardware_file), args.hardware, args.table_columns)
     _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file), options))
-    for line in check_lines(report):
-        print(line)
+    code = EXIT_OK if report["kept"].any() else EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(check_json(report, args.traces, code), indent=2))
+    else:
+        for line in check_lines(report, header=True):
+            print(line)
     counts = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
     print(f"{len(report)} runs, {int(report['kept'].sum())} usable ({counts})", file=sys.stderr)
-    return EXIT_OK if report["kept"].any() else EXIT_BAD_INPUT
+    return code
+
+
+def check_json(report, traces: Path, exit_code: int) -> dict[str, Any]:
+    """`slim check --json`'s document: per run the fields of its line (`CHECK_COLUMNS`, null where
+    unknown) and whether it is usable, and the counts (runs, usable, per status)."""
+    from slim import columns as col
+    from slim.traces.clean import check_records
+
+    usable = int(report["kept"].sum())
+    runs = [{**record, "usable": bool(kept)} for record, kept in zip(check_records(report), report["kept"])]
+    return {"slim_version": __version__, "status": "ok" if usable else "no_usable_run", "exit_code": exit_code,
+            "traces": str(traces), "runs": runs,
+            "counts": {"runs": len(report), "usable": usable,
+                       "by_status": {str(status): int(count)
+                                     for status, count in report[col.STATUS].value_counts().items()}}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

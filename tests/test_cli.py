@@ -180,22 +180,47 @@ def _all_bad_folder(root: Path) -> Path:
     return root
 
 
-def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
+CHECK_HEADER = ["status", "run", "fault_file", "model", "input_len", "output_len", "max_num_seqs", "reason"]
+
+
+def test_check_prints_a_header_and_a_line_per_run_with_its_model_lengths_and_cap(capsys):
     code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(MODELS_FILE)])
     assert code == 0
-    lines = [line.split("\t") for line in out.splitlines()]
-    assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == 4 for fields in lines)
-    by_run = {run: (status, fault_file, reason) for status, run, fault_file, reason in lines}
-    assert by_run["port_clash"] == ("server_start_failed", "server_err.log",
-                                    "server_err.log: OSError: [Errno 98] Address already in use")
-    assert by_run["duplicate_b"][0] == "duplicate" and by_run["good_old_format"][:2] == ("ok", "-")
+    header, *lines = [line.split("\t") for line in out.splitlines()]
+    assert header == CHECK_HEADER
+    assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == len(CHECK_HEADER) for fields in lines)
+    by_run = {fields[1]: dict(zip(CHECK_HEADER, fields)) for fields in lines}
+    assert by_run["port_clash"] == {
+        "status": "server_start_failed", "run": "port_clash", "fault_file": "server_err.log", "model": "opt-1.3b",
+        "input_len": "-", "output_len": "-", "max_num_seqs": "-",   # the server never started: no lengths, no cap
+        "reason": "server_err.log: OSError: [Errno 98] Address already in use"}
+    assert by_run["duplicate_b"]["status"] == "duplicate"
+    assert [by_run["duplicate_a"][name] for name in CHECK_HEADER[:7]] == ["ok", "duplicate_a", "-", "opt-1.3b", "242",
+                                                                         "130", "32"]
     assert "usable" in err
+
+
+def test_check_json_holds_each_run_and_the_counts(capsys):
+    code, out, _ = run_main(capsys, ["check", str(BROKEN), "--json"])
+    document = json.loads(out)
+    assert code == document["exit_code"] == 0 and document["status"] == "ok"
+    by_run = {run["run"]: run for run in document["runs"]}
+    assert list(by_run["duplicate_a"]) == [*CHECK_HEADER, "usable"]
+    assert by_run["duplicate_a"] | {"reason": None} == {
+        "status": "ok", "run": "duplicate_a", "fault_file": None, "model": "opt-1.3b", "input_len": 242.0,
+        "output_len": 130.0, "max_num_seqs": 32, "reason": None, "usable": True}
+    assert by_run["port_clash"]["fault_file"] == "server_err.log" and by_run["port_clash"]["usable"] is False
+    counts = document["counts"]
+    assert counts["runs"] == len(document["runs"]) and counts["usable"] == sum(r["usable"] for r in document["runs"])
+    assert sum(counts["by_status"].values()) == counts["runs"] and counts["by_status"]["duplicate"] >= 1
 
 
 def test_check_exits_2_when_nothing_is_usable_and_names_a_missing_folder(capsys, tmp_path):
     code, out, _ = run_main(capsys, ["check", str(_all_bad_folder(tmp_path / "runs"))])
     assert code == EXIT_BAD_INPUT, "1 is kept for a bug"
-    assert sorted(line.split("\t")[0] for line in out.splitlines()) == ["corrupt", "server_start_failed"]
+    assert sorted(line.split("\t")[0] for line in out.splitlines()[1:]) == ["corrupt", "server_start_failed"]
+    code, out, _ = run_main(capsys, ["check", str(tmp_path / "runs"), "--json"])
+    assert code == EXIT_BAD_INPUT and json.loads(out)["status"] == "no_usable_run"
     code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "does not exist", "nope")
@@ -209,8 +234,8 @@ def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
     code, out, err = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
                                        "--slo-ms", "8000", "--models-file", str(MODELS_FILE)])
     assert code == EXIT_BAD_INPUT and out == ""
-    first, *runs = err.strip().splitlines()
-    assert "no usable runs" in first and "corrupt: 1" in first
+    first, header, *runs = err.strip().splitlines()
+    assert "no usable runs" in first and "corrupt: 1" in first and header.split() == CHECK_HEADER
     assert sorted(line.strip().split("\t")[:3] for line in runs) == [
         ["corrupt", "truncated", "vllm-infqps-opt-1.3b-20250901-101500.json"],
         ["server_start_failed", "port_clash", "server_err.log"]]
@@ -352,6 +377,7 @@ def test_json_lists_why_each_run_is_unusable(capsys, tmp_path):
     runs = json.loads(out)["runs"]
     assert sorted((run["status"], run["run"]) for run in runs) == [("corrupt", "truncated"),
                                                                     ("server_start_failed", "port_clash")]
+    assert all(list(run) == CHECK_HEADER for run in runs)
 
 
 def test_a_target_model_is_required(capsys):

@@ -17,7 +17,7 @@ from slim.model.metrics import mape_pct
 from slim.predictors import FittedPredictor
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import ADD_HARDWARE, Hardware, unknown_hardware_message
-from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
+from slim.traces.clean import CleaningPolicy, check_lines, check_records, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
 from slim.traces.summary_table import DEFAULT_LAYOUT, load_table_layout
@@ -85,7 +85,7 @@ def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptio
     if usable.empty:
         statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
         raise NoUsableRunsError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})",
-                                tuple(check_lines(report)))
+                                tuple(check_lines(report, header=True)), tuple(check_records(report)))
     return (usable.reset_index(drop=True), report) if with_report else usable.reset_index(drop=True)
 
 

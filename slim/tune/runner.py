@@ -241,8 +241,7 @@ def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
     try:
         runs = usable_runs(folder, plan.catalog, options, hardware=request.hardware)
     except NoUsableRunsError as error:
-        details = [line.split("\t") for line in error.lines]
-        return None, "; ".join(f"{status}: {reason}" for status, _, _, reason in details) or str(error)
+        return None, "; ".join(f"{run['status']}: {run['reason']}" for run in error.runs) or str(error)
     except TraceFormatError:
         return None, "the benchmark exited 0 but wrote no result file"
     return (measurement_of_runs(runs, request.slos), "") if len(runs) else (None, "no usable run")
