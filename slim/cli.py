@@ -202,9 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "runs leave undetermined and run-to-run scatter (default: on the prediction)")
     advise_parser.add_argument("--hardware", required=True, help=hardware_help())
     advise_parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
-                               help="draw the workload's frontier (throughput per GPU against output tokens/s per "
-                                    "user at every candidate cap, measured and predicted, the SLO bounds and the "
-                                    "chosen cap) to FILE (.pdf, .png or .svg)")
+                               help="draw the workload's frontier to FILE (.pdf, .png or .svg): throughput per GPU "
+                                    "against output tokens/s per user (from the metric of the first bound on a TPOT, "
+                                    "ITL or in-batch E2E statistic, so that the bound is drawn against its own "
+                                    "metric; else 1000 / mean TPOT) at every candidate cap, measured and predicted, "
+                                    "the caps SIM refused and the chosen cap")
     advise_parser.add_argument("--no-plan", action="store_true",
                                help="skip slim tune's session on the same runs (whether the decision is settled, "
                                     "the next benchmark)")
