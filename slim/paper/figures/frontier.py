@@ -31,6 +31,7 @@ from matplotlib.ticker import NullFormatter
 from slim import columns as col
 from slim.atomic import write_atomic
 from slim.errors import PlotInputError
+from slim.paper.figures.point_labels import PointLabel, near, place_labels
 from slim.specs.slo import IN_BATCH_E2E, SloMetric
 
 MEASURED_STYLE = {"marker": "o", "color": "tab:blue", "label": "measured"}
@@ -220,66 +221,27 @@ def _panel(ax, frontier: Frontier, title: str, font_size: float) -> None:
     ax.set_ylabel("throughput per GPU (tokens/s)", fontsize=font_size)
     ax.tick_params(labelsize=font_size - 1)
     ax.grid(alpha=0.3)
-    _label_caps(ax, frontier.points, font_size - 2, marker_size, chosen[0] if chosen else None)
-
-
-LABEL_OFFSETS = ((1, 0), (1, 1), (1, -1), (-1, 0), (-1, 1), (-1, -1), (0, 1), (0, -1))
-"""Where a cap's label may go around its point, in order of preference: right, left, above, below
-(level with the point first, where it is least ambiguous)."""
+    _label_caps(ax, frontier.points, font_size - 2, marker_size, chosen[0] if chosen else None,
+                [value for value, _ in frontier.bounds])
 
 
 def _label_caps(ax, points: Sequence[FrontierPoint], font_size: float, marker_size: float,
-                chosen: FrontierPoint | None = None) -> None:
-    """Label each drawn point with its cap where the label overlaps no other label, no marker, no
-    bound and not the `chosen` point's ring, and stays inside the axes: measured points first, then
-    predicted, then refused ones; a predicted point whose measured twin lies under it is not labelled
-    again. Sizes are estimated from the font (deterministic, no renderer needed); the axes' limits
-    are fixed first."""
-    ax.set_xlim(ax.get_xlim())
-    ax.set_ylim(ax.get_ylim())
-    pixels_per_point = ax.figure.dpi / 72.0
+                chosen: FrontierPoint | None, bounds: Sequence[float]) -> None:
+    """Label each drawn point with its cap where the label overlaps nothing (`place_labels`): measured
+    points first, then predicted, then refused ones; a predicted point under its measured twin is not
+    labelled again, and the `chosen` point's ring and the `bounds` are kept clear."""
+    def label(p: FrontierPoint, radius_points: float) -> PointLabel:
+        color = "tab:red" if p.refused else MEASURED_STYLE["color"] if p.measured else PREDICTED_STYLE["color"]
+        return PointLabel(p.interactivity, p.throughput_per_gpu, f"{p.cap:g}", color, radius_points)
+
     drawn = _drawn(points)
-    centres = {id(p): ax.transData.transform((p.interactivity, p.throughput_per_gpu)) for p in drawn}
-    radius = (marker_size / 2 + 1.5) * pixels_per_point
-    taken = [(x - radius, y - radius, x + radius, y + radius) for x, y in centres.values()]
-    ring = 1.4 * marker_size * pixels_per_point
-    if chosen is not None:
-        x, y = centres[id(chosen)]
-        taken.append((x - ring, y - ring, x + ring, y + ring))
-    box = ax.get_window_extent()
-    height, gap = font_size * pixels_per_point, 2.5 * pixels_per_point
-    for line in ax.get_lines():   # the SLO bounds: vertical lines across the axes
-        xs = line.get_xdata()
-        if line.get_linestyle() == "--" and len(xs) == 2 and xs[0] == xs[1]:
-            x = ax.transData.transform((xs[0], 1.0))[0]
-            taken.append((x - pixels_per_point, box.y0, x + pixels_per_point, box.y1))
-    measured_at = {p.cap: centres[id(p)] for p in drawn if p.measured}
+    radius, ring = marker_size / 2 + 1.5, 1.4 * marker_size
     ordered = ([p for p in drawn if p.measured] + [p for p in drawn if not p.measured and not p.refused]
                + [p for p in drawn if p.refused])
-    for p in ordered:
-        x, y = centres[id(p)]
-        twin = measured_at.get(p.cap)
-        if not p.measured and twin is not None and math.dist(twin, (x, y)) < 2 * radius:
-            continue
-        text = f"{p.cap:g}"
-        width = 0.62 * font_size * len(text) * pixels_per_point
-        clear = (ring if p is chosen else radius) + gap
-        for dx, dy in LABEL_OFFSETS:
-            left = x + clear if dx > 0 else x - clear - width if dx < 0 else x - width / 2
-            bottom = y + clear if dy > 0 else y - clear - height if dy < 0 else y - height / 2
-            candidate = (left, bottom, left + width, bottom + height)
-            inside = box.x0 <= left and left + width <= box.x1 and box.y0 <= bottom and bottom + height <= box.y1
-            if inside and not any(_overlap(candidate, other) for other in taken):
-                taken.append(candidate)
-                offset_points = ((left - x) / pixels_per_point, (bottom - y) / pixels_per_point)
-                color = "tab:red" if p.refused else MEASURED_STYLE["color"] if p.measured else PREDICTED_STYLE["color"]
-                ax.annotate(text, (p.interactivity, p.throughput_per_gpu), xytext=offset_points,
-                            textcoords="offset points", fontsize=font_size, color=color, ha="left", va="bottom")
-                break
-
-
-def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    measured = {p.cap: label(p, radius) for p in drawn if p.measured}
+    labels = [label(p, ring if p is chosen else radius) for p in ordered
+              if p.measured or p.cap not in measured or not near(label(p, radius), measured[p.cap], ax)]
+    place_labels(ax, labels, font_size, [label(p, radius) for p in drawn], bounds)
 
 
 def frontier_points(rows: pd.DataFrame, predictor: str, axis: str = DEFAULT_AXIS) -> tuple[FrontierPoint, ...]:
