@@ -12,39 +12,54 @@ needs) and the cleaning report (check the folder).
 output, and `main` maps errors to exit codes (`EXIT_CODES`, the same for every command): 0 done; 2
 bad input (arguments, trace folder, model, hardware, catalog, config.json, an SLO metric no run can
 judge; for `check`, no usable run); 3 no candidate cap meets the SLOs and the efficiency floor; 4
-`tune --run` stopped open; 130 interrupted; 1 only for an unexpected failure (a bug). Every failure
-prints one line on stderr naming the problem (``--json`` also prints a JSON object on stdout); when a
-folder holds runs but none is usable, that line is followed by `slim check`'s line per run.
+`tune --run` stopped open; 130 interrupted; 141 the reader closed the output early (``| head``); 1
+only for an unexpected failure (a bug). Every failure prints one line on stderr naming the problem
+(``--json`` also prints a JSON object on stdout); when a folder holds runs but none is usable, that
+line is followed by `slim check`'s line per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Sequence
 
 from slim import __version__
-from slim import columns as col
-from slim.advisor import advise as advice_module
-from slim.advisor.advise import Advice, AdviceRequest
-from slim.advisor.report import advice_fields, candidates_fields, render_text
-from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON
+from slim.defaults import (
+    DEFAULT_CANDIDATE_CAPS,
+    DEFAULT_EPSILON,
+    DEFAULT_ONLINE_PROMPTS,
+    MODELS_FILE,
+    PREDICTOR_OPTIONS,
+    SIM_CONSTANTS_FILE,
+)
 from slim.errors import NoFeasibleCapError, SlimError
-from slim.predictors import advise_predictors
-from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.specs.architecture import MODELS_FILE, load_architectures
-from slim.specs.hardware import HARDWARE_FILE, load_hardware
-from slim.traces.clean import check_lines, clean_runs
-from slim.traces.usable import check_traces, trace_options
-from slim.tune.cli import EXIT_INTERRUPTED, EXIT_OPEN, add_slo_arguments, add_tune_parser, run_tune, slos_of
+from slim.specs.hardware import HARDWARE_FILE
+from slim.tune.cli import (
+    EXIT_INTERRUPTED,
+    EXIT_OPEN,
+    HARDWARE_FILE_HELP,
+    MODELS_FILE_HELP,
+    add_slo_arguments,
+    add_tune_parser,
+    hardware_help,
+    paragraphs,
+    run_tune,
+    slos_of,
+)
+
+if TYPE_CHECKING:   # the commands import what they run (pandas, SciPy, the predictors) when they run it
+    from slim.advisor.advise import Advice, AdviceRequest
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NO_FEASIBLE_CAP = 3
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output closed it early (``| head``): 128 + SIGPIPE, as a shell reports it."""
 EXIT_CODES = {
     EXIT_OK: "done: advise printed a recommendation, tune its plan (with --run: every decision settled), check "
              "found a usable run",
@@ -55,6 +70,8 @@ EXIT_CODES = {
                           "that is settled)",
     EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, the bound, or no benchmark left)",
     EXIT_INTERRUPTED: "slim tune --run was interrupted (Ctrl-C); run it again to resume",
+    EXIT_BROKEN_PIPE: "the reader of the output closed it early (e.g. | head -1): the output stops there, "
+                      "without a message",
 }
 
 
@@ -62,19 +79,22 @@ EXIT_CODES = {
 
 def advice_json(advice: Advice) -> dict[str, Any]:
     """`slim advise --json`'s document (units in the key names; null where a number is undefined)."""
+    from slim.advisor.report import advice_fields
+
     return {"slim_version": __version__, "status": "ok", "exit_code": EXIT_OK, **advice_fields(advice)}
 
 
 def error_json(error: SlimError, exit_code: int) -> dict[str, Any]:
     """`slim advise --json`'s document for a failure: the message, and per run why it is unusable
     (``runs``) or per candidate what SLIM predicts (``candidates``) where the error has them."""
+    from slim.advisor.report import candidates_fields
+
     document: dict[str, Any] = {
         "slim_version": __version__, "status": "no_feasible_cap" if exit_code == EXIT_NO_FEASIBLE_CAP else "error",
         "exit_code": exit_code, "message": " ".join(str(error).split())}
-    lines = getattr(error, "lines", ())
-    if lines:
-        document["runs"] = [dict(zip(("status", "run", "fault_file", "reason"), line.split("\t", 3)))
-                            for line in lines]
+    runs = getattr(error, "runs", ())
+    if runs:
+        document["runs"] = list(runs)
     rows = getattr(error, "decision", None)
     if isinstance(rows, tuple) and rows:
         document["candidates"] = candidates_fields(rows, {}, DEFAULT_EPSILON)
@@ -88,7 +108,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not (np.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
@@ -139,13 +159,6 @@ _ADVISE_EPILOG = f"""example (the public traces beside this repository):
 {_EXIT_CODES_HELP}"""
 
 
-def _catalog_names(load, path: Path) -> str:
-    try:
-        return ", ".join(load(path))
-    except SlimError:  # a broken catalog is reported when it is used, not by --help
-        return "?"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The `slim` command line: ``advise``, ``tune`` and ``check``."""
     parser = _OneLineErrorParser(prog="slim", description="SLIM: performance model and batching advisor for vLLM.",
@@ -153,10 +166,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     advise_parser = commands.add_parser(
-        "advise", help="fit SLIM on traces and recommend --max-num-seqs for a workload",
-        description="Fit SLIM on every usable run of a trace folder, then choose the batch cap with the "
-                    "highest predicted throughput that meets the E2E SLO and the batching-efficiency floor "
-                    "(BCA, Eq. 13), and the vLLM memory flags that reserve only the KV cache it needs.",
+        "advise", help="recommend --max-num-seqs for a workload and its SLOs from your benchmark results",
+        description=paragraphs(
+            "Recommend vLLM's --max-num-seqs for one workload from a folder of benchmark results: the candidate "
+            "cap of highest throughput (with --goodput: of highest goodput) that meets every SLO and whose "
+            "batching efficiency T(B) / (B T(1)) exceeds --epsilon (BCA, Eq. 13). SLOs bound the statistics "
+            "vLLM's benchmark prints, by their names (--slo p99_tpot_ms=50, --slo mean_ttft_ms=500, --goodput "
+            "ttft:2000 tpot:50); --slo-ms bounds the paper's in-batch E2E.",
+            "A cap that a usable run of the workload measured is judged on its measured values; the others on a "
+            "prediction from every usable run: SLIM's where its equations give every SLO metric (the in-batch "
+            "E2E, mean_tpot_ms) and no goodput is asked for, else the simulator's, SIM, calibrated on the runs "
+            "(--predictor chooses). A metric no run can judge is refused, naming the benchmark that would.",
+            "Prints the cap, the vLLM memory flags that reserve only the KV cache it needs, the knee's range, "
+            "and whether the decision is settled or which benchmark would settle it (slim tune's session on "
+            "the same runs; --no-plan skips it)."),
         epilog=_ADVISE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     advise_parser.add_argument("--traces", required=True, type=Path,
                                help="folder of vLLM or GuideLLM benchmark results, in any layout `slim check` reads")
@@ -170,37 +193,37 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--output-len", required=True, type=_positive_int, help="generated tokens per request")
     add_slo_arguments(advise_parser, _positive_float, _positive_int)
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
-                               help=f"batching-efficiency floor, in (0, 1) (default {DEFAULT_EPSILON})")
+                               help=f"batching-efficiency floor in (0, 1): a cap's T(B) / (B T(1)) must exceed it "
+                                    f"(default {DEFAULT_EPSILON})")
     advise_parser.add_argument("--confidence", type=_fraction, default=None, metavar="C",
-                               help="hold the SLO on the one-sided upper bound of SLIM's E2E at confidence C in "
-                                    "(0, 1), e.g. 0.9: parameter uncertainty, what the runs leave undetermined and "
-                                    "run-to-run scatter (default: on the prediction itself)")
-    advise_parser.add_argument("--hardware", required=True,
-                               help=f"GPU key of the hardware file the runs ran on (shipped: "
-                                    f"{_catalog_names(load_hardware, HARDWARE_FILE)})")
+                               help="SLIM only (the default predictor with it): hold the in-batch E2E SLO "
+                                    "(--slo-ms) of a cap no run measured on the one-sided upper bound of SLIM's "
+                                    "prediction at confidence C in (0, 1), e.g. 0.9: parameter uncertainty, what the "
+                                    "runs leave undetermined and run-to-run scatter (default: on the prediction)")
+    advise_parser.add_argument("--hardware", required=True, help=hardware_help())
     advise_parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
-                               help="draw the workload's frontier (throughput per GPU against output tokens/s per "
-                                    "user at every candidate cap, measured and predicted, the SLO bounds and the "
-                                    "chosen cap) to FILE (.pdf, .png or .svg)")
+                               help="draw the workload's frontier to FILE (.pdf, .png or .svg): throughput per GPU "
+                                    "against output tokens/s per user (from the metric of the first bound on a TPOT, "
+                                    "ITL or in-batch E2E statistic, so that the bound is drawn against its own "
+                                    "metric; else 1000 / mean TPOT) at every candidate cap, measured and predicted, "
+                                    "the caps SIM refused and the chosen cap")
     advise_parser.add_argument("--no-plan", action="store_true",
                                help="skip slim tune's session on the same runs (whether the decision is settled, "
                                     "the next benchmark)")
-    advise_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
-                               help="catalog of model architectures (default: the one shipped with slim, "
-                                    "slim/specs/models.yaml; its format is in config/README.md)")
+    advise_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     advise_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
-                               help="catalog of GPUs: dense BF16 FLOP/s, HBM bandwidth, memory (default: the one "
-                                    "shipped with slim, slim/specs/hardware.yaml)")
+                               help=HARDWARE_FILE_HELP)
     advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_CAPS,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
     advise_parser.add_argument("--train-models", type=_names, default=None, metavar="M1,M2",
-                               help="fit SLIM only on the runs of these models (default: every usable run); "
-                                    "leave the target out to see how well SLIM predicts a model it never saw")
+                               help="fit the predictor only on the runs of these models (default: every usable "
+                                    "run; the target's runs still count as measurements); leave the target out to "
+                                    "see how well SLIM predicts a model it never saw")
     advise_parser.add_argument("--exclude-runs", action="append", default=[], metavar="GLOB",
                                help="leave the runs whose directory under --traces matches GLOB out of the fit "
-                                    "(repeatable)")
+                                    "and out of the measurements (repeatable)")
     advise_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                                help="how a summary table (CSV or Parquet, one offline point per row) names its "
                                     "columns and accelerators: a YAML file with a dataset's table: section "
@@ -209,15 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--json", action="store_true",
                                help="print one JSON object (recommendation, memory flags, candidates, warnings) "
                                     "instead of the report; on failure, one with status, exit_code and message")
-    advise_parser.add_argument("--predictor", choices=list(advise_predictors()), default=None,
-                               help="slim: SLIM at the running batch a cap allows; sim: the calibrated simulator, "
-                                    "which simulates each cap's requests and refuses those that preempt (slower). "
-                                    "Default: slim where every SLO is the in-batch E2E or mean TPOT (what SLIM's "
-                                    "equations give) and --confidence or no --goodput, else sim")
+    advise_parser.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=None,
+                               help="what predicts the caps no run of the workload measured. slim: SLIM at the "
+                                    "running batch a cap allows (the in-batch E2E and mean_tpot_ms only); sim: the "
+                                    "calibrated simulator, which simulates each cap's requests, predicts the goodput "
+                                    "and every SLO metric but ITL's tail, and refuses caps whose simulated run "
+                                    "preempts (slower). Default: slim with --confidence, or where every SLO metric "
+                                    "is one SLIM gives and no --goodput is asked for; else sim")
     advise_parser.add_argument("--num-prompts", type=_positive_int, default=None,
                                help="requests each benchmark sends, the next one's and SIM's simulation of each "
-                                    "cap (default: as the workload's runs sent them, else vllm bench serve's 1000; "
-                                    "slim tune chooses the same)")
+                                    "cap (default: as the workload's runs sent them, else vllm bench serve's "
+                                    f"{DEFAULT_ONLINE_PROMPTS}; slim tune chooses the same)")
     advise_parser.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
                                help="the simulator's constants file, --predictor sim only (its fixed scheduler and "
                                     "memory fields are used; default: the H100 constants shipped with slim, "
@@ -225,18 +250,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_parser(commands, _positive_int, _positive_float, _fraction, _candidates)
     check_parser = commands.add_parser(
         "check", help="say, for every run of a trace folder, whether it is usable and why not",
-        description="Ingest and clean a folder of vLLM or GuideLLM benchmark results and print one "
-                    "tab-separated line per run: status, run, file at fault (- if none), reason. "
-                    f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is "
-                    "bad (1 only for a bug).")
-    check_parser.add_argument("traces", type=Path, help="folder of vLLM benchmark runs")
-    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML",
-                              help="catalog of model architectures (default: the one shipped with slim)")
+        description=paragraphs(
+            "Ingest and clean a folder of vLLM or GuideLLM benchmark results and print a header line, then "
+            "one tab-separated line per run: status (ok: usable), run (its folder under the traces), "
+            "fault_file (the file at fault), model, input_len and output_len (mean tokens per request, to "
+            "0.1), max_num_seqs (the run's cap; a static batch's batch size), reason; - where a value is "
+            "unknown. --json prints one JSON object instead: the runs with those fields and usable, and the "
+            "counts. A summary line goes to stderr.",
+            f"Exit status 0 when at least one run is usable, {EXIT_BAD_INPUT} when none is or the input is bad "
+            "(1 only for a bug)."), formatter_class=argparse.RawDescriptionHelpFormatter)
+    check_parser.add_argument("traces", type=Path,
+                              help="folder of vLLM or GuideLLM benchmark results (or one trace file: a summary "
+                                   "table, an offline result)")
+    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     check_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                               help="a summary table's column mapping (as slim advise --table-columns)")
     check_parser.add_argument("--hardware", default=None,
-                              help="GPU key of the shipped hardware file the runs ran on (a static batch's "
-                                   "KV-cache check needs it; default: each row's own label)")
+                              help=hardware_help("the runs ran on (a static batch's KV-cache check needs it; "
+                                                 "default: each row's own label)"))
+    check_parser.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML",
+                              help=HARDWARE_FILE_HELP)
+    check_parser.add_argument("--json", action="store_true",
+                              help="print one JSON object (runs, counts) instead of the lines; on bad input, one "
+                                   "with status, exit_code and message")
     return parser
 
 
@@ -244,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def advice_request(args: argparse.Namespace) -> AdviceRequest:
     """``slim advise``'s parsed arguments as the request `advise` answers (the SLO in seconds)."""
+    from slim.advisor.advise import AdviceRequest
+
     return AdviceRequest(args.traces, args.model, args.input_len, args.output_len, slos=slos_of(args),
                          epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                          hardware_file=args.hardware_file, candidates=args.candidates,
@@ -254,18 +292,61 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """``slim check DIR``: the cleaning report, a line per run; a summary line on stderr."""
-    options = trace_options(load_hardware(HARDWARE_FILE), args.hardware, args.table_columns)
+    """``slim check DIR``: the cleaning report, a header line and a line per run (``--json``: one
+    document, `check_json`); a summary line on stderr."""
+    from slim import columns as col
+    from slim.specs.architecture import load_architectures
+    from slim.specs.hardware import load_hardware_with_shipped
+    from slim.traces.clean import check_lines, clean_runs
+    from slim.traces.usable import check_traces, trace_options
+
+    options = trace_options(load_hardware_with_shipped(args.hardware_file), args.hardware, args.table_columns)
     _, report = clean_runs(check_traces(args.traces, load_architectures(args.models_file), options))
-    for line in check_lines(report):
-        print(line)
+    code = EXIT_OK if report["kept"].any() else EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(check_json(report, args.traces, code), indent=2))
+    else:
+        for line in check_lines(report, header=True):
+            print(line)
     counts = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
     print(f"{len(report)} runs, {int(report['kept'].sum())} usable ({counts})", file=sys.stderr)
-    return EXIT_OK if report["kept"].any() else EXIT_BAD_INPUT
+    return code
+
+
+def check_json(report, traces: Path, exit_code: int) -> dict[str, Any]:
+    """`slim check --json`'s document: per run the fields of its line (`CHECK_COLUMNS`, null where
+    unknown) and whether it is usable, and the counts (runs, usable, per status)."""
+    from slim import columns as col
+    from slim.traces.clean import check_records
+
+    usable = int(report["kept"].sum())
+    runs = [{**record, "usable": bool(kept)} for record, kept in zip(check_records(report), report["kept"])]
+    return {"slim_version": __version__, "status": "ok" if usable else "no_usable_run", "exit_code": exit_code,
+            "traces": str(traces), "runs": runs,
+            "counts": {"runs": len(report), "usable": usable,
+                       "by_status": {str(status): int(count)
+                                     for status, count in report[col.STATUS].value_counts().items()}}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m slim`` and the ``slim`` console script; returns the exit code."""
+    """Entry point of ``python -m slim`` and the ``slim`` console script; returns the exit code.
+
+    A reader that closes the output early (``slim check DIR | head -1``) ends the command quietly
+    with `EXIT_BROKEN_PIPE`, as a shell reports a program that SIGPIPE stopped: stdout is flushed
+    here, where that shows, and then pointed at the null device, so the interpreter's own flush at
+    exit has nothing left to complain about."""
+    try:
+        try:
+            return _command(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """Parse `argv`, run its command and map its errors to exit codes (`main`)."""
     args = build_parser().parse_args(argv)
     as_json = getattr(args, "json", False)
     try:
@@ -273,7 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "tune":
             return run_tune(args)
-        advice = advice_module.advise(advice_request(args))
+        from slim.advisor.advise import advise
+        from slim.advisor.report import render_text
+
+        advice = advise(advice_request(args))
         if args.plot is not None:
             from slim.paper.figures.frontier import advice_frontier_figure, save_frontier
 

@@ -35,11 +35,13 @@ class TraceFormatError(SlimError):
 
 
 class NoUsableRunsError(TraceFormatError):
-    """A trace folder holds runs but none is usable; `lines` says, per run, why (as `slim check` does)."""
+    """A trace folder holds runs but none is usable; `lines` says, per run, why, as `slim check` prints
+    it (its header line first), and `runs` as its ``--json`` does (one mapping per run)."""
 
-    def __init__(self, message: str, lines: tuple[str, ...] = ()):
+    def __init__(self, message: str, lines: tuple[str, ...] = (), runs: tuple[dict, ...] = ()):
         super().__init__(message)
         self.lines = tuple(lines)
+        self.runs = tuple(runs)
 
 
 class UnreadableTraceError(TraceFormatError):
@@ -71,6 +73,11 @@ class NoFeasibleCapError(AdvisorError):
     def __init__(self, message: str, decision: object | None = None):
         super().__init__(message)
         self.decision = decision
+
+
+class CannotStartError(AdvisorError):
+    """The program of a ``slim tune --run`` template cannot be started (not found, not executable): no
+    run through it can succeed, so the loop stops at once, naming it."""
 
 
 class PlotInputError(SlimError, ValueError):

@@ -317,7 +317,8 @@ def test_slim_advise_reads_a_summary_table_on_one_accelerator(tmp_path):
     assert advice.n_runs == 12 and advice.hardware == "a100-sxm-40gb"
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text(yaml.safe_dump({"columns": TABLE["columns"], "hardware_map": {"A100 card": "a100-41gb"}}))
-    with pytest.raises(AdvisorError, match=r"hardware_map\.A100 card = 'a100-41gb' is not in the hardware file"):
+    with pytest.raises(AdvisorError, match=r"hardware_map\.A100 card = 'a100-41gb' is not in the hardware file"
+                                           r" \(known: .*\); add it with --hardware-file FILE"):
         advise(AdviceRequest(table, "llama-2-7b", 256, 256, 60.0, hardware="a100-sxm-40gb", table_columns=unknown))
 
 

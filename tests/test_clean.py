@@ -66,7 +66,8 @@ def test_default_policy_keeps_only_ok_runs(corpus_runs, expected):
     assert list(report.columns) == [col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS,
                                     col.OUTPUT_LEN_NOMINAL, col.STATUS, col.REASON_DETAIL, col.FAULT_FILE,
                                     col.BENCHMARK_MODE, col.HARDWARE, col.TENSOR_PARALLEL, col.INPUT_LEN_NOMINAL,
-                                    col.N_MEASUREMENTS, col.MEASUREMENT_SPREAD_PCT, "kept"]
+                                    col.N_MEASUREMENTS, col.MEASUREMENT_SPREAD_PCT, col.INPUT_LEN_MEAN,
+                                    col.OUTPUT_LEN_MEAN, "kept"]
     # The usable table keeps every ingested column.
     assert list(usable.columns) == list(corpus_runs.columns)
 

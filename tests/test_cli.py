@@ -1,17 +1,19 @@
 """The `slim` command: one-line errors with distinct exit codes, --json, --version and --help, the
 training selection and its held-out check, the warnings, and real runs on the public traces."""
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from slim import __version__
 from slim.advisor.advise import AdviceRequest, advise
 from slim.advisor.report import render_text
-from slim.cli import EXIT_BAD_INPUT, EXIT_NO_FEASIBLE_CAP, main
+from slim.cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_NO_FEASIBLE_CAP, build_parser, main
 from slim.errors import NoFeasibleCapError
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
@@ -75,6 +77,56 @@ def test_unknown_model_and_hardware(capsys, shared_traces_dir):
     assert_one_line_error(err, "unknown hardware 'tpu-v9'")
 
 
+USER_TRACES = REPO / "tests" / "data" / "user_dataset" / "traces"   # OPT-1.3B and 2.7B on an A100 80 GB
+USER_WORKLOAD = ["--input-len", "256", "--output-len", "256", "--slo-ms", "3500"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["advise", "--traces", str(USER_TRACES), "--model", "opt-2.7b", *USER_WORKLOAD, "--hardware", "rtx-4090"],
+    ["tune", "--traces", str(USER_TRACES), "--workload", "opt-2.7b:256:256", "--slo-ms", "3500",
+     "--hardware", "rtx-4090"],
+    ["check", str(USER_TRACES), "--hardware", "rtx-4090"]], ids=["advise", "tune", "check"])
+def test_an_unknown_gpu_names_the_known_keys_and_how_to_add_one(capsys, argv):
+    code, out, err = run_main(capsys, argv)
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert_one_line_error(err, f"slim {argv[0]}: error: unknown hardware 'rtx-4090'; known: h100-64gb", "a100-80gb",
+                          "add it with --hardware-file FILE, a YAML mapping of key -> peak_flops_per_s, "
+                          "hbm_bandwidth_bytes_per_s, memory_bytes, gpu_memory_utilization")
+
+
+RTX_4090 = {"peak_flops_per_s": 1.65e14, "hbm_bandwidth_bytes_per_s": 1.008e12, "memory_bytes": 25769803776,
+            "gpu_memory_utilization": 0.9}
+
+
+def test_a_hardware_file_adds_its_gpus_to_the_shipped_catalog(tmp_path):
+    from slim.specs.hardware import load_hardware, load_hardware_with_shipped
+
+    mine = tmp_path / "gpus.yaml"
+    mine.write_text(yaml.safe_dump({"rtx-4090": RTX_4090, "a100-80gb": {**RTX_4090, "memory_bytes": 2**36}},
+                                   sort_keys=False))
+    shipped = load_hardware(HARDWARE_FILE)
+    catalog = load_hardware_with_shipped(mine)
+    assert list(catalog) == [*shipped, "rtx-4090"], "the file's new keys join the shipped ones, after them"
+    assert catalog["a100-80gb"].memory_bytes == 2**36, "an entry of the file replaces the shipped one"
+    assert catalog["h200"] == shipped["h200"] and catalog["rtx-4090"].peak_flops_per_s == 1.65e14
+    assert load_hardware_with_shipped(HARDWARE_FILE) == shipped
+    assert list(load_hardware(mine)) == ["rtx-4090", "a100-80gb"], "the pipeline reads its hardware_file alone"
+
+
+def test_advise_tune_and_check_run_on_a_shipped_gpu_beside_a_hardware_file_of_others(capsys, tmp_path):
+    mine = tmp_path / "gpus.yaml"
+    mine.write_text(yaml.safe_dump({"rtx-4090": RTX_4090}))
+    on_a100 = ["--hardware", "a100-80gb", "--hardware-file", str(mine)]
+    code, out, err = run_main(capsys, ["advise", "--traces", str(USER_TRACES), "--model", "opt-2.7b", *USER_WORKLOAD,
+                                       *on_a100, "--no-plan", "--json"])
+    assert code == 0 and json.loads(out)["workload"]["hardware"] == "a100-80gb", err
+    code, _, err = run_main(capsys, ["tune", "--traces", str(USER_TRACES), "--workload", "opt-2.7b:256:256",
+                                     "--slo-ms", "3500", "--candidates", "1,8,32", *on_a100])
+    assert code == 0, err
+    code, _, err = run_main(capsys, ["check", str(USER_TRACES), *on_a100])
+    assert code == 0, err
+
+
 @pytest.fixture(scope="module")
 def public_advice(shared_traces_dir):
     return advise(AdviceRequest(shared_traces_dir / "output_length", "opt-1.3b", 242, 520, slo_s=8.0, epsilon=0.1,
@@ -128,22 +180,47 @@ def _all_bad_folder(root: Path) -> Path:
     return root
 
 
-def test_check_prints_status_run_file_and_reason_for_every_run(capsys):
+CHECK_HEADER = ["status", "run", "fault_file", "model", "input_len", "output_len", "max_num_seqs", "reason"]
+
+
+def test_check_prints_a_header_and_a_line_per_run_with_its_model_lengths_and_cap(capsys):
     code, out, err = run_main(capsys, ["check", str(BROKEN), "--models-file", str(MODELS_FILE)])
     assert code == 0
-    lines = [line.split("\t") for line in out.splitlines()]
-    assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == 4 for fields in lines)
-    by_run = {run: (status, fault_file, reason) for status, run, fault_file, reason in lines}
-    assert by_run["port_clash"] == ("server_start_failed", "server_err.log",
-                                    "server_err.log: OSError: [Errno 98] Address already in use")
-    assert by_run["duplicate_b"][0] == "duplicate" and by_run["good_old_format"][:2] == ("ok", "-")
+    header, *lines = [line.split("\t") for line in out.splitlines()]
+    assert header == CHECK_HEADER
+    assert len(lines) == len(list(BROKEN.glob("*/"))) and all(len(fields) == len(CHECK_HEADER) for fields in lines)
+    by_run = {fields[1]: dict(zip(CHECK_HEADER, fields)) for fields in lines}
+    assert by_run["port_clash"] == {
+        "status": "server_start_failed", "run": "port_clash", "fault_file": "server_err.log", "model": "opt-1.3b",
+        "input_len": "-", "output_len": "-", "max_num_seqs": "-",   # the server never started: no lengths, no cap
+        "reason": "server_err.log: OSError: [Errno 98] Address already in use"}
+    assert by_run["duplicate_b"]["status"] == "duplicate"
+    assert [by_run["duplicate_a"][name] for name in CHECK_HEADER[:7]] == ["ok", "duplicate_a", "-", "opt-1.3b", "242",
+                                                                         "130", "32"]
     assert "usable" in err
+
+
+def test_check_json_holds_each_run_and_the_counts(capsys):
+    code, out, _ = run_main(capsys, ["check", str(BROKEN), "--json"])
+    document = json.loads(out)
+    assert code == document["exit_code"] == 0 and document["status"] == "ok"
+    by_run = {run["run"]: run for run in document["runs"]}
+    assert list(by_run["duplicate_a"]) == [*CHECK_HEADER, "usable"]
+    assert by_run["duplicate_a"] | {"reason": None} == {
+        "status": "ok", "run": "duplicate_a", "fault_file": None, "model": "opt-1.3b", "input_len": 242.0,
+        "output_len": 130.0, "max_num_seqs": 32, "reason": None, "usable": True}
+    assert by_run["port_clash"]["fault_file"] == "server_err.log" and by_run["port_clash"]["usable"] is False
+    counts = document["counts"]
+    assert counts["runs"] == len(document["runs"]) and counts["usable"] == sum(r["usable"] for r in document["runs"])
+    assert sum(counts["by_status"].values()) == counts["runs"] and counts["by_status"]["duplicate"] >= 1
 
 
 def test_check_exits_2_when_nothing_is_usable_and_names_a_missing_folder(capsys, tmp_path):
     code, out, _ = run_main(capsys, ["check", str(_all_bad_folder(tmp_path / "runs"))])
     assert code == EXIT_BAD_INPUT, "1 is kept for a bug"
-    assert sorted(line.split("\t")[0] for line in out.splitlines()) == ["corrupt", "server_start_failed"]
+    assert sorted(line.split("\t")[0] for line in out.splitlines()[1:]) == ["corrupt", "server_start_failed"]
+    code, out, _ = run_main(capsys, ["check", str(tmp_path / "runs"), "--json"])
+    assert code == EXIT_BAD_INPUT and json.loads(out)["status"] == "no_usable_run"
     code, _, err = run_main(capsys, ["check", str(tmp_path / "nope")])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "does not exist", "nope")
@@ -157,8 +234,8 @@ def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):
     code, out, err = run_main(capsys, ["advise", "--traces", str(_all_bad_folder(tmp_path / "runs")), *WORKLOAD,
                                        "--slo-ms", "8000", "--models-file", str(MODELS_FILE)])
     assert code == EXIT_BAD_INPUT and out == ""
-    first, *runs = err.strip().splitlines()
-    assert "no usable runs" in first and "corrupt: 1" in first
+    first, header, *runs = err.strip().splitlines()
+    assert "no usable runs" in first and "corrupt: 1" in first and header.split() == CHECK_HEADER
     assert sorted(line.strip().split("\t")[:3] for line in runs) == [
         ["corrupt", "truncated", "vllm-infqps-opt-1.3b-20250901-101500.json"],
         ["server_start_failed", "port_clash", "server_err.log"]]
@@ -176,12 +253,81 @@ def test_version_prints_the_package_version(capsys):
     assert code == 0 and out.strip() == f"slim {__version__}"
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("argv", [["check", str(BROKEN)], ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000"],
+                                  ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json"]],
+                         ids=["check", "advise", "advise-json"])
+def test_a_reader_that_closes_the_output_early_ends_the_command_quietly(argv):
+    process = subprocess.Popen([sys.executable, "-m", "slim", *argv], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.stdout.close()   # as `| head -1` does once it has its line; here before the first one
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == EXIT_BROKEN_PIPE == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
+HEAVY_PACKAGES = ("numpy", "scipy", "pandas", "matplotlib", "sklearn")
+_IMPORTED_BY_HELP = """
+import contextlib, io, sys
+from slim.cli import main
+for argv in (["--help"], ["advise", "--help"], ["tune", "--help"], ["check", "--help"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(argv)
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.integration   # a fresh interpreter: this one imported everything already
+def test_help_imports_no_numerics_and_no_command_it_does_not_run():
+    modules = subprocess.run([sys.executable, "-c", _IMPORTED_BY_HELP], cwd=REPO, capture_output=True, text=True,
+                             timeout=60, check=True).stdout.split()
+    assert "slim.cli" in modules and "slim.tune.cli" in modules
+    assert not [name for name in modules if name.split(".")[0] in HEAVY_PACKAGES]
+    assert not [name for name in modules if name.startswith(("slim.advisor", "slim.sim", "slim.predictors",
+                                                             "slim.model", "slim.traces", "slim.paper"))
+                or (name.startswith("slim.tune.") and name != "slim.tune.cli")]
+
+
+def test_the_command_line_offers_every_predictor_the_registry_offers():
+    from slim.defaults import PREDICTOR_OPTIONS
+    from slim.predictors import advise_predictors, tune_predictors
+
+    assert set(advise_predictors()) == set(tune_predictors()) == set(PREDICTOR_OPTIONS)
+
+
+def help_text(capsys, command: str) -> str:
+    code, out, _ = run_main(capsys, [command, "--help"])
+    assert code == 0
+    return " ".join(out.split())
+
+
+def test_the_help_says_what_advise_and_tune_do(capsys):
+    advise = help_text(capsys, "advise")
+    assert "meets the E2E SLO" not in advise and "Fit SLIM on every usable run" not in advise
+    for fragment in ("vLLM's benchmark prints, by their names (--slo p99_tpot_ms=50", "--goodput ttft:2000 tpot:50",
+                     "judged on its measured values", "else the simulator's, SIM", "refused",
+                     "whether the decision is settled or which benchmark would settle it"):
+        assert fragment in advise
+    tune = help_text(capsys, "tune")
+    for fragment in ("stated in vLLM's metric names", "measured within every SLO", "--tolerance at --confidence",
+                     "(1 + --margin) x a bisection's GPU time", "with --run"):
+        assert fragment in tune
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        assert parser.description, name
+        silent = [action.option_strings for action in parser._actions if not action.help]
+        assert not silent, f"slim {name}: options without a help text: {silent}"
+
+
 def test_help_gives_an_example_and_every_exit_code(capsys):
     code, out, _ = run_main(capsys, ["advise", "--help"])
     assert code == 0
     assert "example" in out and "slim advise --traces" in out and "--json" in out
     for line in ("0  done", "1  unexpected failure", "2  bad input", "3  no candidate --max-num-seqs meets the SLOs",
-                 "4  slim tune --run stopped"):
+                 "4  slim tune --run stopped", "141  the reader of the output closed it early"):
         assert line in out
     for option in ("--models-file YAML", "--hardware-file YAML", "--model-config CONFIG_JSON", "--train-models"):
         assert option in out
@@ -232,6 +378,7 @@ def test_json_lists_why_each_run_is_unusable(capsys, tmp_path):
     runs = json.loads(out)["runs"]
     assert sorted((run["status"], run["run"]) for run in runs) == [("corrupt", "truncated"),
                                                                     ("server_start_failed", "port_clash")]
+    assert all(list(run) == CHECK_HEADER for run in runs)
 
 
 def test_a_target_model_is_required(capsys):

@@ -17,7 +17,7 @@ from conftest import REPO
 SLIM = REPO / "slim"
 MAX_MODULE_LINES = 500
 LAYERS = (
-    ("slim", "slim.errors", "slim.columns", "slim.yaml_files", "slim.atomic", "slim.markdown"),
+    ("slim", "slim.errors", "slim.columns", "slim.yaml_files", "slim.atomic", "slim.markdown", "slim.defaults"),
     ("slim.specs",),
     ("slim.model", "slim.gpu"),
     ("slim.sim", "slim.traces"),

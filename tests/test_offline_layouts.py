@@ -154,9 +154,11 @@ def test_an_offline_result_without_arguments_or_with_options_slim_does_not_model
 
 def test_slim_check_reads_a_single_table_file(capsys):
     assert cli.main(["check", str(FORMATS / "summary_table" / "points.csv")]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split("\t") == ["status", "run", "fault_file", "model", "input_len", "output_len", "max_num_seqs",
+                                  "reason"]
     assert len(lines) == len(LAYOUTS.OFFLINE_BATCHES) + 1
-    assert lines[4].startswith("ok\tpoints.csv[4]\t-\tmean of 2 measurements")
+    assert lines[4].startswith("ok\tpoints.csv[4]\t-\topt-1.3b\t") and "mean of 2 measurements" in lines[4]
     assert lines[9].startswith("aggregated\tpoints.csv[9]")
 
 

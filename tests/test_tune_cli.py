@@ -141,15 +141,30 @@ def settled_cap(body: dict) -> float:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("program", ["no-such-benchmark-program", "not-executable"])
+def test_a_template_whose_program_cannot_start_stops_the_loop_at_once(tmp_path, capsys, program):
+    if program == "not-executable":
+        program = str(tmp_path / program)
+        Path(program).write_text("#!/bin/sh\nexit 0\n")
+    traces = tmp_path / "runs"
+    code = main(["tune", "--traces", str(traces), *WORKLOAD, "--slo-ms", "150", "--run",
+                 f"{program} --model {{model}} --max-concurrency {{max_concurrency}}"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"slim tune: error: --run template's program '{program}' cannot be started (")
+    assert read_attempts(traces / "slim-tune") == [], "a program that cannot start says nothing about a cap"
+
+
+@pytest.mark.integration
 def test_failures_of_a_broken_template_do_not_outlive_the_fix(tmp_path, capsys):
     traces = tmp_path / "runs"
-    broken = "no-such-benchmark-program --model {model} --max-concurrency {max_concurrency}"
+    broken = f"{sys.executable} -c 'raise SystemExit(3)' --model {{model}} --max-concurrency {{max_concurrency}}"
     code, body, _ = tune(capsys, traces, "--slo-ms", "150", "--run", broken)
     attempts = read_attempts(traces / "slim-tune")
-    assert code == 4 and len(attempts) == 3 and {a.exit_code for a in attempts} == {127}
+    assert code == 4 and len(attempts) == 3 and {a.exit_code for a in attempts} == {3}
     assert all(a.fingerprint["template"] == broken and a.fingerprint["num_prompts"] == 64
                and a.fingerprint["hardware"] == "a100-sxm-40gb" and a.fingerprint["slim_version"] for a in attempts)
-    assert "cannot start no-such-benchmark-program" in attempts[0].reason
+    assert attempts[0].reason == "exit code 3"
     code, body, err = tune(capsys, traces, "--slo-ms", "150", "--run", template())
     assert code == 0 and body["workloads"][0]["failed_caps"] == [], err
     assert "may run again: it ran under another template" in err

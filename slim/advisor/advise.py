@@ -37,7 +37,7 @@ from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
 from slim.predictors import advise_predictors
 from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
-from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
 from slim.traces.usable import SkippedRun, single_tensor_parallel_degree, skipped_runs, trace_options, usable_runs
@@ -107,13 +107,12 @@ def resolve_target(request: AdviceRequest) -> tuple[ArchitectureCatalog, Archite
         catalog, model = catalog.with_architecture(described), described.name
     if model is None:
         raise AdvisorError("name the target model (--model) or describe it (--model-config)")
-    hardware_catalog = load_hardware(r.hardware_file)
+    hardware_catalog = load_hardware_with_shipped(r.hardware_file)
     if r.hardware is None:
         raise AdvisorError(f"name the accelerator the runs ran on (--hardware; shipped: {', '.join(hardware_catalog)}"
                            "; or add yours to a hardware file, --hardware-file)")
     if r.hardware not in hardware_catalog:
-        raise AdvisorError(f"unknown hardware '{r.hardware}' in {r.hardware_file}; "
-                           f"known: {', '.join(hardware_catalog)}")
+        raise AdvisorError(unknown_hardware_message(r.hardware, hardware_catalog))
     return catalog, catalog[model], hardware_catalog[r.hardware], hardware_catalog
 
 

@@ -15,6 +15,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from slim.defaults import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, DEFAULT_TOLERANCE  # noqa: F401 (re-exported)
+
 THROUGHPUT = "throughput"
 """Total-token throughput (tokens/s, Eq. 6): what every candidate has and the paper's objective."""
 GOODPUT = "goodput"
@@ -23,12 +25,6 @@ HIGHER_IS_BETTER = (THROUGHPUT, GOODPUT)
 """The quantities a decision maximises; every other quantity is an SLO metric (ms), smaller is better."""
 UNITS = {THROUGHPUT: "tokens/s", GOODPUT: "requests/s"}
 
-DEFAULT_CANDIDATE_CAPS: tuple[int, ...] = tuple(2**k for k in range(10))
-"""The caps a decision considers unless told otherwise: 1, 2, 4, ..., 512."""
-DEFAULT_EPSILON = 0.1
-"""The batching-efficiency floor of Eq. 13: ``T(B) / (B T(1))`` must exceed it."""
-DEFAULT_TOLERANCE = 0.01
-"""A challenger must be able to beat the incumbent by more than 1 % of its objective to matter."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ scikit-learn, the simulator) only when it is fitted.
 
 from __future__ import annotations
 
+from slim.defaults import SIM_OPTION, SLIM_OPTION
 from slim.model.equations import NO_DENSE_DECODE, NO_KV_SCAN
 from slim.predictors.contract import (
     FittedPredictor,
@@ -38,12 +39,12 @@ _SLIM = SlimPredictor(SLIM)
 _SIM = SimPredictor(SIM)
 
 REGISTRY: list[RegisteredPredictor] = [
-    RegisteredPredictor(_SLIM, predicts_training_rows=True, conformal=True, fit_key="full", option="slim"),
+    RegisteredPredictor(_SLIM, predicts_training_rows=True, conformal=True, fit_key="full", option=SLIM_OPTION),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_KV_SCAN, NO_KV_SCAN), fit_key="no_kv_scan"),
     RegisteredPredictor(SlimPredictor(SLIM_WITHOUT_DENSE_DECODE, NO_DENSE_DECODE), fit_key="no_dense_decode"),
     RegisteredPredictor(LLMVisorPredictor(LLMVISOR)),
     RegisteredPredictor(ImaiPredictor(IMAI)),
-    RegisteredPredictor(_SIM, needs_schedules=True, conformal=True, fit_key="sim", option="sim", simulated=True),
+    RegisteredPredictor(_SIM, needs_schedules=True, conformal=True, fit_key="sim", option=SIM_OPTION, simulated=True),
     RegisteredPredictor(SlimAtSimBatch(SLIM_PREDICTED_BATCH, _SLIM, _SIM), needs_schedules=True),
 ]
 """Every predictor, in the order of the evaluation's rows and of the tables' columns."""

@@ -17,14 +17,11 @@ from typing import Any, Mapping
 import pandas as pd
 
 from slim.columns import SIM_FITTED_CONSTANTS
+from slim.defaults import SIM_CONSTANTS_FILE  # noqa: F401 (the simulator's constants file, imported from here)
 from slim.errors import ConfigError
 from slim.gpu.kv_memory import VllmMemoryProfile
 from slim.specs.hardware import GIB
 from slim.yaml_files import read_yaml_mapping
-
-SIM_CONSTANTS_FILE = Path(__file__).with_name("h100-64gb-sim.yaml")
-"""The calibrated H100 64 GB constants shipped with the package (package data, so the installed
-`slim advise --predictor sim` finds them); `simulator.constants` defaults to it."""
 
 FITTED_CONSTANTS = SIM_FITTED_CONSTANTS
 """The constants `calibrate` fits (gemm_compute_efficiency, gemm_memory_efficiency,

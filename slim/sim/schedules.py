@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
+from slim.defaults import DEFAULT_NUM_PROMPTS
 from slim.errors import ConfigError
 from slim.sim.client_latency import keep_client_latencies
 from slim.sim.constants import SimConstants
@@ -45,9 +46,6 @@ from slim.sim.metrics import ScheduleStats
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
-
-DEFAULT_NUM_PROMPTS = 2000
-"""Requests per run where a runs table does not record them (the public traces' benchmark)."""
 
 SCHEDULE_SEED = 0
 """Seed of every cached schedule (the step jitter), as `slim.sim.calibrate` has always used."""

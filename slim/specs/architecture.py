@@ -15,11 +15,9 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from slim.defaults import MODELS_FILE
 from slim.errors import ConfigError, UnknownModelError, UnsupportedArchitectureError
 from slim.yaml_files import read_yaml_mapping, require_keys
-
-MODELS_FILE = Path(__file__).with_name("models.yaml")
-"""The model catalog shipped with the package; the pipeline's `models_file` points at it too."""
 
 FfnKind = Literal["two_matrix", "swiglu"]
 BYTES_PER_FP16 = 2

@@ -1,10 +1,13 @@
 """Accelerator constants (peak FLOP/s, HBM bandwidth, memory), from the hardware catalog
-(`slim/specs/hardware.yaml`, shipped with the package: `HARDWARE_FILE`)."""
+(`slim/specs/hardware.yaml`, shipped with the package: `HARDWARE_FILE`). The pipeline reads the one
+file its config names (`load_hardware`); `slim`'s ``--hardware-file`` adds a user's file to the
+shipped catalog (`load_hardware_with_shipped`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from slim.errors import ConfigError
 from slim.yaml_files import read_yaml_mapping, require_keys
@@ -16,6 +19,8 @@ GIB = 2**30
 """Bytes in a GiB (vLLM and the server logs print memory in GiB)."""
 
 _REQUIRED_KEYS = ("peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "memory_bytes", "gpu_memory_utilization")
+ADD_HARDWARE = f"add it with --hardware-file FILE, a YAML mapping of key -> {', '.join(_REQUIRED_KEYS)}"
+"""How a user adds an accelerator the catalog lacks (`unknown_hardware_message`)."""
 
 ONE_SHOT, RING = "one_shot", "ring"
 ALLREDUCE_KINDS = (ONE_SHOT, RING)
@@ -71,7 +76,23 @@ def hardware_from_mapping(name: str, entry: dict, source: str = "config") -> Har
 
 
 def load_hardware(path: str | Path = HARDWARE_FILE) -> dict[str, Hardware]:
-    """Load every hardware entry of a hardware file."""
+    """Load every hardware entry of one hardware file (and nothing else: the pipeline's `hardware_file`)."""
     path = Path(path)
     raw = read_yaml_mapping(path, f"hardware file not found: {path}", "a mapping of hardware name -> constants")
     return {name: hardware_from_mapping(name, entry, str(path)) for name, entry in raw.items()}
+
+
+def load_hardware_with_shipped(path: str | Path = HARDWARE_FILE) -> dict[str, Hardware]:
+    """The shipped catalog with the entries of a user's hardware file added (``--hardware-file``): an
+    entry of `path` replaces the shipped one of the same key, the others join them (after the shipped
+    keys, in the file's order). `path` the shipped file itself: the shipped catalog."""
+    shipped = load_hardware(HARDWARE_FILE)
+    path = Path(path)
+    if path.resolve() == HARDWARE_FILE.resolve():
+        return shipped
+    return {**shipped, **load_hardware(path)}
+
+
+def unknown_hardware_message(key: str, catalog: Mapping[str, Hardware]) -> str:
+    """Why `key` is no accelerator of `catalog`: the keys it knows, and how to add one."""
+    return f"unknown hardware '{key}'; known: {', '.join(catalog)}; {ADD_HARDWARE}"

@@ -34,8 +34,15 @@ OFFLINE_POINT_KEY = (col.HARDWARE, col.MODEL, col.TENSOR_PARALLEL, col.BENCHMARK
 """Two usable offline runs with equal values here are repeated measurements of one point."""
 REPORT_COLUMNS = (col.DATASET, col.RUN_ID, col.MODEL, col.MAX_NUM_SEQS, col.OUTPUT_LEN_NOMINAL, col.STATUS,
                   col.REASON_DETAIL, col.FAULT_FILE, col.BENCHMARK_MODE, col.HARDWARE, col.TENSOR_PARALLEL,
-                  col.INPUT_LEN_NOMINAL, col.N_MEASUREMENTS, col.MEASUREMENT_SPREAD_PCT)
+                  col.INPUT_LEN_NOMINAL, col.N_MEASUREMENTS, col.MEASUREMENT_SPREAD_PCT, col.INPUT_LEN_MEAN,
+                  col.OUTPUT_LEN_MEAN)
 """Columns of the cleaning report, before ``kept``."""
+CHECK_COLUMNS = ("status", "run", "fault_file", "model", "input_len", "output_len", "max_num_seqs", "reason")
+"""What `slim check` says of each run, in this order (its header line; its ``--json`` keys): the
+status, the run (its folder under the traces), the file at fault, the model, the mean input and
+output lengths in tokens (to 0.1), the cap (vLLM's ``--max-num-seqs``; a static batch's batch
+size), and the reason. The first three and the reason keep their meaning; columns are added
+before the reason, which is last because it is free text."""
 
 
 @dataclass(frozen=True)
@@ -177,12 +184,35 @@ def summarise_report(report: pd.DataFrame, dataset: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_lines(report: pd.DataFrame) -> list[str]:
-    """One line per run of a cleaning report, tab-separated: status, run, file at fault (``-`` if
-    none), reason. What ``slim check`` prints."""
-    lines = []
-    for _, run in report.iterrows():
-        fault_file = run.get(col.FAULT_FILE)
-        fault_file = fault_file if isinstance(fault_file, str) and fault_file else "-"
-        lines.append(f"{run[col.STATUS]}\t{run[col.RUN_ID]}\t{fault_file}\t{run[col.REASON_DETAIL]}")
-    return lines
+def check_records(report: pd.DataFrame) -> list[dict[str, Any]]:
+    """One record per run of a cleaning report, keyed by `CHECK_COLUMNS` (None where a value is
+    unknown: no file at fault, a run too broken to name its model or lengths)."""
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    def number(value: Any, digits: int) -> float | int | None:
+        if value is None or pd.isna(value):
+            return None
+        rounded = round(float(value), digits)
+        return int(rounded) if digits == 0 else rounded
+
+    return [{"status": str(run[col.STATUS]), "run": str(run[col.RUN_ID]),
+             "fault_file": text(run.get(col.FAULT_FILE)), "model": text(run.get(col.MODEL)),
+             "input_len": number(run.get(col.INPUT_LEN_MEAN), 1), "output_len": number(run.get(col.OUTPUT_LEN_MEAN), 1),
+             "max_num_seqs": number(run.get(col.MAX_NUM_SEQS), 0), "reason": str(run[col.REASON_DETAIL])}
+            for _, run in report.iterrows()]
+
+
+def check_lines(report: pd.DataFrame, header: bool = False) -> list[str]:
+    """What ``slim check`` prints: one tab-separated line per run of a cleaning report, its
+    `check_records` values in `CHECK_COLUMNS` order (``-`` where unknown; a length as ``256`` or
+    ``242.5``; the reason on one line), after a header line of the column names with `header`."""
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.1f}".removesuffix(".0")
+        return " ".join(str(value).split())
+
+    lines = ["\t".join(CHECK_COLUMNS)] if header else []
+    return lines + ["\t".join(cell(record[name]) for name in CHECK_COLUMNS) for record in check_records(report)]

@@ -29,11 +29,11 @@ class IngestOptions:
 
     @classmethod
     def on(cls, hardware_catalog: Mapping[str, Hardware], hardware: str | None, layout: TableLayout = DEFAULT_LAYOUT,
-           where: str = "table.", error: type[Exception] = ConfigError) -> "IngestOptions":
+           where: str = "table.", error: type[Exception] = ConfigError, hint: str = "") -> "IngestOptions":
         """Runs on accelerator `hardware` (a key of `hardware_catalog`; None: each row's own label),
         summary tables read through `layout`, whose hardware_map must name keys of the catalog (else
-        `error`, naming ``<where>hardware_map.<label>``)."""
-        labels = layout.mapped_accelerators(hardware_catalog, where, error)
+        `error`, naming ``<where>hardware_map.<label>``, then `hint`: how to add one)."""
+        labels = layout.mapped_accelerators(hardware_catalog, where, error, hint)
         default = hardware_catalog[hardware] if hardware is not None else None
         return cls(AcceleratorLookup(default, labels, hardware_catalog), layout)
 

@@ -76,14 +76,14 @@ class TableLayout:
         return self.columns.get(name, name)
 
     def mapped_accelerators(self, hardware_catalog: Mapping[str, Any], where: str,
-                            error: type[Exception] = ConfigError) -> dict[str, Any]:
+                            error: type[Exception] = ConfigError, hint: str = "") -> dict[str, Any]:
         """`hardware_map`'s labels -> their entries of `hardware_catalog`; `error` names the entry
-        (``<where>hardware_map.<label>``) whose key the catalog lacks."""
+        (``<where>hardware_map.<label>``) whose key the catalog lacks, then `hint` (how to add one)."""
         accelerators = {}
         for label, key in self.hardware_map.items():
             if key not in hardware_catalog:
                 raise error(f"{where}hardware_map.{label} = '{key}' is not in the hardware file "
-                            f"(known: {', '.join(hardware_catalog)})")
+                            f"(known: {', '.join(hardware_catalog)})" + (f"; {hint}" if hint else ""))
             accelerators[label] = hardware_catalog[key]
         return accelerators
 

@@ -13,8 +13,8 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
 from slim.specs.architecture import ArchitectureCatalog
-from slim.specs.hardware import Hardware
-from slim.traces.clean import CleaningPolicy, check_lines, clean_runs
+from slim.specs.hardware import ADD_HARDWARE, Hardware, unknown_hardware_message
+from slim.traces.clean import CleaningPolicy, check_lines, check_records, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
 from slim.traces.summary_table import DEFAULT_LAYOUT, load_table_layout
@@ -28,9 +28,9 @@ def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None
 
     Raises `AdvisorError` naming an unknown accelerator, or a hardware_map entry that is none."""
     if hardware is not None and hardware not in hardware_catalog:
-        raise AdvisorError(f"unknown hardware '{hardware}'; known: {', '.join(hardware_catalog)}")
+        raise AdvisorError(unknown_hardware_message(hardware, hardware_catalog))
     layout = load_table_layout(table_columns) if table_columns is not None else DEFAULT_LAYOUT
-    return IngestOptions.on(hardware_catalog, hardware, layout, f"{table_columns}: ", AdvisorError)
+    return IngestOptions.on(hardware_catalog, hardware, layout, f"{table_columns}: ", AdvisorError, ADD_HARDWARE)
 
 
 def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions()) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptio
     if usable.empty:
         statuses = ", ".join(f"{status}: {count}" for status, count in report[col.STATUS].value_counts().items())
         raise NoUsableRunsError(f"no usable runs of a known model under '{traces}' ({len(runs)} runs; {statuses})",
-                                tuple(check_lines(report)))
+                                tuple(check_lines(report, header=True)), tuple(check_records(report)))
     return (usable.reset_index(drop=True), report) if with_report else usable.reset_index(drop=True)
 
 

@@ -15,21 +15,30 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, DEFAULT_TOLERANCE
+from slim.defaults import (
+    DEFAULT_CANDIDATE_CAPS,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_EPSILON,
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_RUNS_PER_CAP,
+    DEFAULT_ONLINE_PROMPTS,
+    DEFAULT_TOLERANCE,
+    MODELS_FILE,
+    OFFLINE,
+    ONLINE,
+    PREDICTOR_OPTIONS,
+    SIM_CONSTANTS_FILE,
+    SIM_OPTION,
+    TUNE_FOLDER,
+)
 from slim.errors import AdvisorError
-from slim.predictors import tune_predictors
-from slim.sim.constants import SIM_CONSTANTS_FILE
-from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
-from slim.specs.slo import Slos
-from slim.tune.guard import DEFAULT_MARGIN
-from slim.tune.plan import build_plan
-from slim.tune.proposals import propose, select_proposals
-from slim.tune.report import tune_json, tune_text
-from slim.tune.request import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TUNE_FOLDER, TuneRequest, WorkloadSpec
-from slim.tune.session import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
+
+if TYPE_CHECKING:   # the plan and the loop import pandas, SciPy and the predictors: only when they run
+    from slim.specs.slo import Slos
+    from slim.tune.request import TuneRequest
 
 EXIT_INFEASIBLE = 3
 """Every decision is settled, and some workload has no cap within its SLOs (as `slim advise`'s 3)."""
@@ -50,9 +59,37 @@ example (online: one server at the largest cap, the client's --max-concurrency v
 """
 
 
+MODELS_FILE_HELP = ("the catalog of model architectures, in place of the one shipped with slim "
+                    "(slim/specs/models.yaml; format in config/README.md); to add one model, --model-config")
+HARDWARE_FILE_HELP = ("GPUs to add to the catalog shipped with slim (slim/specs/hardware.yaml), an entry of the "
+                      "file replacing the shipped one of the same key: a YAML mapping of key -> peak_flops_per_s "
+                      "(dense BF16), hbm_bandwidth_bytes_per_s, memory_bytes, gpu_memory_utilization "
+                      "(format in config/README.md)")
+
+
+def hardware_help(ran_on: str = "the runs ran on") -> str:
+    """--hardware's help, naming the keys of the shipped catalog."""
+    from slim.errors import SlimError
+    from slim.specs.hardware import load_hardware
+
+    try:
+        shipped = ", ".join(load_hardware(HARDWARE_FILE))
+    except SlimError:   # a broken catalog is reported when it is used, not by --help
+        shipped = "?"
+    return f"key of the GPU {ran_on}: one of the shipped catalog ({shipped}) or of --hardware-file"
+
+
 SLO_HELP = ("an SLO in vLLM's names, NAME=MILLISECONDS or NAME=Kx (K times its value at --slo-reference-cap), "
             "repeatable, all must hold: p99_tpot_ms=50, mean_ttft_ms=500, p90_e2el_ms=8000, p99_itl_ms=2x; "
             "mean_in_batch_e2e_ms is the paper's in-batch E2E")
+
+
+def paragraphs(*texts: str, width: int = 79) -> str:
+    """A help description of several paragraphs, each filled to `width` (the description formatter
+    keeps line breaks as written)."""
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(text, width) for text in texts)
 
 
 def non_negative_float(text: str) -> float:
@@ -82,6 +119,8 @@ def add_slo_arguments(parser: argparse.ArgumentParser, positive_float: Callable,
 
 def slos_of(args: argparse.Namespace) -> Slos:
     """The objectives of a parsed command line."""
+    from slim.specs.slo import Slos
+
     return Slos.of(args.slo, args.slo_ms, args.slo_relative, args.goodput, float(args.slo_reference_cap))
 
 
@@ -89,11 +128,19 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                     positive_float: Callable, fraction: Callable, candidates: Callable) -> None:
     tune = commands.add_parser(
         "tune", help="measure only what the --max-num-seqs decision needs: the next benchmarks, or run them",
-        description="Believe what is not measured (SIM or SLIM from the accelerator's catalog entry, corrected by "
-                    "every measured run, with calibrated intervals), certify each workload's BCA decision (Eq. 13) "
-                    "when no unmeasured cap can beat the measured choice, and otherwise print the benchmark whose "
-                    "measurement is most useful per GPU-second as an exact command line; with --run, run it and "
-                    "repeat.", epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=paragraphs(
+            "Decide vLLM's --max-num-seqs for each workload (--workload MODEL:IL:OL) as slim advise does (the cap "
+            "of highest throughput, with --goodput of highest goodput, within every SLO, stated in vLLM's metric "
+            "names, and the efficiency floor; BCA, Eq. 13), measuring only what the decision needs. What no run "
+            "measured is predicted by SIM (default) or SLIM from the accelerator's catalog entry, corrected by "
+            "every measured run, with calibrated intervals; a metric the prior does not predict is measured.",
+            "A decision is settled when its cap was measured within every SLO and no other cap can beat it by more "
+            "than --tolerance at --confidence: then the vllm serve command with its memory flags is printed. "
+            "Otherwise the next benchmarks, the most useful per predicted GPU-second, are printed as exact vllm "
+            "serve and vllm bench command lines, spending at most (1 + --margin) x a bisection's GPU time; with "
+            "--run, each is run through the template and read back, until every decision is settled, the bound "
+            "is reached or a budget is spent."),
+        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     tune.add_argument("--traces", required=True, type=Path,
                       help="folder (or summary table) of benchmark results measured so far, any layout `slim check` "
                            "reads; with --run, one that does not exist yet means starting from no runs")
@@ -111,10 +158,10 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
     tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
     add_slo_arguments(tune, positive_float, positive_int)
-    tune.add_argument("--hardware", required=True, help="GPU key of the hardware file the benchmarks run on")
+    tune.add_argument("--hardware", required=True, help=hardware_help("the benchmarks run on"))
     tune.add_argument("--mode", choices=(ONLINE, OFFLINE), default=ONLINE,
                       help="online: vllm bench serve (default); offline: vllm bench latency static batches")
-    tune.add_argument("--predictor", choices=sorted(tune_predictors()), default="sim",
+    tune.add_argument("--predictor", choices=PREDICTOR_OPTIONS, default=SIM_OPTION,
                       help="the prior the measurements correct: sim (the simulator, default) or slim")
     tune.add_argument("--candidates", type=candidates, default=DEFAULT_CANDIDATE_CAPS,
                       help="comma-separated candidate caps (default 1,2,4,...,512; cap 1 is always added)")
@@ -144,15 +191,18 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--timeout-s", type=positive_float, default=None, help="with --run: per-run time limit")
     tune.add_argument("--retry-failed", action="store_true",
                       help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
-    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML")
-    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML")
-    tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML")
+    tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
+    tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML", help=HARDWARE_FILE_HELP)
+    tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
+                      help="the simulator's constants file, for the SIM prior (as slim advise --sim-constants)")
     tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                       help="a summary table's column mapping (as slim advise --table-columns)")
     tune.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
 
 
 def tune_request(args: argparse.Namespace) -> TuneRequest:
+    from slim.tune.request import TuneRequest, WorkloadSpec
+
     specs = [WorkloadSpec.parse(text) for text in args.workload]
     if args.model is not None or args.input_len is not None or args.output_len is not None:
         if args.model is None or args.input_len is None or args.output_len is None:
@@ -193,6 +243,9 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _plan_or_loop(args: argparse.Namespace) -> int:
     """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
+    from slim.tune.plan import build_plan
+    from slim.tune.proposals import propose, select_proposals
+    from slim.tune.report import tune_json, tune_text
     from slim.tune.runner import failure_reason, mark_failed_attempts, run_tuning_loop
 
     plan = build_plan(tune_request(args))

@@ -45,8 +45,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-DEFAULT_MARGIN = 0.5
-"""A workload may spend at most 50 % more GPU time than a bisection over its candidates."""
+from slim.defaults import DEFAULT_MARGIN  # noqa: F401 (the tuning loop's margin, imported from here)
+
 SCATTER_SLACK_SD = 3.0
 """A lower bound from a measured run gives way by this many standard deviations of its scatter."""
 

@@ -22,7 +22,7 @@ from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog, load_architectures
-from slim.specs.hardware import Hardware, load_hardware
+from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.traces.clean import CleaningPolicy, clean_runs
 from slim.traces.ingest import ingest_traces
@@ -134,9 +134,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
         folder = checkpoint_folder(spec.model)
         if folder is not None and spec.model not in catalog:     # vllm serve DIR: the folder describes it
             catalog = catalog.with_architecture(architecture_from_hf_config(folder / "config.json", spec.model))
-    hardware_catalog = load_hardware(request.hardware_file)
+    hardware_catalog = load_hardware_with_shipped(request.hardware_file)
     if request.hardware not in hardware_catalog:
-        raise AdvisorError(f"unknown hardware '{request.hardware}'; known: {', '.join(hardware_catalog)}")
+        raise AdvisorError(unknown_hardware_message(request.hardware, hardware_catalog))
     hw = hardware_catalog[request.hardware]
     runs, readout, failed_runs = measured_so_far(request, catalog, hardware_catalog)
     request = replace(request, measured_prompts=_measured_prompts(request, catalog, runs))

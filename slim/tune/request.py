@@ -11,6 +11,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, DEFAULT_TOLERANCE
+from slim.defaults import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TUNE_FOLDER
 from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
@@ -19,11 +20,6 @@ from slim.specs.hardware import HARDWARE_FILE
 from slim.specs.slo import Slos, why_not_judged
 from slim.tune.guard import DEFAULT_MARGIN
 from slim.tune.session import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
-
-TUNE_FOLDER = "slim-tune"
-ONLINE, OFFLINE = "online", "offline"
-DEFAULT_ONLINE_PROMPTS = 1000
-"""``vllm bench serve``'s own ``--num-prompts`` default: what an online benchmark sends unless told."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from slim import __version__
 from slim import columns as col
-from slim.errors import AdvisorError, NoUsableRunsError, TraceFormatError
+from slim.errors import AdvisorError, CannotStartError, NoUsableRunsError, TraceFormatError
 from slim.traces.usable import trace_options, usable_runs
 from slim.tune.commands import placeholders
 from slim.tune.loop import LoopStep, run_loop
@@ -199,9 +199,11 @@ def stop_process_group(process: subprocess.Popen, grace_s: float = STOP_GRACE_S)
 
 def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tuple[int, float]:
     """Run one benchmark without a shell, in a process group of its own, logging its command, exit
-    code and output in `folder`; ``(exit code, wall seconds)``. A program that cannot start is exit
-    code 127, a run past `timeout_s` 124. On Ctrl-C the run's group is stopped, its log says so, and
-    `KeyboardInterrupt` propagates."""
+    code and output in `folder`; ``(exit code, wall seconds)``. A run past `timeout_s` is exit code
+    124. On Ctrl-C the run's group is stopped, its log says so, and `KeyboardInterrupt` propagates.
+
+    Raises `CannotStartError` naming the program where it cannot be started (logged as exit code
+    127): the template is broken, whatever the cap."""
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
@@ -216,7 +218,8 @@ def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tu
         except (FileNotFoundError, PermissionError) as error:
             stderr.write(f"cannot start {argv[0]}: {error}\n".encode())
             log(EXIT_CANNOT_START)
-            return EXIT_CANNOT_START, time.monotonic() - started
+            raise CannotStartError(f"--run template's program '{argv[0]}' cannot be started "
+                                   f"({error.strerror.lower()}): install it, or name it by its path") from error
         try:
             code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -236,14 +239,14 @@ def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
     """The usable run a benchmark wrote into `folder`, as a measurement, or None and why there is
     none (the cleaning report's status and reason, as `slim check` names them)."""
     request = plan.request
-    from slim.specs.hardware import load_hardware
+    from slim.specs.hardware import load_hardware_with_shipped
 
-    options = trace_options(load_hardware(request.hardware_file), request.hardware, request.table_columns)
+    options = trace_options(load_hardware_with_shipped(request.hardware_file), request.hardware,
+                            request.table_columns)
     try:
         runs = usable_runs(folder, plan.catalog, options, hardware=request.hardware)
     except NoUsableRunsError as error:
-        details = [line.split("\t") for line in error.lines]
-        return None, "; ".join(f"{status}: {reason}" for status, _, _, reason in details) or str(error)
+        return None, "; ".join(f"{run['status']}: {run['reason']}" for run in error.runs) or str(error)
     except TraceFormatError:
         return None, "the benchmark exited 0 but wrote no result file"
     return (measurement_of_runs(runs, request.slos), "") if len(runs) else (None, "no usable run")
@@ -256,9 +259,7 @@ def check_template(plan: TunePlan, template: str) -> None:
     render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps)))
 
 
-def _exit_reason(code: int, argv: list[str], timeout_s: float | None, bound_s: float | None = None) -> str:
-    if code == EXIT_CANNOT_START:
-        return f"exit code {code}: cannot start {argv[0]}"
+def _exit_reason(code: int, timeout_s: float | None, bound_s: float | None = None) -> str:
     if code == EXIT_TIMED_OUT:
         why = " (the bound's allowance for an extra run)" if bound_s is not None and timeout_s == bound_s else ""
         return f"exit code {code}: timed out after {timeout_s:g} s{why}"
@@ -273,7 +274,9 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
     ("settled", "no proposal", "run budget", "GPU budget", or `MAX_FAILURES_IN_A_ROW` failed runs in
     a row). Mark the ledger's trusted failures in the plan first (`mark_failed_attempts`): the loop
     proposes every candidate the session does not hold as failed. On Ctrl-C the running attempt is
-    recorded as interrupted and `KeyboardInterrupt` propagates."""
+    recorded as interrupted and `KeyboardInterrupt` propagates; a template whose program cannot be
+    started raises `CannotStartError` at its first run, recording no attempt (it says nothing about
+    the cap)."""
     check_template(plan, template)
     request = plan.request
     results_folder = request.results_folder
@@ -303,7 +306,7 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
                            "interrupted (Ctrl-C)", interrupted=True))
             raise
         measurement, reason = (ingest_run(plan, folder) if code == 0
-                               else (None, _exit_reason(code, argv, run_timeout_s, limit_s)))
+                               else (None, _exit_reason(code, run_timeout_s, limit_s)))
         result = measurement if measurement is not None else Unusable(
             seconds * request.tensor_parallel,
             f"check the --run template (the last run's output: {folder / 'stderr.log'})")

@@ -33,15 +33,13 @@ from slim.decision.certificate import Certificate, certify, pending
 from slim.decision.rule import Recommendation, recommend
 from slim.decision.scenarios import decision_probabilities
 from slim.decision.slo_limits import ResolvedLimits, resolve_limits
+from slim.defaults import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 from slim.errors import AdvisorError
 from slim.tune.belief import Belief, PriorPrediction, ResidualKernel, belief, conformal_multiplier, is_static_batch
 from slim.tune.guard import CostAccount, ShadowBisection, cost_account
 from slim.tune.measurement import Measurement
 from slim.tune.workload import WORKLOAD, Workload
 
-DEFAULT_CONFIDENCE = 0.9
-DEFAULT_MAX_RUNS_PER_CAP = 3
-"""A measurement within the noise of an SLO is repeated, up to this many runs of one cap."""
 CONTRADICTION_CONFIDENCE = 0.99
 """A measurement contradicts the prior when it lies outside the interval the session held before
 any run, at this confidence (at the bounds' 90 % one run in ten would, by chance alone)."""
