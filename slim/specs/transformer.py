@@ -220,9 +220,9 @@ class Architecture:
         """Weight memory: the sum over tensor classes of parameters x bytes of the class's format
         (a 16-bit model: ``n_params x 2``); with `bytes_per_param`, ``n_params x bytes_per_param``."""
         if bytes_per_param is not None:
-            return float(self.n_params * bytes_per_param)
+            return self.n_params * bytes_per_param
         if self.formats.is_sixteen_bit:
-            return float(self.n_params * BYTES_PER_FP16)
+            return self.n_params * BYTES_PER_FP16     # an int, as n_params x 2 always was
         return float(sum(self.weight_bytes_by_class().values()))
 
     # --- KV cache ------------------------------------------------------------------------
