@@ -49,7 +49,7 @@ class _Family:
 
 _GEMMA3_TEXT = _Family("swiglu", extras=LayerExtras(norms_per_layer=4, qk_norm="head"), window_rule="pattern",
                        default_window_pattern=6,
-                       defaults={"vocab_size": 262208, "tie_word_embeddings": True})
+                       defaults={"vocab_size": 262208, "tie_word_embeddings": True, "max_position_embeddings": 131072})
 """Gemma3TextConfig's defaults (transformers): google/gemma-3-*-it's ``text_config`` omits them."""
 _DEEPSEEK = _Family("swiglu")
 _DEEPSEEK_V3 = _Family("swiglu", extras=LayerExtras(router_score_bias=True))
