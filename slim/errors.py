@@ -19,11 +19,13 @@ class UnknownModelError(ConfigError):
 
 
 class UnsupportedArchitectureError(ConfigError):
-    """A model SLIM's dense formula (Eqs. 7-11) does not cover: routed experts (Mixtral-8x7B: each token
-    runs 2 of 8 FFN experts, so FLOPs and weight bytes read per token are not those of the whole model)
-    or a per-layer number of KV heads (DeciLM-7B: ``H_kv`` varies by layer, Eq. 11 has one). Raised
-    with the specific reason, by the models catalog and by `--model-config`; ingest gives such runs
-    the status ``unsupported_model`` with the same reason."""
+    """A model SLIM's dense formula (Eqs. 7-11) does not cover, or a checkpoint feature not modelled at all.
+    SLIM: routed experts (Mixtral-8x7B: each token runs 2 of 8 FFN experts, so FLOPs and weight bytes read
+    per token are not those of the whole model), latent attention, ``d_h != D / H_q``, quantised weights
+    (`slim.specs.transformer.Architecture.dense_formula_gap`), raised by the models catalog and for
+    `--model-config`; ingest gives such runs the status ``unsupported_model`` with the same reason.
+    Not modelled: a per-layer number of KV heads (DeciLM-7B: ``H_kv`` varies by layer) and the attention
+    variants `slim.specs.hf_config` lists, refused naming the key."""
 
 
 class TraceFormatError(SlimError):

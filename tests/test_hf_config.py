@@ -66,10 +66,10 @@ def test_without_num_key_value_heads_every_head_has_its_own_kv(tmp_path):
 @pytest.mark.parametrize("changes, message", [
     ({"hidden_size": None}, "'hidden_size' is missing"),
     ({"num_hidden_layers": "32"}, "'num_hidden_layers' is '32', not a positive integer"),
-    ({"num_local_experts": 8}, "mixture-of-experts"),
-    ({"quantization_config": {"quant_method": "awq"}}, "quantised"),
+    ({"num_local_experts": 8}, "num_local_experts = 8 but no experts per token"),
+    ({"quantization_config": {"quant_method": "hqq"}}, "quant_method 'hqq' is not modelled; known: fp8"),
     ({"torch_dtype": "int8"}, "torch_dtype 'int8'"),
-    ({"head_dim": 256}, "head_dim 256 differs"),
+    ({"head_dim": "256"}, "'head_dim' is '256', not a positive integer"),
     ({"num_attention_heads": 30}, "not a multiple of num_attention_heads"),
 ])
 def test_configs_slim_cannot_model_are_refused_naming_the_key(tmp_path, changes, message):

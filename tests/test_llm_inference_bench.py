@@ -180,8 +180,10 @@ def test_their_config_json_is_refused_too(tmp_path):
     mixtral = tmp_path / "mixtral" / "config.json"
     mixtral.parent.mkdir()
     mixtral.write_text(json.dumps({**base, "num_local_experts": 8, "num_experts_per_tok": 2}))
-    with pytest.raises(UnsupportedArchitectureError, match="mixture-of-experts model .num_local_experts = 8"):
-        architecture_from_hf_config(mixtral)
+    described = architecture_from_hf_config(mixtral)      # described, for the decode-step physics
+    assert described.moe.n_routed_experts == 8
+    with pytest.raises(UnsupportedArchitectureError, match="mixture of experts .8 experts, 2 routed per token"):
+        load_architectures().with_architecture(described)[described.name]
     deci = tmp_path / "deci" / "config.json"
     deci.parent.mkdir()
     deci.write_text(json.dumps({**base, "model_type": "deci", "num_key_value_heads_per_layer": [4, 4, 2, 1] * 8}))

@@ -218,6 +218,7 @@ def test_a_fine_tuned_variant_resolves_to_its_base_architecture_and_an_unknown_o
     assert catalog.resolve_name("mistralai/Mistral-7B-Instruct-v0.1") == "mistral-7b"
     assert catalog.resolve_name("Llama-2-7b-chat-hf") == "llama-2-7b"
     assert catalog.resolve_name("opt-2.7b-instructor") is None, "only whole words of a fine-tune's name go"
+    assert catalog.resolve_name("meta-llama/Llama-3.1-8B-Instruct") == "llama-3.1-8b"
     with pytest.raises(UnknownModelError, match="The nearest known: llama-3-8b") as error:
-        catalog["meta-llama/Llama-3.1-8B-Instruct"]
+        catalog["meta-llama/Meta-Llama-3-9B-Instruct"]
     assert "--model-config" in str(error.value)

@@ -25,6 +25,13 @@ sequence of ``IL + OL`` tokens holds ``ceil((IL + OL) / block_size)`` blocks:
     memory saved       = reservation - kv_bytes_needed
 
 Pass ``block_size=1`` for the unrounded ``B_cap (IL + OL) kv_bytes_per_token``.
+
+Modern models (beyond the paper; `slim.gpu.decode_step`): weights are priced at their formats
+(`Architecture.weight_bytes`), ``b_kv`` is the KV dtype (``--kv-cache-dtype``), MLA caches one
+latent per token and layer that every rank holds whole, and a sliding-window layer holds at most
+its window (``kv_bytes_needed`` then sums `kv_bytes_per_sequence` over the sequences). Blocks
+(``num_gpu_blocks``) count ``bs`` tokens of every layer: vLLM's hybrid allocator, which gives
+sliding and full layers blocks of their own, counts its blocks per layer group instead.
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from slim.errors import AdvisorError
-from slim.specs.architecture import BYTES_PER_FP16, Architecture
+from slim.gpu import decode_step
+from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB, Hardware
 
 VLLM_BLOCK_SIZE_TOKENS = 16
@@ -64,12 +72,13 @@ def kv_cache_bytes(usable_memory_bytes: float, gpu_memory_utilization: float, pe
 
 def kv_dim_per_rank(arch: Architecture, tensor_parallel: int) -> int:
     """KV width held by one rank: ``D_kv / t``, but at least one head (heads are replicated)."""
-    return max(arch.n_kv_heads // tensor_parallel, 1) * arch.head_dim
+    return decode_step.kv_heads_per_rank(arch, tensor_parallel) * arch.head_dim
 
 
 def kv_bytes_per_token_per_rank(arch: Architecture, tensor_parallel: int) -> int:
-    """``2 (K, V) x L x D_kv,rank x b_kv``."""
-    return 2 * arch.n_layers * kv_dim_per_rank(arch, tensor_parallel) * BYTES_PER_FP16
+    """``2 (K, V) x L x D_kv,rank x b_kv`` (MLA: ``L (r_kv + d_rope) b_kv`` on every rank;
+    `slim.gpu.decode_step.kv_bytes_per_token`)."""
+    return decode_step.kv_bytes_per_token(arch, tensor_parallel)
 
 
 @dataclass(frozen=True)
@@ -120,11 +129,12 @@ def plan_kv_cache(arch: Architecture, hw: Hardware, profile: VllmMemoryProfile, 
     kv_bytes = kv_cache_bytes(total, hw.gpu_memory_utilization, peak, profile.non_torch_memory_bytes)
     block_bytes = profile.block_size * kv_bytes_per_token_per_rank(arch, tensor_parallel)
     blocks = max(int(math.floor(kv_bytes / block_bytes)), 0)
+    longest = float(decode_step.kv_bytes_per_sequence(arch, max_model_len, tensor_parallel, profile.block_size))
     if weights >= total:
         failure = "cuda_oom"
     elif blocks <= 0:
         failure = "no_cache_memory"
-    elif blocks * profile.block_size < max_model_len:
+    elif blocks * block_bytes < longest:      # dense: blocks x bs < max_model_len
         failure = "max_model_len"
     else:
         failure = None
@@ -175,19 +185,25 @@ def blocks_per_sequence(input_len: ArrayLike, output_len: ArrayLike,
 
 def kv_bytes_needed(arch: Architecture, batch_cap: ArrayLike, input_len: ArrayLike,
                     output_len: ArrayLike, block_size: int = VLLM_BLOCK_SIZE_TOKENS,
-                    bytes_per_element: int = BYTES_PER_FP16) -> np.ndarray:
+                    bytes_per_element: int | None = None) -> np.ndarray:
     """KV bytes for ``B_cap`` concurrent sequences of ``IL + OL`` tokens, block-rounded:
-    ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token``.
+    ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token`` (``b_kv`` the model's KV dtype
+    unless given); with sliding-window layers ``ceil(B_cap) x kv_bytes_per_sequence(IL + OL)``.
 
     A cap is a count of sequences, so a fractional (mean) batch is rounded up.
     """
     sequences = np.ceil(_check_positive("batch_cap", batch_cap))
     blocks = blocks_per_sequence(input_len, output_len, block_size)
-    return sequences * blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+    if arch.sliding_window is None:
+        return sequences * blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+    tokens = np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float)
+    return sequences * decode_step.kv_bytes_per_sequence(arch, tokens, block_size=block_size,
+                                                         bytes_per_element=bytes_per_element)
 
 
-def weight_bytes(arch: Architecture, bytes_per_param: int = BYTES_PER_FP16) -> float:
-    """``n_params x bytes_per_param``."""
+def weight_bytes(arch: Architecture, bytes_per_param: float | None = None) -> float:
+    """Every weight at its format (`Architecture.weight_bytes`: ``n_params x 2`` for a 16-bit model),
+    or ``n_params x bytes_per_param``."""
     return float(arch.weight_bytes(bytes_per_param))
 
 
@@ -220,7 +236,7 @@ def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
 
 def kv_reservation_from_blocks(arch: Architecture, num_gpu_blocks: ArrayLike,
                                block_size: int = VLLM_BLOCK_SIZE_TOKENS,
-                               bytes_per_element: int = BYTES_PER_FP16) -> np.ndarray:
+                               bytes_per_element: int | None = None) -> np.ndarray:
     """Reservation reported by a trace: ``num_gpu_blocks x bs x kv_bytes_per_token``."""
     block_size = _check_block_size(block_size)
     blocks = _check_positive("num_gpu_blocks", num_gpu_blocks)

@@ -1,9 +1,12 @@
-"""Transformer architectures (public model configs) loaded from the model catalog
-(`slim/specs/models.yaml`, shipped with the package: `MODELS_FILE`).
+"""The model catalog (`slim/specs/models.yaml`, shipped with the package: `MODELS_FILE`): transformer
+architectures (`slim.specs.transformer.Architecture`, re-exported here) by name, alias and Hugging
+Face id, and which of them SLIM's dense formula covers.
 
-Symbols follow the SLIM paper (Section VI-A, Eq. 4): ``L`` layers, hidden size ``D``,
-``H_q`` query heads, ``H_kv`` key/value heads, head dim ``d_h = D / H_q``,
-``D_kv = H_kv d_h``, and the FFN ratio ``r_ff``.
+An entry gives a dense 16-bit architecture in SLIM's symbols (Section VI-A, Eq. 4: ``L``, ``D``,
+``H_q``, ``H_kv``, ``D_ff``, the FFN kind, ``n_params``), or the keys of the model's published
+``config.json`` under ``hf_config`` (read as `slim.specs.hf_config` reads a checkpoint), or a
+``base`` entry served with ``quantization`` and ``kv_cache_dtype`` (vLLM's flags), or an
+``unsupported`` reason.
 """
 
 from __future__ import annotations
@@ -11,69 +14,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from slim.defaults import MODELS_FILE
 from slim.errors import ConfigError, UnknownModelError, UnsupportedArchitectureError
+from slim.specs.formats import BYTES_PER_FP16
+from slim.specs.hf_config import architecture_from_hf_mapping
+from slim.specs.transformer import Architecture, FfnKind, MlaSpec, MoeSpec, ParameterCounts, SlidingWindow
 from slim.yaml_files import read_yaml_mapping, require_keys
 
-FfnKind = Literal["two_matrix", "swiglu"]
-BYTES_PER_FP16 = 2
-"""fp16/bf16 weights and KV cache: the ``b_kv = 2`` bytes of Eq. 11."""
-
+__all__ = ["BYTES_PER_FP16", "MODELS_FILE", "Architecture", "ArchitectureArrays", "ArchitectureCatalog", "FfnKind",
+           "MlaSpec", "MoeSpec", "ParameterCounts", "SlidingWindow", "UnsupportedModel", "load_architectures"]
 
 FINE_TUNE_SUFFIX = re.compile(r"[-_.](?:instruct|chat|it|hf|base|sft|dpo|rlhf)(?=[-_.]|$)")
 """What a fine-tuned (or re-packaged) variant adds to its base model's name: ``Meta-Llama-3-8B-Instruct``
 (``Mistral-7B-Instruct-v0.1``) has the architecture of ``Meta-Llama-3-8B`` (``Mistral-7B-v0.1``), so it
 resolves to it."""
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """One decoder-only transformer, as described by its public config."""
-
-    name: str
-    display_name: str
-    n_layers: int
-    hidden_dim: int
-    n_q_heads: int
-    n_kv_heads: int
-    ffn_dim: int
-    ffn_kind: FfnKind
-    n_params: int
-    vocab_size: int
-    embed_proj_dim: int | None = None
-    aliases: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def head_dim(self) -> int:
-        """``d_h = D / H_q``."""
-        return self.hidden_dim // self.n_q_heads
-
-    @property
-    def kv_dim(self) -> int:
-        """``D_kv = H_kv d_h = D H_kv / H_q`` (equals ``D`` without GQA)."""
-        return self.n_kv_heads * self.head_dim
-
-    @property
-    def ffn_ratio(self) -> float:
-        """``r_ff`` such that ``4 r_ff D^2`` is the FFN FLOPs per token.
-
-        Two-matrix FFN (OPT): ``r_ff = D_ff / D``.
-        Gated SwiGLU FFN (three matrices): ``r_ff = 1.5 D_ff / D``.
-        """
-        ratio = self.ffn_dim / self.hidden_dim
-        return 1.5 * ratio if self.ffn_kind == "swiglu" else ratio
-
-    def weight_bytes(self, bytes_per_param: int = BYTES_PER_FP16) -> int:
-        """Weight memory: ``n_params x bytes_per_param`` (fp16/bf16: 2)."""
-        return self.n_params * bytes_per_param
-
-    def kv_bytes_per_token(self, bytes_per_element: int = BYTES_PER_FP16) -> int:
-        """KV-cache bytes per token: ``2 (K and V) x L x D_kv x b_kv``."""
-        return 2 * self.n_layers * self.kv_dim * bytes_per_element
 
 
 @dataclass(frozen=True)
@@ -114,8 +72,9 @@ class ArchitectureArrays:
 
 @dataclass(frozen=True)
 class UnsupportedModel:
-    """A model the catalog knows but SLIM's dense formula does not cover (an entry with ``unsupported:``):
-    its name, aliases and the specific reason, given wherever it is asked for."""
+    """A model the catalog knows but SLIM's dense formula does not cover (an entry with ``unsupported:``,
+    or an architecture with a `Architecture.dense_formula_gap`): its name, aliases and the specific
+    reason, given wherever it is asked for."""
 
     name: str
     display_name: str
@@ -133,6 +92,12 @@ _REQUIRED_KEYS = (
 )
 
 
+def _aliases(entry: dict) -> tuple[str, ...]:
+    """The entry's aliases, lower-cased, with its Hugging Face id."""
+    names = [*entry.get("aliases", []), *([entry["hf_id"]] if entry.get("hf_id") else [])]
+    return tuple(dict.fromkeys(str(alias).lower() for alias in names))
+
+
 def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architecture:
     require_keys(entry, _REQUIRED_KEYS, f"{source}: model '{name}'")
     if entry["ffn_kind"] not in ("two_matrix", "swiglu"):
@@ -142,7 +107,7 @@ def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architectu
         )
     if entry["hidden_dim"] % entry["n_q_heads"]:
         raise ConfigError(f"{source}: model '{name}': hidden_dim is not a multiple of n_q_heads")
-    return Architecture(
+    arch = Architecture(
         name=name,
         display_name=str(entry["display_name"]),
         n_layers=int(entry["n_layers"]),
@@ -154,21 +119,54 @@ def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architectu
         n_params=int(entry["n_params"]),
         vocab_size=int(entry["vocab_size"]),
         embed_proj_dim=entry.get("embed_proj_dim"),
-        aliases=tuple(str(alias).lower() for alias in entry.get("aliases", [])),
+        aliases=_aliases(entry),
+        hf_id=entry.get("hf_id"),
+        tied_embeddings=bool(entry.get("tie_word_embeddings", False)),
     )
+    if arch.parameters.other < 0:
+        raise ConfigError(f"{source}: model '{name}': n_params {arch.n_params} is below its matrices and embeddings "
+                          f"({arch.n_params - arch.parameters.other}); is tie_word_embeddings missing?")
+    return arch
+
+
+def _architecture_from_hf_entry(name: str, entry: dict, source: Path) -> Architecture:
+    config = entry["hf_config"]
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: model '{name}': hf_config must be the mapping of its config.json's keys")
+    arch = architecture_from_hf_mapping(config, Path(f"{source}: model '{name}' hf_config"), name,
+                                        entry.get("hf_quant_config"))
+    return replace(arch, display_name=str(entry.get("display_name", name)), aliases=_aliases(entry),
+                   hf_id=entry.get("hf_id", arch.hf_id))
+
+
+def _served_from_entry(name: str, entry: dict, source: Path, architectures: dict[str, Architecture]) -> Architecture:
+    base = architectures.get(str(entry["base"]))
+    if base is None:
+        raise ConfigError(f"{source}: model '{name}': base '{entry['base']}' is not a model of the file "
+                          "(a served form names the entry it serves)")
+    try:
+        served = base.served(entry.get("quantization"), str(entry.get("kv_cache_dtype", "auto")))
+    except ConfigError as error:
+        raise ConfigError(f"{source}: model '{name}': {error}") from error
+    return replace(served, name=name, display_name=str(entry.get("display_name", name)), aliases=_aliases(entry),
+                   hf_id=entry.get("hf_id", base.hf_id))
 
 
 def _unsupported_from_entry(name: str, entry: dict, source: Path) -> UnsupportedModel:
     reason = entry["unsupported"]
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError(f"{source}: model '{name}': 'unsupported' must be the reason, in words")
-    return UnsupportedModel(name, str(entry.get("display_name", name)), reason.strip(),
-                            tuple(str(alias).lower() for alias in entry.get("aliases", [])))
+    return UnsupportedModel(name, str(entry.get("display_name", name)), reason.strip(), _aliases(entry))
 
 
 class ArchitectureCatalog:
-    """All architectures of a models file, looked up by name or alias, and the models it names as
-    unsupported (entries with an ``unsupported:`` reason instead of an architecture)."""
+    """All architectures of a models file, looked up by name, alias or Hugging Face id, and the models
+    SLIM's dense formula does not cover: entries with an ``unsupported:`` reason instead of an
+    architecture, and architectures with a `Architecture.dense_formula_gap` (routed experts, latent
+    attention, an explicit head dim, quantised weights).
+
+    ``catalog[model]`` and ``model in catalog`` answer for SLIM (they refuse or exclude both kinds);
+    `architecture` gives any architecture the file describes, for the physics of `slim.gpu`."""
 
     def __init__(self, architectures: dict[str, Architecture], source: Path | None = None,
                  unsupported: dict[str, UnsupportedModel] | None = None):
@@ -191,14 +189,32 @@ class ArchitectureCatalog:
         raw = read_yaml_mapping(path, f"models file not found: {path}", "a mapping of model name -> architecture")
         unsupported = {name: _unsupported_from_entry(name, entry, path) for name, entry in raw.items()
                        if isinstance(entry, dict) and "unsupported" in entry}
-        return cls({name: _architecture_from_entry(name, entry, path) for name, entry in raw.items()
-                    if name not in unsupported}, path, unsupported)
+        architectures: dict[str, Architecture] = {}
+        for name, entry in raw.items():
+            if name in unsupported or (isinstance(entry, dict) and "base" in entry):
+                continue
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{path}: model '{name}' must be a mapping of its architecture")
+            architectures[name] = (_architecture_from_hf_entry(name, entry, path) if "hf_config" in entry
+                                   else _architecture_from_entry(name, entry, path))
+        for name, entry in raw.items():
+            if isinstance(entry, dict) and "base" in entry:
+                architectures[name] = _served_from_entry(name, entry, path, architectures)
+        return cls({name: architectures[name] for name in raw if name in architectures}, path, unsupported)
 
     def unsupported(self, model: str) -> UnsupportedModel | None:
-        """The unsupported entry a model name, alias or path names (as `resolve_name` matches), or None."""
+        """Why SLIM's dense formula does not cover the model a name, alias or path names (as
+        `resolve_name` matches): its ``unsupported:`` entry, or its architecture's
+        `Architecture.dense_formula_gap`; None where it is covered or unknown."""
         key = model.strip().rstrip("/").lower()
         name = self._unsupported_alias.get(key) or self._unsupported_alias.get(key.rsplit("/", 1)[-1])
-        return self._unsupported[name] if name is not None else None
+        if name is not None:
+            return self._unsupported[name]
+        resolved = self.resolve_name(model)
+        arch = self._by_name[resolved] if resolved is not None else None
+        if arch is None or arch.dense_formula_gap is None:
+            return None
+        return UnsupportedModel(arch.name, arch.display_name, arch.dense_formula_gap, arch.aliases)
 
     @property
     def names(self) -> list[str]:
@@ -217,7 +233,8 @@ class ArchitectureCatalog:
         return ArchitectureCatalog({**kept, arch.name: arch}, self.source, self._unsupported)
 
     def resolve_name(self, model: str) -> str | None:
-        """Canonical name for a model name, alias or model path; None if unknown.
+        """Canonical name for a model name, alias, Hugging Face id or model path (any architecture the
+        file describes); None if unknown.
 
         A path such as ``/models/opt/opt-1.3b`` resolves by its last component.
         """
@@ -239,9 +256,21 @@ class ArchitectureCatalog:
         return list(dict.fromkeys(self._alias_to_name[alias] for alias in close))[:count]
 
     def __contains__(self, model: str) -> bool:
-        return self.resolve_name(model) is not None
+        """Whether the model is described and SLIM's dense formula covers it."""
+        name = self.resolve_name(model)
+        return name is not None and self._by_name[name].dense_formula_gap is None
+
+    def architecture(self, model: str) -> Architecture:
+        """Any architecture the file describes (routed experts, latent attention and quantised weights
+        included), for the decode-step physics; raises for an ``unsupported:`` entry or an unknown model."""
+        name = self.resolve_name(model)
+        if name is None:
+            return self[model]
+        return self._by_name[name]
 
     def __getitem__(self, model: str) -> Architecture:
+        """The architecture of a model SLIM's dense formula covers; `UnsupportedArchitectureError` with the
+        reason for one it does not, `UnknownModelError` naming the nearest for an unknown one."""
         name = self.resolve_name(model)
         if name is None and self.unsupported(model) is not None:
             raise self.unsupported(model).error(self.source)
@@ -253,7 +282,10 @@ class ArchitectureCatalog:
                 f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}.{hint} "
                 "Add its architecture to the models file, or pass its Hugging Face config.json with --model-config."
             )
-        return self._by_name[name]
+        arch = self._by_name[name]
+        if arch.dense_formula_gap is not None:
+            raise self.unsupported(arch.name).error(self.source)
+        return arch
 
 
 def load_architectures(path: str | Path = MODELS_FILE) -> ArchitectureCatalog:
