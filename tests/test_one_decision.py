@@ -11,6 +11,7 @@ from slim import columns as col
 from slim.advisor.advise import AdviceRequest, advise
 from slim.cli import EXIT_BAD_INPUT, main
 from slim.errors import AdvisorError
+from slim.sim.run_cache import SimulationCache
 from slim.specs.slo import Slos
 
 SLO_KINDS = {
@@ -40,11 +41,12 @@ def test_advise_and_the_tune_plan_choose_the_same_cap_on_every_public_curve(shar
                                  & (clean[col.OUTPUT_LEN_NOMINAL] == ol) & (clean[col.MAX_NUM_SEQS] == 1)).any()}
     assert len(missing_reference) == 1
     differ, undecided, explained = [], [], []
+    simulations = SimulationCache()     # every advice simulates the same runs: once
     for kind, slos in SLO_KINDS.items():
         for model, il, ol in curves:
             try:
                 advice = advise(AdviceRequest(shared_traces_dir / "output_length", model, float(il), float(ol),
-                                              slos=Slos.of(slos), hardware="h100-64gb"))
+                                              slos=Slos.of(slos), hardware="h100-64gb", simulations=simulations))
             except AdvisorError as error:
                 # A measure-only metric's relative bound needs its reference run: both commands ask for it.
                 assert "measure that cap first" in str(error)

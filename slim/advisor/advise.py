@@ -206,7 +206,8 @@ def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, a
         hardware_file=Path(request.hardware_file), sim_constants_file=Path(request.sim_constants_file),
         table_columns=Path(request.table_columns) if request.table_columns is not None else None,
         model_config=Path(model_config) if model_config is not None else None,
-        model_config_name=None if model_directory(request.model) is not None else request.model)
+        model_config_name=None if model_directory(request.model) is not None else request.model,
+        simulations=request.simulations)
     reference_measured = bool(request.slos.relative and len(measured_runs)
                               and (measured_runs[col.MAX_NUM_SEQS] == request.slos.reference_cap).any())
     return tune_outlook(tune_request, advised_cap, reference_measured)

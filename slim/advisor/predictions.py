@@ -82,7 +82,7 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
                                              col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.TENSOR_PARALLEL: 1,
                                              col.MAX_CONCURRENCY: caps if throttled else np.nan})
     constants = load_sim_constants(request.sim_constants_file) if entry.needs_schedules else None
-    simulations = SimulationCache()
+    simulations = request.simulations if request.simulations is not None else SimulationCache()
     if constants is not None:
         budget = constants.max_num_batched_tokens
         over_budget = tuple(float(cap) for cap in caps if cap > budget)

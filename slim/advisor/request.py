@@ -3,7 +3,7 @@ decide (`AdviceRequest`), validated where it is built."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -14,6 +14,7 @@ from slim.errors import AdvisorError
 from slim.predictors import advise_predictors
 from slim.predictors.slim_model import SLIM_SLO_METRICS
 from slim.sim.constants import SIM_CONSTANTS_FILE
+from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 from slim.specs.slo import Slos
@@ -72,6 +73,9 @@ class AdviceRequest:
     table_columns: str | Path | None = None
     """A YAML file with a summary table's ``columns`` (and ``hardware_map``), as a dataset's ``table:``."""
     plan: bool = True
+    simulations: SimulationCache | None = field(default=None, compare=False, repr=False)
+    """The simulated runs to read from and keep (`slim.sim.run_cache`): a caller advising on the same
+    traces several times hands one cache to every request; None: a cache of this call's own."""
 
     def __post_init__(self) -> None:
         offered = advise_predictors()

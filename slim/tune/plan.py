@@ -179,7 +179,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
     entry = tune_predictors()[request.predictor]
     # One simulation of each candidate gives the prior's schedule and its SLO metrics alike.
     prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
-                       else None, SimulationCache())
+                       else None, request.simulations if request.simulations is not None else SimulationCache())
     settings = load_kernels().settings(request.predictor, TuneSettings(
         confidence=request.confidence, tolerance=request.tolerance, max_runs_per_cap=request.max_runs_per_cap,
         margin=request.margin))

@@ -15,6 +15,7 @@ from slim.defaults import DEFAULT_ONLINE_PROMPTS, OFFLINE, ONLINE, TUNE_FOLDER
 from slim.errors import AdvisorError
 from slim.predictors import tune_predictors
 from slim.sim.constants import SIM_CONSTANTS_FILE
+from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import MODELS_FILE
 from slim.specs.hardware import HARDWARE_FILE
 from slim.specs.slo import Slos, why_not_judged
@@ -83,6 +84,8 @@ class TuneRequest:
     margin: float | None = DEFAULT_MARGIN
     retry_failed: bool = False
     """Ignore every recorded failure (the ledger's, and runs whose configuration failed): any cap may run."""
+    simulations: SimulationCache | None = field(default=None, compare=False, repr=False)
+    """The simulated runs the prior reads from and keeps (`slim.sim.run_cache`); None: its own."""
 
     def __post_init__(self) -> None:
         if not self.workloads:
