@@ -57,9 +57,20 @@ def empty_row(dataset: str, run_id: str) -> dict[str, Any]:
     row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
     row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
                 col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
-                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
-                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
+                col.TENSOR_PARALLEL: 1, col.PIPELINE_PARALLEL: 1, col.DATA_PARALLEL: 1, col.VLLM_VERSION: None,
+                col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok", col.REASON_DETAIL: "", col.FAULT_FILE: ""})
     return row
+
+
+def gpus_per_server(row: dict[str, Any]) -> float:
+    """``tensor_parallel x pipeline_parallel x data_parallel`` of a row (NaN where one is unknown): the
+    GPUs one server occupies. Expert parallelism reuses these GPUs (vLLM spreads the experts over the
+    tensor- and data-parallel ranks), so it adds none."""
+    sizes = [row.get(name) for name in (col.TENSOR_PARALLEL, col.PIPELINE_PARALLEL, col.DATA_PARALLEL)]
+    if not all(isinstance(size, (int, float)) and not isinstance(size, bool) and math.isfinite(size) and size > 0
+               for size in sizes):
+        return math.nan
+    return float(math.prod(sizes))
 
 
 def with_verdict(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
