@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from slim import cli
 from slim import columns as col
 from slim.advisor.warnings import unstated_statistic_warnings
+from slim.errors import ConfigError
+from slim.pipeline.config import check_config, with_catalog_defaults
 from slim.specs.architecture import ArchitectureCatalog, load_architectures
 from slim.specs.hardware import load_hardware
 from slim.specs.slo import Slos
@@ -239,3 +242,37 @@ def test_slim_check_on_the_shared_file(silicon, capsys, as_json):
         assert header.startswith("status\trun") and len(lines) == 237
         assert lines[0].split("\t")[:7] == ["unsupported_model", "vllm_h100_silicon.csv[000]", "vllm_h100_silicon.csv",
                                            "qwen3-32b", "1024", "128", "8"]
+
+
+# ---------------------------------------------------------------- the dataset's config
+
+def _config_of(name: str) -> dict:
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw["run_datasets"], raw["default_dataset"] = [name], name
+    for section in ("characterisation", "simulator", "batch_scaling", "length_sweeps", "generalisation"):
+        raw.pop(section, None)
+    return with_catalog_defaults(raw)
+
+
+def test_the_dataset_as_the_pipeline_reads_it(silicon):
+    path, runs, _ = silicon
+    dataset = check_config(_config_of(NAME), REPO)[NAME]
+    assert dataset.trace_dir.resolve() == path.parent.resolve() and dataset.hardware_key == "h100-sxm-80gb"
+    assert dataset.models == ("qwen3-32b", "qwen3-32b-fp8", "llama-3.1-70b-fp8", "gpt-oss-120b", "minimax-m2.5")
+    assert set(runs[col.MODEL]) == set(dataset.models)
+    piped = ingest_traces(dataset.trace_dir, NAME, load_architectures(), dataset.ingest_options)
+    pd.testing.assert_frame_equal(piped, runs)
+
+
+def test_a_dataset_with_settings_still_refuses_a_model_slim_does_not_cover(tmp_path):
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(yaml.safe_dump({"settings": [
+        {"name": "s", "label": "S", "train": {"max_num_seqs": [8]}, "validate": {"max_num_seqs": [16]}}]}))
+    raw = _config_of("simulated")
+    raw["run_datasets"], raw["default_dataset"] = ["mine"], "mine"
+    raw["datasets"]["mine"] = {"kind": "real", "trace_dir": str(SWEEP.parent), "hardware": "h100-sxm-80gb",
+                               "models": ["llama-3.1-70b", "gpt-oss-120b"]}
+    assert check_config(raw, REPO)["mine"].models == ("llama-3.1-70b", "gpt-oss-120b")   # ingest and cleaning only
+    raw["datasets"]["mine"]["settings"] = str(settings)
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.models\[1\] = 'gpt-oss-120b': .*mixture of experts"):
+        check_config(raw, REPO)
