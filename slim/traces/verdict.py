@@ -28,11 +28,13 @@ REASON_CODES: dict[str, str] = {
     "preempted": "KV cache overflowed: requests were preempted (excluded by default)",
     "duplicate": "same configuration measured again; the first run (by path) is kept",
     "aggregated": "a repeated measurement of an offline point, averaged into the point's first run (by path)",
-    "unsupported_model": "a model SLIM's dense formula does not cover (routed experts, per-layer KV heads)",
+    "unsupported_model": ("a model SLIM's dense formula does not cover (routed experts, latent attention, per-layer "
+                          "KV heads, a head_dim other than D / H_q, quantised weights)"),
     "unknown_hardware": "the accelerator a row names is not mapped to a key of the hardware file",
     "other_rows": "a row the dataset's `rows` selector leaves out (another accelerator's, per-accelerator)",
     "kv_cache_overflow": "offline static batch whose KV cache does not fit: its mean running batch is below B",
-    "unsupported_benchmark": "a benchmark option SLIM does not model (several sequences per prompt, beam search)",
+    "unsupported_benchmark": ("a benchmark option SLIM does not model (several sequences per prompt, beam search, "
+                              "another engine than vLLM, disaggregated prefill and decode)"),
     "ingest_error": "ingest failed unexpectedly on this directory (traceback in the ingest log)",
 }
 """Every status a run can get, with its meaning (cleaning report legend)."""
