@@ -17,13 +17,25 @@ from slim.errors import ConfigError, SlimError
 DATASET = "dataset"
 RUN_ID = "run_id"                      # run directory, relative to the trace root
 TRACE_FORMAT = "trace_format"          # benchmark_serving (public), vllm_bench_serve, vllm_bench_sweep, guidellm,
-                                       # vllm_bench_latency, vllm_bench_throughput, summary_table
+                                       # vllm_bench_latency, vllm_bench_throughput, summary_table,
+                                       # aiconfigurator_silicon
 BENCHMARK_MODE = "benchmark_mode"      # one of BENCHMARK_MODES
 HARDWARE = "hardware"                  # key of the accelerator in the hardware file (None: not given)
 MODEL = "model"                        # canonical name from the models file (raw name if unknown)
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
 TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
 NUM_PROMPTS = "num_prompts"
+VLLM_VERSION = "vllm_version"          # the engine's version as the run records it (None: unknown)
+
+# Parallel layout of the server, beside TENSOR_PARALLEL.
+PIPELINE_PARALLEL = "pipeline_parallel"  # server flag --pipeline-parallel-size (1 if unset)
+DATA_PARALLEL = "data_parallel"        # server flag --data-parallel-size: ranks scheduling a batch of their own
+                                       # (attention data parallel beside expert parallel MoE layers; 1 if unset)
+EXPERT_PARALLEL = "expert_parallel"    # ranks the routed experts are spread over (NaN: not recorded or no experts)
+EXPERT_TENSOR_PARALLEL = "expert_tensor_parallel"  # ranks each expert's matrices are split over (NaN: not recorded)
+GPUS_PER_SERVER = "gpus_per_server"    # tensor_parallel x pipeline_parallel x data_parallel
+LAYOUT_COLUMNS = (TENSOR_PARALLEL, PIPELINE_PARALLEL, DATA_PARALLEL, EXPERT_PARALLEL, EXPERT_TENSOR_PARALLEL)
+"""The columns that say how a server spreads one model over its GPUs."""
 
 # Workload.
 INPUT_LEN_MEAN = "input_len_mean"      # total_input_tokens / completed
@@ -52,7 +64,9 @@ MEAN_E2EL_MS = "mean_e2el_ms"          # client's E2E (includes queueing); NaN i
 REQUEST_RATE = "request_rate_per_s"    # the client's --request-rate (inf: every request at once)
 MAX_CONCURRENCY = "max_concurrency"    # the client's cap on requests in flight (NaN: none)
 REQUEST_GOODPUT = "request_goodput_per_s"  # vLLM's request_goodput where the run recorded one (its spec unknown)
-LATENCY_SOURCE = "latency_source"      # client (the benchmark's JSON), guidellm, or prometheus_histogram
+LATENCY_SOURCE = "latency_source"      # client (the benchmark's JSON), guidellm, prometheus_histogram, or
+                                       # silicon_unstated_statistic (a central TTFT and TPOT of unstated
+                                       # statistic, filed as mean_*: slim.traces.silicon_sweep)
 # Per-request latencies (lists, ms) of a run saved with vLLM's --save-detailed: columns only where some run has them.
 REQUEST_TTFT_MS = "request_ttft_ms"
 REQUEST_TPOT_MS = "request_tpot_ms"
@@ -96,7 +110,8 @@ cache fits) and ``offline_throughput`` (`vllm bench throughput`: N requests at o
 engine up to max_num_seqs at a time)."""
 
 RUN_COLUMNS = (
-    DATASET, RUN_ID, TRACE_FORMAT, BENCHMARK_MODE, HARDWARE, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, NUM_PROMPTS,
+    DATASET, RUN_ID, TRACE_FORMAT, BENCHMARK_MODE, HARDWARE, MODEL, MAX_NUM_SEQS, TENSOR_PARALLEL, PIPELINE_PARALLEL,
+    DATA_PARALLEL, EXPERT_PARALLEL, EXPERT_TENSOR_PARALLEL, GPUS_PER_SERVER, VLLM_VERSION, NUM_PROMPTS,
     INPUT_LEN_MEAN, OUTPUT_LEN_MEAN, INPUT_LEN_NOMINAL, OUTPUT_LEN_NOMINAL,
     COMPLETED, FAILED, DURATION_S, REQUEST_THROUGHPUT, TOTAL_TOKEN_THROUGHPUT, OUTPUT_TOKEN_THROUGHPUT,
     *(f"{statistic}_{quantity}_ms" for quantity in LATENCY_QUANTITIES for statistic in LATENCY_STATISTICS),

@@ -187,6 +187,8 @@ def test_public_layout_every_column(catalog):
         col.E2E_LATENCY_S: ((3 + 8 + 8 + 8 + 6) / 5) / (100 / 12.5),  # Little's law: 0.825 s
         col.STATUS: "ok", col.REASON_DETAIL: "batch size from metrics_csv", col.FAULT_FILE: "",
         col.BENCHMARK_MODE: "online", col.N_MEASUREMENTS: 1,
+        col.PIPELINE_PARALLEL: 1, col.DATA_PARALLEL: 1, col.GPUS_PER_SERVER: 1,   # vLLM's defaults, not logged
+        col.VLLM_VERSION: "0.6.4",                     # server_out.log: "vLLM API server version 0.6.4"
     }
     for column, value in expected.items():
         if isinstance(value, str):
@@ -194,6 +196,7 @@ def test_public_layout_every_column(catalog):
         else:
             assert row[column] == pytest.approx(value, rel=1e-12), column
     not_recorded = {col.FAILED, col.MAX_CONCURRENCY, col.REQUEST_GOODPUT,       # not in the old JSON, nor is E2EL
+                    col.EXPERT_PARALLEL, col.EXPERT_TENSOR_PARALLEL,           # a dense model, no expert layout
                     *(col.latency_column(statistic, "e2el") for statistic in col.LATENCY_STATISTICS)}
     assert all(math.isnan(row[name]) for name in not_recorded)
     assert row[col.HARDWARE] is None and math.isnan(row[col.MEASUREMENT_SPREAD_PCT])   # no accelerator given

@@ -116,7 +116,11 @@ def test_the_dataset_entry_is_schema_valid_and_checked():
     (lambda entry: entry["table"]["hardware_map"].update({"AMD MI250 GPU": "mi250x"}),
      r"table\.hardware_map\.AMD MI250 GPU = 'mi250x' is not in the hardware file"),
     (lambda entry: entry.update(settings="config/settings/h100-public.yaml"), r"settings needs .*\.hardware"),
-    (lambda entry: entry["models"].append("mistralai/Mixtral-8x7B-v0.1"), r"models\[7\] = .*mixture of experts"),
+    # A dataset that fits SLIM (settings) refuses a model SLIM does not cover; one only ingested may list it.
+    (lambda entry: entry.update(hardware="h100-sxm-80gb", rows={"hardware": ["h100-sxm-80gb"]},
+                                settings="config/settings/llm-inference-bench.yaml",
+                                models=[*entry["models"], "mistralai/Mixtral-8x7B-v0.1"]),
+     r"models\[7\] = .*mixture of experts"),
     (lambda entry: entry["table"]["columns"].update(batch_size="Batch"), r"vllm_benchmark_latency\.csv lacks Batch"),
 ])
 def test_config_errors_name_the_key(shared_traces_dir, change, message):

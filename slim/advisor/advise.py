@@ -29,7 +29,12 @@ from slim.advisor.candidates import CandidateRow, advice_limits, advice_view, ca
 from slim.advisor.predictions import predictor_advice
 from slim.advisor.request import AdviceRequest
 from slim.advisor.training_runs import HeldOutCheck, held_out_check, select_training_runs
-from slim.advisor.warnings import AdviceWarning, advice_warnings, tensor_parallel_warnings
+from slim.advisor.warnings import (
+    AdviceWarning,
+    advice_warnings,
+    tensor_parallel_warnings,
+    unstated_statistic_warnings,
+)
 from slim.decision.rule import Recommendation, recommend
 from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
@@ -185,7 +190,8 @@ def advise(request: AdviceRequest) -> Advice:
                             else held_out_check(runs, train, arch, advice.fitted)),
                   warnings=advice_warnings(arch, runs, train, recommendation, capacity, capacity_source, advice.curve,
                                            memory, r.input_len + r.output_len)
-                  + tensor_parallel_warnings(runs, every_degree, other_degrees),
+                  + tensor_parallel_warnings(runs, every_degree, other_degrees)
+                  + unstated_statistic_warnings(r.slos, runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served)

@@ -1,6 +1,7 @@
 """What a user should know about an advice beyond the recommendation: the target was never profiled
 or left out of training, the cap exceeds the KV capacity or vLLM's reservation, runs at another
-tensor-parallel degree were left out (`AdviceWarning`, each with a stable code)."""
+tensor-parallel degree were left out, the runs' latencies are central values of unstated statistic
+(`AdviceWarning`, each with a stable code)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from slim.decision.rule import Recommendation
 from slim.gpu.kv_memory import KvMemoryPlan
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB
+from slim.specs.slo import Slos, judging_runs
+from slim.traces.silicon_sweep import LATENCY_SOURCE_UNSTATED
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,22 @@ def tensor_parallel_warnings(runs: pd.DataFrame, every_degree: pd.DataFrame,
         f"{len(every_degree) - len(runs)} usable run(s) at tensor_parallel {', '.join(map(str, other_degrees))} "
         f"are left out: the advice is fitted on the {len(runs)} run(s) at tensor_parallel {kept} and holds for "
         "that degree (SLIM has no tensor-parallel term); pass traces of one degree to advise on another"),)
+
+
+def unstated_statistic_warnings(slos: Slos, runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:
+    """A warning where an SLO is judged on runs that record one central TTFT and TPOT of unstated
+    statistic (AIConfigurator's silicon sweeps: `slim.traces.silicon_sweep`), filed as means."""
+    if col.LATENCY_SOURCE not in runs or not len(runs):
+        return ()
+    unstated = (runs[col.LATENCY_SOURCE] == LATENCY_SOURCE_UNSTATED).to_numpy()
+    judged = [metric.name for metric in slos.metrics if (judging_runs(metric, runs) & unstated).any()]
+    if not judged:
+        return ()
+    return (AdviceWarning(
+        "latency_statistic_unstated",
+        f"{int(unstated.sum())} run(s) record one central TTFT and TPOT each whose statistic (mean or median) "
+        f"their source does not state: {', '.join(judged)} are judged on them, and on the E2E derived from them, "
+        "as if they were means"),)
 
 
 def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: Recommendation,

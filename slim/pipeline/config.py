@@ -275,13 +275,17 @@ def _check_dataset(name: str, entry: dict[str, Any], catalog: ArchitectureCatalo
                           "(a dataset whose rows map to several has ingest, cleaning and characterisation only)")
     rows = _check_rows(key, entry, hardware, set(hardware_map.values()))
     for position, model in enumerate(entry["models"]):
-        if catalog.unsupported(model) is not None and model not in catalog:
-            raise ConfigError(f"{key}.models[{position}] = '{model}': {catalog.unsupported(model).error()}; "
-                              "its runs are marked unsupported_model in the cleaning report, leave it out of models")
-        if model not in catalog:
+        unsupported = catalog.unsupported(model) if model not in catalog else None
+        if unsupported is not None and entry.get("settings"):
+            raise ConfigError(f"{key}.models[{position}] = '{model}': {unsupported.error()}; {key}.settings fits "
+                              "SLIM on the dataset's models, so leave it out of models (its runs are marked "
+                              "unsupported_model in the cleaning report)")
+        if unsupported is None and model not in catalog:
             raise ConfigError(f"{key}.models[{position}] = '{model}' is not in the models file; "
                               f"add its architecture there (known: {', '.join(catalog.names)})")
-    models = tuple(catalog.resolve_name(m) for m in entry["models"])
+    # A dataset without settings is ingested and cleaned only: it may list models SLIM does not cover,
+    # whose runs are unsupported_model until the catalog admits them.
+    models = tuple(catalog.resolve_name(m) or catalog.unsupported(m).name for m in entry["models"])
     settings_file = None
     if entry.get("settings"):
         settings_file = base_dir / entry["settings"]

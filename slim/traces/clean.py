@@ -27,8 +27,11 @@ from slim.errors import ConfigError
 from slim.markdown import markdown_table
 from slim.traces.verdict import REASON_CODES
 
-DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
-"""Two usable online runs with equal values here measured the same configuration."""
+DUPLICATE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS,
+                 col.HARDWARE, *col.LAYOUT_COLUMNS, col.VLLM_VERSION)
+"""Two usable online runs with equal values here (a column a table lacks, or NaN, counts as one value)
+measured the same configuration: the same workload and cap on the same accelerator, parallel layout
+and engine version."""
 OFFLINE_POINT_KEY = (col.HARDWARE, col.MODEL, col.TENSOR_PARALLEL, col.BENCHMARK_MODE, col.INPUT_LEN_NOMINAL,
                      col.OUTPUT_LEN_NOMINAL, col.MAX_NUM_SEQS, col.NUM_PROMPTS)
 """Two usable offline runs with equal values here are repeated measurements of one point."""
@@ -96,7 +99,7 @@ def mark_duplicates(runs: pd.DataFrame, usable_statuses: tuple[str, ...] = ("ok"
     usable = usable.sort_values(col.RUN_ID, kind="stable")
     first_of_key: dict[tuple, str] = {}
     for index, run in usable.iterrows():
-        key = tuple(run[k] for k in DUPLICATE_KEY)
+        key = tuple(None if pd.isna(value := run.get(k)) else value for k in DUPLICATE_KEY)
         if key in first_of_key:
             runs.loc[index, col.STATUS] = "duplicate"
             runs.loc[index, col.REASON_DETAIL] = f"same configuration as {first_of_key[key]}"

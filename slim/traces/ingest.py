@@ -31,7 +31,7 @@ from slim.traces.server_log import (
 )
 from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout
 from slim.traces.tree import TreeDirectory, TreeFile, walk_tree
-from slim.traces.verdict import REASON_CODES, Verdict  # noqa: F401 (REASON_CODES: re-exported)
+from slim.traces.verdict import REASON_CODES, Verdict, gpus_per_server  # noqa: F401 (REASON_CODES: re-exported)
 from slim.traces.verdict import empty_row as _empty_row
 from slim.traces.verdict import with_verdict as _set
 
@@ -162,6 +162,7 @@ def ingest_directory(run_files: RunFiles, trace_root: Path, dataset: str, catalo
     for row in rows:   # an online run ran on the dataset's accelerator
         if row[col.HARDWARE] is None and default is not None:
             row[col.HARDWARE] = default.name
+        row[col.GPUS_PER_SERVER] = gpus_per_server(row)
     return rows
 
 

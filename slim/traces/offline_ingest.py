@@ -1,5 +1,6 @@
 """Offline results and summary tables inside ingest: what a dataset's config adds (the accelerator,
-the tables' column mapping) and the rows of a directory's tables and offline results."""
+the tables' column mapping) and the rows of a directory's tables (offline points, or online serving
+sweeps in AIConfigurator's layout: `slim.traces.silicon_sweep`) and offline results."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from slim.specs.hardware import Hardware
 from slim.traces.offline_json import offline_point
 from slim.traces.results import ResultRecord
 from slim.traces.run_files import RunFiles
+from slim.traces.silicon_sweep import is_silicon_sweep, sweep_rows
 from slim.traces.static_batch import AcceleratorLookup, offline_verdict
 from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, read_table_points
 from slim.traces.verdict import Verdict, empty_row, with_verdict
@@ -43,6 +45,9 @@ def table_rows(run_files: RunFiles, run_id: str, dataset: str, catalog: Architec
     """One row per row of each summary table of the directory; a table that cannot be read, one row."""
     rows = []
     for path in run_files.tables:
+        if is_silicon_sweep(path):
+            rows += sweep_rows(path, run_id, dataset, catalog, options.accelerators)
+            continue
         try:
             points = read_table_points(path, options.table_layout)
         except TraceFormatError as error:

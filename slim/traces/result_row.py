@@ -19,9 +19,12 @@ from slim.traces.littles_law import SOURCE_LITTLES_LAW, littles_law_batch
 from slim.traces.plausibility import batch_contradiction, non_positive_values, summary_contradiction
 from slim.traces.results import FORMAT_GUIDELLM, ResultRecord
 from slim.traces.server_log import (
+    find_data_parallel_in_log,
     find_hardware_error,
     find_max_num_seqs_in_log,
+    find_pipeline_parallel_in_log,
     find_tensor_parallel_in_log,
+    find_vllm_version_in_log,
 )
 from slim.traces.values import number
 from slim.traces.verdict import Verdict
@@ -156,6 +159,16 @@ class ResultRow:
             return client_cap, "cap = client max_concurrency"
         return server_cap, ""
 
+    def _read_layout(self) -> None:
+        """The server's parallel sizes (vLLM's default 1 where neither the client's record of the
+        server args nor a server log states one) and the version its log announces."""
+        evidence = self.evidence
+        for column, flag, find in ((col.TENSOR_PARALLEL, "tensor-parallel-size", find_tensor_parallel_in_log),
+                                   (col.PIPELINE_PARALLEL, "pipeline-parallel-size", find_pipeline_parallel_in_log),
+                                   (col.DATA_PARALLEL, "data-parallel-size", find_data_parallel_in_log)):
+            self.row[column] = evidence.server_setting(flag, find) or 1
+        self.row[col.VLLM_VERSION] = evidence.first_in_server_logs(find_vllm_version_in_log)
+
     def _read_kv_cache(self) -> Verdict | None:
         """vLLM's KV reservation (blocks, block size) from the cache config, else the server log."""
         row = self.row
@@ -238,8 +251,7 @@ class ResultRow:
                            "GPU fault and is not trusted)", hardware[0])
         cap, cap_note = self._batch_cap()
         row[col.MAX_NUM_SEQS] = cap if cap is not None else math.nan
-        tensor_parallel = self.evidence.server_setting("tensor-parallel-size", find_tensor_parallel_in_log)
-        row[col.TENSOR_PARALLEL] = tensor_parallel or 1
+        self._read_layout()
         kv_problem = self._read_kv_cache()
         completed, num_prompts = row[col.COMPLETED], row[col.NUM_PROMPTS]
         if completed <= 0:

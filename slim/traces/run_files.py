@@ -4,7 +4,8 @@ Files are recognised by the names the producers give them (the public layout, ``
 serve``, ``vllm bench sweep serve``, GuideLLM) and, for other names, by their first bytes: a
 ``*.log`` that reads like a vLLM server log, a ``*.txt``/``*.prom`` scrape of ``/metrics``, a
 CSV whose header names ``num_requests_running``, a CSV or Parquet summary table whose headers hold
-the vocabulary of `slim.traces.summary_table` (through the dataset's column mapping). A directory
+the vocabulary of `slim.traces.summary_table` (through the dataset's column mapping) or a CSV of
+AIConfigurator's silicon sweeps (`slim.traces.silicon_sweep`). A directory
 holding any of them looks like a run and gets a row in the cleaning report, even when nothing in
 it can be used.
 """
@@ -21,6 +22,7 @@ from slim.traces.metrics_csv import looks_like_metrics_csv
 from slim.traces.prometheus_text import CACHE_CONFIG_INFO, looks_like_scrape
 from slim.traces.results import SWEEP_FAILURE_FILE, SWEEP_RUN_FILE, SWEEP_SUMMARY_FILE
 from slim.traces.server_log import looks_like_server_log
+from slim.traces.silicon_sweep import looks_like_silicon_sweep
 from slim.traces.summary_table import DEFAULT_LAYOUT, TableLayout, table_headers
 from slim.traces.tree import TreeDirectory, TreeFile, read_text
 
@@ -44,7 +46,7 @@ class RunFiles:
     server_logs: list[Path] = field(default_factory=list)
     client_logs: list[Path] = field(default_factory=list)
     gpu_csvs: list[Path] = field(default_factory=list)         # nvidia-smi samples (not read)
-    tables: list[Path] = field(default_factory=list)           # summary tables, one offline point per row
+    tables: list[Path] = field(default_factory=list)           # summary tables, one measured point per row
     broken: list[TreeFile] = field(default_factory=list)       # run files that cannot be opened
     problem: str | None = None                                  # the directory cannot be listed
 
@@ -109,7 +111,8 @@ def _sniffed_role(path: Path, table_layout: TableLayout) -> str | None:
     if suffix == ".csv":
         if looks_like_metrics_csv(head.split("\n", 1)[0]):
             return "metrics_csvs"
-        return "tables" if table_layout.matches(table_headers(path, head)) else None
+        headers = table_headers(path, head)
+        return "tables" if looks_like_silicon_sweep(headers) or table_layout.matches(headers) else None
     if suffix in (".txt", ".prom") and looks_like_scrape(head):
         return "scrapes"
     if suffix in (".txt", ".prom") and CACHE_CONFIG_INFO in head:

@@ -3,7 +3,8 @@
 What a log tells ingest: the periodic stats lines (``Running: N reqs``, the batch-size fallback),
 the preemption warnings of V0's scheduler, the KV cache's size (V1: ``GPU KV cache size:
 N tokens``; V0: ``# GPU blocks: N``), the server flags it echoes (``max_num_seqs``,
-``tensor_parallel_size``, ``block_size``) and the failures it reports.
+``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_size``, ``block_size``), the
+version the API server announces and the failures it reports.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ _V1_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _V0_GPU_BLOCKS = re.compile(r"# GPU blocks: (\d+)")
 _MAX_NUM_SEQS_IN_LOG = re.compile(r"max_num_seqs['\"]?\s*[=:]\s*(\d+)")
 _TENSOR_PARALLEL_IN_LOG = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d+)")
+_PIPELINE_PARALLEL_IN_LOG = re.compile(r"pipeline_parallel_size['\"]?\s*[=:]\s*(\d+)")
+_DATA_PARALLEL_IN_LOG = re.compile(r"\bdata_parallel_size['\"]?\s*[=:]\s*(\d+)")
+# vllm/entrypoints/openai/api_server.py, run_server: logger.info("vLLM API server version %s", VLLM_VERSION)
+_VLLM_VERSION_IN_LOG = re.compile(r"vLLM API server version (\S+)")
 _BLOCK_SIZE_IN_LOG = re.compile(r"\bblock_size['\"]?\s*[=:]\s*(\d+)")
 _SERVER_MARKERS = re.compile(
     r"vLLM API server version|Avg prompt throughput|non-default args|Starting vLLM API server"
@@ -102,6 +107,25 @@ def find_tensor_parallel_in_log(text: str) -> int | None:
     """``tensor_parallel_size=4`` (V0 args line) or ``'tensor_parallel_size': 4`` (V1 non-default
     args); None where the log does not state it (vLLM's default is 1)."""
     return _first_int(_TENSOR_PARALLEL_IN_LOG, text)
+
+
+def find_pipeline_parallel_in_log(text: str) -> int | None:
+    """``pipeline_parallel_size=2`` (V0 args line) or ``'pipeline_parallel_size': 2`` (V1 non-default
+    args); None where the log does not state it (vLLM's default is 1)."""
+    return _first_int(_PIPELINE_PARALLEL_IN_LOG, text)
+
+
+def find_data_parallel_in_log(text: str) -> int | None:
+    """``'data_parallel_size': 4`` (V1 non-default args); None where the log does not state it
+    (vLLM's default is 1)."""
+    return _first_int(_DATA_PARALLEL_IN_LOG, text)
+
+
+def find_vllm_version_in_log(text: str) -> str | None:
+    """The version the API server logs as it starts (``vLLM API server version 0.6.4``, written by
+    ``run_server`` of ``vllm/entrypoints/openai/api_server.py``); None where the log lacks the line."""
+    match = _VLLM_VERSION_IN_LOG.search(text)
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)

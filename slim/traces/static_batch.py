@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -51,6 +51,13 @@ class AcceleratorLookup:
     default: Hardware | None = None
     by_label: Mapping[str, Hardware] | None = None
     catalog: Mapping[str, Hardware] | None = None
+
+    def with_labels(self, labels: Mapping[str, str]) -> "AcceleratorLookup":
+        """This lookup, also mapping `labels` (a trace format's own accelerator names -> keys of the
+        catalog; keys the catalog lacks are left out); the dataset's own `by_label` wins."""
+        catalog = self.catalog if self.catalog is not None else _packaged_hardware()
+        known = {label: catalog[key] for label, key in labels.items() if key in catalog}
+        return replace(self, by_label={**known, **(self.by_label or {})})
 
     def resolve(self, label: Any) -> Hardware | Verdict | None:
         """The accelerator of a run labelled `label` (None or NaN: not labelled); a ``unknown_hardware``

@@ -28,11 +28,13 @@ REASON_CODES: dict[str, str] = {
     "preempted": "KV cache overflowed: requests were preempted (excluded by default)",
     "duplicate": "same configuration measured again; the first run (by path) is kept",
     "aggregated": "a repeated measurement of an offline point, averaged into the point's first run (by path)",
-    "unsupported_model": "a model SLIM's dense formula does not cover (routed experts, per-layer KV heads)",
+    "unsupported_model": ("a model SLIM's dense formula does not cover (routed experts, latent attention, per-layer "
+                          "KV heads, a head_dim other than D / H_q, quantised weights)"),
     "unknown_hardware": "the accelerator a row names is not mapped to a key of the hardware file",
     "other_rows": "a row the dataset's `rows` selector leaves out (another accelerator's, per-accelerator)",
     "kv_cache_overflow": "offline static batch whose KV cache does not fit: its mean running batch is below B",
-    "unsupported_benchmark": "a benchmark option SLIM does not model (several sequences per prompt, beam search)",
+    "unsupported_benchmark": ("a benchmark option SLIM does not model (several sequences per prompt, beam search, "
+                              "another engine than vLLM, disaggregated prefill and decode)"),
     "ingest_error": "ingest failed unexpectedly on this directory (traceback in the ingest log)",
 }
 """Every status a run can get, with its meaning (cleaning report legend)."""
@@ -57,9 +59,20 @@ def empty_row(dataset: str, run_id: str) -> dict[str, Any]:
     row: dict[str, Any] = {name: math.nan for name in col.RUN_COLUMNS}
     row.update({col.DATASET: dataset, col.RUN_ID: run_id, col.TRACE_FORMAT: None, col.MODEL: None,
                 col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.HARDWARE: None, col.N_MEASUREMENTS: 1,
-                col.TENSOR_PARALLEL: 1, col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok",
-                col.REASON_DETAIL: "", col.FAULT_FILE: ""})
+                col.TENSOR_PARALLEL: 1, col.PIPELINE_PARALLEL: 1, col.DATA_PARALLEL: 1, col.VLLM_VERSION: None,
+                col.BATCH_SIZE_SOURCE: None, col.STATUS: "ok", col.REASON_DETAIL: "", col.FAULT_FILE: ""})
     return row
+
+
+def gpus_per_server(row: dict[str, Any]) -> float:
+    """``tensor_parallel x pipeline_parallel x data_parallel`` of a row (NaN where one is unknown): the
+    GPUs one server occupies. Expert parallelism reuses these GPUs (vLLM spreads the experts over the
+    tensor- and data-parallel ranks), so it adds none."""
+    sizes = [row.get(name) for name in (col.TENSOR_PARALLEL, col.PIPELINE_PARALLEL, col.DATA_PARALLEL)]
+    if not all(isinstance(size, (int, float)) and not isinstance(size, bool) and math.isfinite(size) and size > 0
+               for size in sizes):
+        return math.nan
+    return float(math.prod(sizes))
 
 
 def with_verdict(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
