@@ -24,6 +24,7 @@ MODEL = "model"                        # canonical name from the models file (ra
 MAX_NUM_SEQS = "max_num_seqs"          # server flag --max-num-seqs
 TENSOR_PARALLEL = "tensor_parallel"    # server flag --tensor-parallel-size (GPUs per model; 1 if unset)
 NUM_PROMPTS = "num_prompts"
+VLLM_VERSION = "vllm_version"          # the server's vLLM release, where known (optional: absent or NaN = unknown)
 
 # Workload.
 INPUT_LEN_MEAN = "input_len_mean"      # total_input_tokens / completed
