@@ -215,3 +215,19 @@ def test_schedule_keys_keep_engines_apart(catalog, h100):
     plain = simulate_schedules([unknown], catalog, h100, SimConstants()).to_frame()
     assert "vllm_version" not in plain.columns
     assert [s.key for s in ScheduleTable.from_frame(plain, SimConstants())] == [unknown]
+
+
+def test_v1_schedules_give_the_simulated_throughput(catalog, h100):
+    # A V1 budget (2048) is wider than the constants' own (512): the costs take each schedule's width.
+    from slim.sim.schedule_costs import ScheduleCosts
+
+    v0 = key_of_row(pd.Series({col.MODEL: "llama-2-7b", col.INPUT_LEN_MEAN: 600, col.OUTPUT_LEN_MEAN: 80,
+                               col.MAX_NUM_SEQS: 64, col.NUM_PROMPTS: 150}))
+    v1 = v0._replace(vllm_version="0.14.0")
+    table = simulate_schedules([v0, v1], catalog, h100, SimConstants())
+    predicted = ScheduleCosts([table.get(v0), table.get(v1)], catalog, h100, SimConstants()).predict(SimConstants())
+    for key, throughput in zip((v0, v1), predicted.throughput_per_s):
+        run = simulate_run(catalog[key.model], h100, SimConstants(), key.input_len, key.output_len, key.max_num_seqs,
+                           key.num_prompts, vllm_version=key.vllm_version or None)
+        assert throughput == pytest.approx(run.completed * (key.input_len + key.output_len) / run.duration_s,
+                                           rel=1e-9)

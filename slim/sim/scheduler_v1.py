@@ -3,8 +3,9 @@ step at a time, with the same interface as V0's (`slim.sim.scheduler.Scheduler`)
 bookkeeping it shares (decodes binned by block phase, completions by step, pure-decode stretches).
 
 V1 has no prefill or decode phase: each step has one token budget (``max_num_batched_tokens``) and
-every request is asked for the tokens it lacks. As read in vLLM 0.11.0-0.18.0 (the rules are the
-same in 0.8.5-0.10; `slim.sim.vllm_defaults` cites the versions):
+every request is asked for the tokens it lacks. As read in vLLM 0.11.0-0.18.0 (0.8.5-0.10.x have
+the same ``if not preempted_reqs``, ``self.running.pop()`` and null block; `slim.sim.vllm_defaults`
+cites the versions):
 
 1. Running requests first, in admission order, while budget is left: each is given
    ``min(tokens it lacks, budget left)`` (a decode one token, a partly prefilled prompt the rest
