@@ -1,4 +1,5 @@
-"""A calibrated step-level simulator of a vLLM V0 server under the benchmark client.
+"""A calibrated step-level simulator of a vLLM server (V0, or V1 by version or setting) under the
+benchmark client.
 
 It is the project's richer ground truth (scheduler + kernel roofline), not SLIM's
 closed form: `simulate_run` for one run, `simulate_grid` / `simulate_grid_to_dir` for a
@@ -8,7 +9,8 @@ As a held-out predictor (SIM) it is calibrated on cached schedules (`schedules`,
 `linear_cost`, `schedule_fit`) and drives SIM-BCA (`slim.advisor.sim_bca`).
 
 Modules: `constants` (calibrated and fixed constants), `cost` (kernel roofline cost of a
-step), `memory` (KV capacity at server start), `scheduler` (queues, blocks, requests),
+step), `memory` (KV capacity at server start), `scheduler` (V0's queues, blocks, requests),
+`scheduler_v1` (V1's), `vllm_defaults` (each vLLM release's scheduler defaults),
 `jitter` and `step_timer` (step durations), `metrics` (counters, scraped samples,
 accounting), `result`, `engine` (the step loop, `simulate_run`), `grid`, `rundir`, `schedules`
 (every run's schedule simulated once), `linear_cost` (a schedule's cost as a function of the

@@ -90,6 +90,7 @@ def client_latencies(arch: Architecture, hardware: Hardware, constants: SimConst
     if cache_key not in cache.client_latencies:
         result = simulate_run(arch, hardware, constants, key.input_len, key.output_len, key.max_num_seqs,
                               key.num_prompts, 0, key.tensor_parallel, include_test_prompt=not key.static_batch,
-                              max_model_len=key.input_len + key.output_len if key.static_batch else None)
+                              max_model_len=key.input_len + key.output_len if key.static_batch else None,
+                              vllm_version=key.vllm_version or None)
         _store(cache, _run_key(arch, hardware, constants, key), result, concurrency)
     return cache.client_latencies[cache_key]

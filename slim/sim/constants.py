@@ -1,11 +1,13 @@
 """Constants of the vLLM serving simulator: calibrated kernel efficiencies and
-overheads, plus the fixed scheduler and memory settings of vLLM V0.
+overheads, plus the fixed scheduler and memory settings of the server.
 
 The memory constants come from the public traces' own server logs
 (``Memory profiling results: total_gpu_memory=63.43GiB ... non_torch_memory=0.10GiB``
 and the growth of ``peak_torch_memory`` with ``--max-num-seqs``); the scheduler
-constants are vLLM V0 defaults (``max_num_batched_tokens=512`` is what the server
-log prints: "Chunked prefill is enabled with max_num_batched_tokens=512").
+constants default to vLLM V0 (``max_num_batched_tokens=512`` is what the server
+log prints: "Chunked prefill is enabled with max_num_batched_tokens=512"). A run of a
+V1 server takes V1's scheduler and budget from its vLLM version
+(`slim.sim.vllm_defaults.constants_for_vllm_version`), or from these fields set by hand.
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ from slim.errors import ConfigError
 from slim.gpu.kv_memory import VllmMemoryProfile
 from slim.specs.hardware import GIB
 from slim.yaml_files import read_yaml_mapping
+
+ENGINES = ("v0", "v1")
+"""The vLLM schedulers the simulator runs: V0's ``_schedule_chunked_prefill`` (`slim.sim.scheduler`)
+and V1's ``Scheduler.schedule`` (`slim.sim.scheduler_v1`)."""
+
+_SCHEDULER_DEFAULTS = {"scheduler_engine": "v0", "async_scheduling": False}
+"""The scheduler fields at V0; `SimConstants.to_dict` leaves them out there, so a V0 constants
+file is written as it always was."""
 
 FITTED_CONSTANTS = SIM_FITTED_CONSTANTS
 """The constants `calibrate` fits (gemm_compute_efficiency, gemm_memory_efficiency,
@@ -78,13 +88,23 @@ class SimConstants:
     # Fixed: vLLM V0 scheduler defaults with --enable-chunked-prefill.
     max_num_batched_tokens: int = 512
     block_size: int = 16
-    watermark_fraction: float = 0.01
+    watermark_fraction: float = 0.01    # V0 only: V1 keeps no watermark
+    # Fixed: which scheduler runs (ENGINES), and whether V1 schedules a step before the previous
+    # step's output is processed (vLLM's async scheduling, the default from 0.14 on).
+    scheduler_engine: str = "v0"
+    async_scheduling: bool = False
     # Fixed: memory profile, from the public traces' server logs.
     device_reserved_bytes: float = 0.57 * GIB          # 64 GiB card reports 63.43 GiB
     non_torch_memory_bytes: float = 0.10 * GIB
     logits_bytes_per_vocab_entry_per_seq: float = 36.0  # profile-run sampler buffers
     activation_bytes_per_token_per_hidden: float = 45.0  # profile-run hidden activations
     default_max_model_len: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.scheduler_engine not in ENGINES:
+            raise ConfigError(f"scheduler_engine '{self.scheduler_engine}' is not one of {', '.join(ENGINES)}")
+        if self.async_scheduling and self.scheduler_engine != "v1":
+            raise ConfigError("async_scheduling is a vLLM V1 mode; set scheduler_engine: v1 with it")
 
     @property
     def memory_profile(self) -> VllmMemoryProfile:
@@ -102,7 +122,9 @@ class SimConstants:
         return replace(self, **{key: float(value) for key, value in values.items()})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, but the scheduler fields only where they differ from V0 (`_SCHEDULER_DEFAULTS`)."""
+        return {key: value for key, value in asdict(self).items()
+                if key not in _SCHEDULER_DEFAULTS or value != _SCHEDULER_DEFAULTS[key]}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str = "sim constants") -> "SimConstants":
@@ -111,6 +133,9 @@ class SimConstants:
         if unknown:
             raise ConfigError(f"{source}: unknown sim constant(s) {sorted(unknown)}")
         defaults = cls()
+        for key, value in values.items():
+            if isinstance(getattr(defaults, key), bool) and not isinstance(value, bool):
+                raise ConfigError(f"{source}: sim constant {key} must be true or false, got {value!r}")
         converted = {key: type(getattr(defaults, key))(value) for key, value in values.items()}
         return cls(**converted)
 

@@ -1,7 +1,9 @@
-"""Step-level simulation of a vLLM V0 server (``--enable-chunked-prefill``) under the
-benchmark client at request rate ``inf``.
+"""Step-level simulation of a vLLM server under the benchmark client at request rate ``inf``:
+V0 with ``--enable-chunked-prefill`` (`slim.sim.scheduler`, the default) or V1
+(`slim.sim.scheduler_v1`), as `SimConstants.scheduler_engine` says or a run's vLLM version
+selects (`slim.sim.vllm_defaults`).
 
-Scheduler, one engine step at a time (vLLM V0 ``_schedule_chunked_prefill``):
+V0's scheduler, one engine step at a time (vLLM V0 ``_schedule_chunked_prefill``):
 
 1. Decodes first: every running sequence that has finished its prompt gets one token.
    A sequence whose next token starts a new 16-token block needs a free block; when
@@ -16,6 +18,9 @@ Scheduler, one engine step at a time (vLLM V0 ``_schedule_chunked_prefill``):
    The last admitted prompt is chunked to the remaining budget.
 4. A sequence whose last prompt chunk runs in a step samples its first token there; a
    sequence is freed at the end of the step that produced its ``OL``-th token.
+
+V1 shares rule 4 and replaces rules 1-3 by one token budget for every running request, then
+FCFS admission with blocks for the admitted chunk only (`slim.sim.scheduler_v1`).
 
 The mean batch size is never set: it emerges from the token budget, ``max_num_seqs``
 and the KV capacity. Step durations come from `slim.sim.cost.StepCostModel`, times a
@@ -51,13 +56,18 @@ from slim.sim.memory import kv_cache_plan
 from slim.sim.metrics import METRICS_COLUMNS, SAMPLE_PERIOD_S, ServerMetrics
 from slim.sim.result import SimResult
 from slim.sim.scheduler import MAX_STRETCH_STEPS, Request, Scheduler
+from slim.sim.scheduler_v1 import SchedulerV1
 from slim.sim.step_timer import StepTimer
+from slim.sim.vllm_defaults import constants_for_vllm_version
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import Hardware
 
 TEST_PROMPT_AT_S = 1.0         # the client's initial single-prompt test run
 CLIENT_GAP_S = 0.05            # client: end of test run -> main benchmark start
 TAIL_SAMPLES = 10              # scrapes after the last completion
+
+SCHEDULERS: dict[str, type[Scheduler]] = {"v0": Scheduler, "v1": SchedulerV1}
+"""The scheduler of each engine (`slim.sim.constants.ENGINES`)."""
 
 
 class ServingEngine:
@@ -66,7 +76,7 @@ class ServingEngine:
     def __init__(self, cost: StepCostModel, plan: KvCachePlan, consts: SimConstants, input_len: int,
                  output_len: int, max_num_seqs: int, seed: int, jump: bool):
         self.jump = jump
-        self.scheduler = Scheduler(plan, consts, input_len, output_len, max_num_seqs)
+        self.scheduler = SCHEDULERS[consts.scheduler_engine](plan, consts, input_len, output_len, max_num_seqs)
         budget = consts.max_num_batched_tokens
         self.timer = StepTimer(cost, StepJitter(seed, consts.jitter_rel_sigma), budget, max_num_seqs)
         self.metrics = ServerMetrics(self.scheduler, (budget + 1, len(self.timer.gpu_by_sampled)))
@@ -138,6 +148,7 @@ class ServingEngine:
                 self.run_decode_stretch(steps)
             elif not self.run_step():
                 break
+        self.scheduler.settle()
 
     # -- identical waves -----------------------------------------------------------------------
     def _wave_fits(self) -> bool:
@@ -148,6 +159,8 @@ class ServingEngine:
         batch, il, ol = scheduler.max_num_seqs, scheduler.input_len, scheduler.output_len
         if scheduler.running or len(scheduler.waiting) < 2 * batch or ol < 3 or ol - 1 > MAX_STRETCH_STEPS:
             return False
+        if scheduler.async_scheduling:
+            return False   # a wave's requests hold their seats into the next wave's first step
         if scheduler.preemptions or scheduler.used_blocks:
             return False   # any recompute in the queue takes the exact path
         if batch * il > scheduler.token_budget:
@@ -259,10 +272,12 @@ class ServingEngine:
 def simulate_run(arch: Architecture, hw: Hardware, sim_constants: SimConstants, il: int, ol: int,
                  max_num_seqs: int, num_prompts: int = 2000, seed: int = 0, tensor_parallel: int = 1, *,
                  jump: bool = True, include_test_prompt: bool = True, max_model_len: int | None = None,
-                 record_stats: bool = False) -> SimResult:
+                 record_stats: bool = False, vllm_version: str | None = None) -> SimResult:
     """Simulate one benchmark run: ``num_prompts`` requests of ``il`` prompt and ``ol`` output
     tokens sent at once (after the client's single test prompt) to a server with
-    ``--max-num-seqs=max_num_seqs``.
+    ``--max-num-seqs=max_num_seqs``; with `vllm_version`, a server of that vLLM release, whose
+    engine, token budget and async scheduling replace those of `sim_constants`
+    (`slim.sim.vllm_defaults.constants_for_vllm_version`).
 
     Returns a `SimResult`; when the configuration cannot start (weights or KV cache do not
     fit) its ``status`` is the failure code and it holds no measurements.
@@ -270,6 +285,7 @@ def simulate_run(arch: Architecture, hw: Hardware, sim_constants: SimConstants, 
     if il < 1 or ol < 1 or num_prompts < 1 or max_num_seqs < 1:
         raise ConfigError(f"il, ol, num_prompts and max_num_seqs must be >= 1 (got {il}, {ol}, {num_prompts}, "
                           f"{max_num_seqs})")
+    sim_constants = constants_for_vllm_version(sim_constants, vllm_version, hw, max_num_seqs, max_model_len)
     if max_num_seqs > sim_constants.max_num_batched_tokens:
         raise ConfigError(f"max_num_seqs={max_num_seqs} exceeds max_num_batched_tokens="
                           f"{sim_constants.max_num_batched_tokens}: vLLM refuses this configuration")

@@ -54,8 +54,11 @@ class ScheduleCosts:
             tests = [_window(s.test) for s in members]
             stats = {"main": [s.main for s in members], "main_running": [s.main.running_weighted for s in members],
                      "test": tests, "test_running": [test.running_weighted for test in tests]}
+            # A V1 run's budget (its vLLM version's) can exceed the constants' own.
+            tokens = max(len(one.w_tokens) for parts in stats.values() for one in parts) - 1
             width = max(len(one.w_sampled) for parts in stats.values() for one in parts) - 1
-            cost = LinearCost(architectures[model], hw, consts, tensor_parallel, max_sampled=max(width, 1))
+            cost = LinearCost(architectures[model], hw, consts, tensor_parallel, max_tokens=max(tokens, 1),
+                              max_sampled=max(width, 1))
             self._groups.append((np.array(rows), cost, stats, {}))
         self.n_runs = len(schedules)
 

@@ -91,6 +91,7 @@ class Scheduler:
         self.completions_at_step: dict[int, list[int]] = {}
         self.completion_heap: list[int] = []
         self.preemptions = 0
+        self.async_scheduling = False             # V0 processes each step's output before the next
 
     def submit(self, count: int) -> list[int]:
         """Queue `count` new requests of ``input_len`` prompt tokens; their ids."""
@@ -232,6 +233,9 @@ class Scheduler:
             request.generated = self.output_len
         return finished
 
+    def settle(self) -> None:
+        """The server is idle; V0 has nothing left in flight."""
+
     # -- pure-decode stretches -----------------------------------------------------------------
     def _next_completion_step(self) -> int:
         heap = self.completion_heap
@@ -248,17 +252,22 @@ class Scheduler:
         need = self.block_demand_by_phase[step % self.block_size]
         if need > free:
             return 0
-        if self.waiting and len(self.running) < self.max_num_seqs and self.n_decoding < self.token_budget:
-            blocks = self._blocks_of(self.requests[self.waiting[0]].prompt_len)
-            if self.num_blocks - blocks < self.watermark_blocks:
-                return 0
-            if free - need - blocks >= self.watermark_blocks:
-                return 0
+        if self._admits_during_stretch(free - need):
+            return 0
         finish = self._next_completion_step()
         limit = min(finish - step + 1, MAX_STRETCH_STEPS) if finish >= 0 else MAX_STRETCH_STEPS
         if limit < 2:
             return 0
         return min(limit, self._affordable_steps(step, free))
+
+    def _admits_during_stretch(self, free_after_decodes: int) -> bool:
+        """Whether the first waiting request would be admitted now, or dropped as one that can
+        never fit (either ends a stretch); with `free_after_decodes` blocks left after the
+        decodes' blocks. Fewer free blocks later in the stretch admit no more."""
+        if not self.waiting or len(self.running) >= self.max_num_seqs or self.n_decoding >= self.token_budget:
+            return False
+        blocks = self._blocks_of(self.requests[self.waiting[0]].prompt_len)
+        return self.num_blocks - blocks < self.watermark_blocks or free_after_decodes - blocks >= self.watermark_blocks
 
     def _affordable_steps(self, step: int, free: int) -> int:
         """How many steps from `step` on the decodes' cumulative block demand stays within `free`

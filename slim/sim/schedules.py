@@ -22,8 +22,15 @@ the modelled characterisation's offline runs are (`slim.paper.modelled_character
 as zero time), so its duration is the batch's latency and its mean batch the time-averaged
 running batch of that one window.
 
+A run whose server's vLLM release is known (the runs table's optional ``vllm_version``) is
+simulated under that release's scheduler, V0 or V1, and its token budget
+(`slim.sim.vllm_defaults`); the version is part of its `ScheduleKey`, so schedules of one
+configuration under two engines never mix. A run of unknown version keeps the constants' own
+scheduler (V0 unless they say otherwise).
+
 `simulate_schedules` builds a `ScheduleTable` from a runs table; it round-trips through a
-parquet file (`ScheduleTable.to_frame` / `from_frame`), one row per run configuration.
+parquet file (`ScheduleTable.to_frame` / `from_frame`), one row per run configuration; a table
+written before versions were known (no ``vllm_version`` column) reads as of unknown version.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
 from slim.sim.metrics import ScheduleStats
 from slim.sim.run_cache import SimulationCache
+from slim.sim.vllm_defaults import scheduler_release
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -65,6 +73,12 @@ class ScheduleKey(NamedTuple):
     tensor_parallel: int = 1
     static_batch: bool = False
     """An offline static batch (module docstring): every request at t = 0, no test prompt."""
+    vllm_version: str = ""
+    """The server's vLLM release ("" where unknown: the constants' own scheduler)."""
+
+
+_KEY_COLUMNS_REQUIRED = ScheduleKey._fields[:-2]
+"""The key columns every schedules table has (``static_batch`` and ``vllm_version`` came later)."""
 
 
 def is_static_batch(row: pd.Series) -> bool:
@@ -82,7 +96,20 @@ def key_of_row(row: pd.Series) -> ScheduleKey:
     return ScheduleKey(str(row[col.MODEL]), int(round(float(row[col.INPUT_LEN_MEAN]))),
                        int(round(float(row[col.OUTPUT_LEN_MEAN]))), batch,
                        batch if static else int(prompts) if pd.notna(prompts) and prompts else DEFAULT_NUM_PROMPTS,
-                       int(tensor_parallel) if pd.notna(tensor_parallel) and tensor_parallel else 1, static)
+                       int(tensor_parallel) if pd.notna(tensor_parallel) and tensor_parallel else 1, static,
+                       _version_of(row.get(col.VLLM_VERSION)))
+
+
+def _version_of(value: object) -> str:
+    """A runs table's ``vllm_version`` cell as a key field: the first release of its scheduler
+    (`scheduler_release`), "" where absent, NaN, unreadable as a version or a release running the
+    constants' own scheduler."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return ""
+    try:
+        return scheduler_release(str(value))
+    except ConfigError:
+        return ""
 
 
 def keys_of_frame(frame: pd.DataFrame) -> list[ScheduleKey]:
@@ -124,15 +151,16 @@ def simulate_schedule(key: ScheduleKey, architectures: ArchitectureCatalog, hw: 
     arch = architectures[key.model]
     if key.static_batch:
         return _simulate_static_batch(key, arch, hw, consts, seed)
+    version = key.vllm_version or None
     main = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
-                        key.tensor_parallel, record_stats=True)
+                        key.tensor_parallel, record_stats=True, vllm_version=version)
     if seed == SCHEDULE_SEED and cache is not None:
         keep_client_latencies(cache, arch, hw, consts, key, main)
     if main.status != "ok" or main.stats is None:
         return RunSchedule(key, main.status, 0, 0, float(main.plan.kv_capacity_tokens), None, None)
     # The test prompt runs from step 0 on an idle server, exactly as a one-request window does.
     test = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, 1, seed,
-                        key.tensor_parallel, include_test_prompt=False, record_stats=True)
+                        key.tensor_parallel, include_test_prompt=False, record_stats=True, vllm_version=version)
     return RunSchedule(key, "ok", main.completed, main.num_preemptions, float(main.plan.kv_capacity_tokens),
                        main.stats, test.stats)
 
@@ -141,7 +169,7 @@ def _simulate_static_batch(key: ScheduleKey, arch, hw: Hardware, consts: SimCons
     """One static batch: `key.num_prompts` requests submitted at once, no test prompt (no test window)."""
     run = simulate_run(arch, hw, consts, key.input_len, key.output_len, key.max_num_seqs, key.num_prompts, seed,
                        key.tensor_parallel, include_test_prompt=False, max_model_len=key.input_len + key.output_len,
-                       record_stats=True)
+                       record_stats=True, vllm_version=key.vllm_version or None)
     if run.status != "ok" or run.stats is None:
         return RunSchedule(key, run.status, 0, 0, float(run.plan.kv_capacity_tokens), None, None)
     return RunSchedule(key, "ok", run.completed, run.num_preemptions, float(run.plan.kv_capacity_tokens),
@@ -186,11 +214,17 @@ class ScheduleTable:
     # -- parquet round trip ---------------------------------------------------------------
     def to_frame(self) -> pd.DataFrame:
         """One row per schedule (in key order): the key, status and counts, and per stats part
-        (``main``, ``main_running``, ``test``, ``test_running``) its weight vectors and sums."""
+        (``main``, ``main_running``, ``test``, ``test_running``) its weight vectors and sums. The
+        ``vllm_version`` column is written only where some schedule has a version, so a table of
+        unknown versions is written as it was before versions were known."""
         records = []
+        with_version = any(key.vllm_version for key in self._by_key)
         for key in sorted(self._by_key):
             schedule = self._by_key[key]
-            record = {**key._asdict(), "status": schedule.status, "completed": schedule.completed,
+            fields = key._asdict()
+            if not with_version:
+                del fields["vllm_version"]
+            record = {**fields, "status": schedule.status, "completed": schedule.completed,
                       col.NUM_PREEMPTIONS: schedule.num_preemptions,
                       col.KV_CAPACITY_TOKENS: schedule.kv_capacity_tokens}
             for part, stats in _parts(schedule):
@@ -204,12 +238,12 @@ class ScheduleTable:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, constants: SimConstants) -> "ScheduleTable":
         """Inverse of `to_frame`; `constants` are those the schedules were simulated with."""
-        col.require_columns(frame, (*ScheduleKey._fields[:-1], "status", "completed", col.NUM_PREEMPTIONS),
+        col.require_columns(frame, (*_KEY_COLUMNS_REQUIRED, "status", "completed", col.NUM_PREEMPTIONS),
                             "schedules table", ConfigError, fix="write it with ScheduleTable.to_frame")
         schedules = []
         for _, row in frame.iterrows():
-            key = ScheduleKey(str(row["model"]), *(int(row[name]) for name in ScheduleKey._fields[1:-1]),
-                              bool(row.get("static_batch", False)))
+            key = ScheduleKey(str(row["model"]), *(int(row[name]) for name in _KEY_COLUMNS_REQUIRED[1:]),
+                              bool(row.get("static_batch", False)), _version_of(row.get("vllm_version")))
             stats = {part: _stats_of(row, part) for part in _STATS_PARTS}
             for part in ("main", "test"):
                 if stats[part] is not None:
