@@ -19,13 +19,12 @@ class UnknownModelError(ConfigError):
 
 
 class UnsupportedArchitectureError(ConfigError):
-    """A model SLIM's dense formula (Eqs. 7-11) does not cover, or a checkpoint feature not modelled at all.
-    SLIM: routed experts (Mixtral-8x7B: each token runs 2 of 8 FFN experts, so FLOPs and weight bytes read
-    per token are not those of the whole model), latent attention, ``d_h != D / H_q``, quantised weights
-    (`slim.specs.transformer.Architecture.dense_formula_gap`), raised by the models catalog and for
+    """A checkpoint feature not modelled at all: a per-layer number of KV heads (DeciLM-7B: ``H_kv``
+    varies by layer, an ``unsupported:`` entry of the models file) and the attention variants
+    `slim.specs.hf_config` lists, refused naming the key, by the models catalog and for
     `--model-config`; ingest gives such runs the status ``unsupported_model`` with the same reason.
-    Not modelled: a per-layer number of KV heads (DeciLM-7B: ``H_kv`` varies by layer) and the attention
-    variants `slim.specs.hf_config` lists, refused naming the key."""
+    Routed experts, latent attention, quantised weights and KV caches and sliding windows are modelled
+    (`slim.model.modern`, `slim.sim.modern_cost`)."""
 
 
 class TraceFormatError(SlimError):

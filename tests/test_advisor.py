@@ -292,6 +292,7 @@ def test_a_confident_slim_bca_holds_the_slo_on_the_upper_bound_where_the_band_is
     """Seeded synthetic runs of one model leave SLIM's per-layer constants open; predicting a wider
     model, the band is wide, and the SLO the plain choice just meets excludes it at 0.9."""
     from slim.advisor.predictor_bca import Target, curve_of
+    from slim.model.equations import workload_terms
     from slim.model.fit import fit_slim
     from slim.model.uncertainty import prediction_band
     from slim.predictors.slim_model import FittedSlim
@@ -313,7 +314,8 @@ def test_a_confident_slim_bca_holds_the_slo_on_the_upper_bound_where_the_band_is
     assert (bounds > np.array(plain.candidate_e2e_latency_s)).all()
     assert confident.e2e_bound_s <= slo_s < bounds[list(confident.candidate_batch_sizes).index(plain.batch_cap)]
     # The bound is the one-sided run band of slim.model.uncertainty, bit for bit.
-    band = prediction_band(fit, arch, H100, 256.0, 256.0, np.array([plain.batch_cap]), 0.9, "run", one_sided=True)
+    band = prediction_band(fit, workload_terms(arch, 256.0, 256.0, np.array([plain.batch_cap])), H100, 0.9, "run",
+                           one_sided=True)
     assert bounds[list(confident.candidate_batch_sizes).index(plain.batch_cap)] == band.e2e_high_s[0]
     # The width is the unidentified direction showing: the training-equivalent fits alone spread the
     # prediction at the plain cap by more than 10%.

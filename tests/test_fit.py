@@ -75,7 +75,7 @@ def test_analytic_jacobian_matches_finite_differences():
     frame = synthetic_frame(TRUE_PARAMS, noise=0.01)
     for ablation in (FULL, NO_KV_SCAN, NO_DENSE_DECODE):
         names = free_parameter_names(ablation)
-        objective = SlimProblem(_training_data(frame, CATALOG, "jac"), H100, ablation)
+        objective = SlimProblem(_training_data(frame, CATALOG, H100, "jac"), H100, ablation)
         point = np.array([0.4, 0.6, 3.0, 0.8, 12.0, 0.05])[[PARAM_NAMES.index(n) for n in names]]
         step = 1e-6 * np.maximum(1.0, np.abs(point))
         numeric = np.column_stack([
@@ -200,7 +200,7 @@ def test_an_unidentifiable_fit_reports_its_valley_and_samples_it():
     assert "unidentified" in identifiability.describe()
     solutions = identifiability.equivalent
     assert len(solutions) >= 16
-    objective = SlimProblem(_training_data(two_models_one_output_length(), CATALOG, "valley"), H100, FULL)
+    objective = SlimProblem(_training_data(two_models_one_output_length(), CATALOG, H100, "valley"), H100, FULL)
     for params in solutions:   # training-equivalent: the same cost to the stated tolerance
         vector = np.array([getattr(params, name) / p.unit_in_si for name, p in zip(PARAM_NAMES, FIT_PARAMETERS)])
         assert objective.cost(vector) <= fit.cost * (1 + EQUIVALENT_COST_TOLERANCE) + 1e-12 * 12

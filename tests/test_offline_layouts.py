@@ -128,9 +128,10 @@ def test_bad_rows_and_tables_are_reported_not_raised(catalog, tmp_path):
     runs = _ingest(tmp_path, catalog).set_index(col.RUN_ID)
     statuses = runs[col.STATUS].to_dict()
     assert statuses == {"bad/points.csv[0]": "invalid_values", "bad/points.csv[1]": "implausible",
-                        "bad/points.csv[2]": "unsupported_model", "bad/points.csv[3]": "unsupported_model",
+                        "bad/points.csv[2]": "implausible", "bad/points.csv[3]": "unsupported_model",
                         "bad/points.csv[4]": "unknown_model", "bad/points.csv[5]": "invalid_values"}
-    assert "mixture of experts" in runs.loc["bad/points.csv[2]", col.REASON_DETAIL]
+    # Described (a mixture of experts is modelled), but its 16-bit weights do not fit the default accelerator.
+    assert "weights need 87.0 GiB per rank at TP 1" in runs.loc["bad/points.csv[2]", col.REASON_DETAIL]
     assert runs.loc["bad/points.csv[2]", col.MODEL] == "mixtral-8x7b"
     assert "num_key_value_heads_per_layer" in runs.loc["bad/points.csv[3]", col.REASON_DETAIL]
     assert "999" in runs.loc["bad/points.csv[1]", col.REASON_DETAIL]

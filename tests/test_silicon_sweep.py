@@ -17,7 +17,7 @@ from slim import columns as col
 from slim.advisor.warnings import unstated_statistic_warnings
 from slim.errors import ConfigError
 from slim.pipeline.config import check_config, with_catalog_defaults
-from slim.specs.architecture import ArchitectureCatalog, load_architectures
+from slim.specs.architecture import load_architectures
 from slim.specs.hardware import load_hardware
 from slim.specs.slo import Slos
 from slim.traces.clean import clean_runs
@@ -36,11 +36,11 @@ SWEEP = REPO / "tests" / "data" / "aiconfigurator_silicon" / "sweep.csv"
 NAME = "aiconfigurator-h100"
 
 EXPECTED = {   # fixture row -> (status after cleaning, model)
-    "sweep.csv[00]": ("unsupported_model", "qwen3-32b"),          # head_dim 128 != D / H_q
-    "sweep.csv[01]": ("unsupported_model", "llama-3.1-70b-fp8"),  # the 16-bit checkpoint with --quantization fp8
-    "sweep.csv[02]": ("unsupported_model", "gpt-oss-120b"),       # its own MXFP4 experts (quant modes say nvfp4)
-    "sweep.csv[03]": ("unsupported_model", "minimax-m2.5"),       # its own fp8 blocks; DP 4, EP 16
-    "sweep.csv[04]": ("unsupported_model", "qwen3-32b-fp8"),      # no concurrency in the source: batch_size x DP
+    "sweep.csv[00]": ("ok", "qwen3-32b"),                         # head_dim 128 != D / H_q
+    "sweep.csv[01]": ("ok", "llama-3.1-70b-fp8"),                 # the 16-bit checkpoint with --quantization fp8
+    "sweep.csv[02]": ("ok", "gpt-oss-120b"),                      # its own MXFP4 experts (quant modes say nvfp4)
+    "sweep.csv[03]": ("ok", "minimax-m2.5"),                      # its own fp8 blocks; DP 4, EP 16
+    "sweep.csv[04]": ("ok", "qwen3-32b-fp8"),                     # no concurrency in the source: batch_size x DP
     "sweep.csv[05]": ("unknown_model", "Falcon-9B"),
     "sweep.csv[06]": ("invalid_values", "Qwen3-32B"),             # silicon_ttft_ms "n/a"
     "sweep.csv[07]": ("corrupt", None),                           # a truncated row
@@ -52,17 +52,6 @@ EXPECTED = {   # fixture row -> (status after cleaning, model)
     "sweep.csv[13]": ("implausible", "Qwen3-32B"),                # concurrency 8, batch_size x DP = 4
     "sweep.csv[14]": ("unsupported_benchmark", "Qwen3-32B"),      # mode disagg
 }
-
-
-class AdmittingCatalog(ArchitectureCatalog):
-    """The packaged catalog with its one refusal lifted: every described model counts as covered."""
-
-    def __contains__(self, model: str) -> bool:
-        return self.resolve_name(model) is not None
-
-
-def _admitting(catalog: ArchitectureCatalog) -> AdmittingCatalog:
-    return AdmittingCatalog({name: catalog.architecture(name) for name in catalog.names}, catalog.source)
 
 
 @pytest.fixture(scope="module")
@@ -126,16 +115,14 @@ def test_the_layout_columns_of_an_expert_parallel_row(fixture_runs):
     assert pd.isna(runs.loc["sweep.csv[01]", col.VLLM_VERSION])   # backend_version empty: unknown
 
 
-def test_a_refused_row_carries_everything_and_is_usable_once_the_catalog_admits_its_model(catalog):
-    refused = ingest_traces(SWEEP, "fixture", catalog).set_index(col.RUN_ID)
-    admitted = ingest_traces(SWEEP, "fixture", _admitting(catalog)).set_index(col.RUN_ID)
-    flipped = [run for run, (status, _) in EXPECTED.items() if status == "unsupported_model"]
-    assert (admitted.loc[flipped, col.STATUS] == "ok").all()
-    measured = [col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, *col.LAYOUT_COLUMNS, col.GPUS_PER_SERVER,
+def test_rows_of_models_beyond_the_dense_formula_carry_every_measured_column(fixture_runs):
+    runs = fixture_runs.set_index(col.RUN_ID)
+    beyond = ["sweep.csv[00]", "sweep.csv[01]", "sweep.csv[02]", "sweep.csv[03]", "sweep.csv[04]"]
+    measured = [col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.TENSOR_PARALLEL, col.GPUS_PER_SERVER,
                 col.MAX_NUM_SEQS, col.MEAN_TTFT_MS, col.MEAN_TPOT_MS, col.TOTAL_TOKEN_THROUGHPUT, col.E2E_LATENCY_S,
                 col.MEAN_BATCH_SIZE, col.DURATION_S, col.HARDWARE]
-    pd.testing.assert_frame_equal(refused.loc[flipped, measured], admitted.loc[flipped, measured])
-    assert refused.loc[flipped, col.TOTAL_TOKEN_THROUGHPUT].notna().all()
+    assert (runs.loc[beyond, col.STATUS] == "ok").all()
+    assert runs.loc[beyond, measured].notna().all().all()
 
 
 def test_the_datasets_hardware_map_wins_over_the_formats_own(catalog):
@@ -143,7 +130,7 @@ def test_the_datasets_hardware_map_wins_over_the_formats_own(catalog):
     options = IngestOptions.on(hardware, None, TableLayout(hardware_map={"mystery_gpu": "h100-sxm-80gb",
                                                                          "h100_sxm": "h100-64gb"}))
     runs = ingest_traces(SWEEP, "fixture", catalog, options).set_index(col.RUN_ID)
-    assert runs.loc["sweep.csv[12]", col.STATUS] == "unsupported_model"
+    assert runs.loc["sweep.csv[12]", col.STATUS] == "ok"
     assert runs.loc["sweep.csv[12]", col.HARDWARE] == "h100-sxm-80gb"
     assert runs.loc["sweep.csv[00]", col.HARDWARE] == "h100-64gb"
 
@@ -158,11 +145,11 @@ def test_a_sweep_lacking_a_column_is_one_corrupt_row_naming_it(catalog, tmp_path
 
 
 def test_slim_check_prints_a_line_per_row(capsys):
-    assert cli.main(["check", str(SWEEP)]) == 0   # two rows are usable
+    assert cli.main(["check", str(SWEEP)]) == 0   # seven rows are usable
     header, *lines = capsys.readouterr().out.splitlines()
     assert header.split("\t")[:4] == ["status", "run", "fault_file", "model"] and len(lines) == len(EXPECTED)
     minimax = next(line.split("\t") for line in lines if "[03]" in line)
-    assert minimax[:7] == ["unsupported_model", "sweep.csv[03]", "sweep.csv", "minimax-m2.5", "1024", "1024", "16"]
+    assert minimax[:7] == ["ok", "sweep.csv[03]", "-", "minimax-m2.5", "1024", "1024", "16"]
 
 
 def test_an_slo_judged_on_central_values_of_unstated_statistic_is_warned_about(fixture_runs):
@@ -190,7 +177,7 @@ def test_every_row_of_the_shared_file_is_a_run_in_the_cleaning_report(silicon):
     _, runs, report = silicon
     assert len(runs) == len(report) == 237 and report[col.RUN_ID].is_unique
     assert report[col.RUN_ID].iloc[12] == "vllm_h100_silicon.csv[012]"
-    assert report[col.STATUS].value_counts().to_dict() == {"unsupported_model": 237}
+    assert report[col.STATUS].value_counts().to_dict() == {"ok": 222, "duplicate": 15}
     assert runs.groupby(col.MODEL).size().to_dict() == {"qwen3-32b": 90, "qwen3-32b-fp8": 3, "llama-3.1-70b-fp8": 45,
                                                        "gpt-oss-120b": 69, "minimax-m2.5": 30}
     assert (runs[col.HARDWARE] == "h100-sxm-80gb").all() and runs[col.TOTAL_TOKEN_THROUGHPUT].notna().all()
@@ -220,11 +207,8 @@ def test_a_hand_computed_row_of_the_shared_file(silicon):
     assert (row[col.MODEL], row[col.TENSOR_PARALLEL], row[col.MAX_NUM_SEQS]) == ("qwen3-32b", 2, 8)
 
 
-def test_once_the_catalog_admits_them_only_repeated_measurements_are_left_out(silicon, catalog):
-    path, _, _ = silicon
-    runs = ingest_traces(path, NAME, _admitting(catalog))
-    _, report = clean_runs(runs)
-    assert report[col.STATUS].value_counts().to_dict() == {"ok": 222, "duplicate": 15}
+def test_only_repeated_measurements_are_left_out(silicon):
+    _, _, report = silicon
     repeated = report[report[col.STATUS] == "duplicate"]
     assert set(repeated[col.MODEL]) == {"gpt-oss-120b"}   # measured twice, on two dates, with vLLM 0.18.0
 
@@ -234,13 +218,13 @@ def test_slim_check_on_the_shared_file(silicon, capsys, as_json):
     path, _, _ = silicon
     code = cli.main(["check", str(path), *(["--json"] if as_json else [])])
     out = capsys.readouterr().out
-    assert code == 2   # nothing usable for SLIM yet
+    assert code == 0
     if as_json:
-        assert json.loads(out)["counts"]["by_status"] == {"unsupported_model": 237}
+        assert json.loads(out)["counts"]["by_status"] == {"ok": 222, "duplicate": 15}
     else:
         header, *lines = out.splitlines()
         assert header.startswith("status\trun") and len(lines) == 237
-        assert lines[0].split("\t")[:7] == ["unsupported_model", "vllm_h100_silicon.csv[000]", "vllm_h100_silicon.csv",
+        assert lines[0].split("\t")[:7] == ["ok", "vllm_h100_silicon.csv[000]", "-",
                                            "qwen3-32b", "1024", "128", "8"]
 
 
@@ -264,15 +248,15 @@ def test_the_dataset_as_the_pipeline_reads_it(silicon):
     pd.testing.assert_frame_equal(piped, runs)
 
 
-def test_a_dataset_with_settings_still_refuses_a_model_slim_does_not_cover(tmp_path):
+def test_a_dataset_with_settings_refuses_a_model_the_catalog_cannot_describe(tmp_path):
     settings = tmp_path / "settings.yaml"
     settings.write_text(yaml.safe_dump({"settings": [
         {"name": "s", "label": "S", "train": {"max_num_seqs": [8]}, "validate": {"max_num_seqs": [16]}}]}))
     raw = _config_of("simulated")
     raw["run_datasets"], raw["default_dataset"] = ["mine"], "mine"
     raw["datasets"]["mine"] = {"kind": "real", "trace_dir": str(SWEEP.parent), "hardware": "h100-sxm-80gb",
-                               "models": ["llama-3.1-70b", "gpt-oss-120b"]}
-    assert check_config(raw, REPO)["mine"].models == ("llama-3.1-70b", "gpt-oss-120b")   # ingest and cleaning only
+                               "models": ["llama-3.1-70b", "gpt-oss-120b", "decilm-7b"]}
+    assert check_config(raw, REPO)["mine"].models == ("llama-3.1-70b", "gpt-oss-120b", "decilm-7b")
     raw["datasets"]["mine"]["settings"] = str(settings)
-    with pytest.raises(ConfigError, match=r"datasets\.mine\.models\[1\] = 'gpt-oss-120b': .*mixture of experts"):
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.models\[2\] = 'decilm-7b': .*variable grouped-query"):
         check_config(raw, REPO)

@@ -11,7 +11,15 @@ import pytest
 
 from slim import columns as col
 from slim.errors import FitError
-from slim.model.equations import FULL, NO_DENSE_DECODE, PARAM_NAMES, e2e_derivatives_s, predict_e2e_s, predict_frame
+from slim.model.equations import (
+    FULL,
+    NO_DENSE_DECODE,
+    PARAM_NAMES,
+    e2e_derivatives_s,
+    predict_e2e_s,
+    predict_frame,
+    workload_terms,
+)
 from slim.model.fit import SlimFit, fit_slim, start_at
 from slim.model.uncertainty import band_quantile, log_e2e_std, prediction_band, prediction_band_frame
 from tests.test_fit import CATALOG, H100, TRUE_PARAMS, synthetic_frame
@@ -65,7 +73,7 @@ def test_delta_method_matches_a_seeded_parametric_bootstrap(noisy_fit):
         logs.append(np.log(predict_frame(CATALOG, H100, refit.params, TARGET)[0]))
     bootstrap_std = np.std(logs, axis=0, ddof=1)
     il, ol, batch = (TARGET[c].to_numpy() for c in (col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MEAN_BATCH_SIZE))
-    delta_std = log_e2e_std(noisy_fit, CATALOG["opt-2.7b"], H100, il, ol, batch)
+    delta_std = log_e2e_std(noisy_fit, workload_terms(CATALOG["opt-2.7b"], il, ol, batch), H100)
     # 40 replicates estimate a standard deviation to about +-11% (1 sigma).
     np.testing.assert_allclose(delta_std, bootstrap_std, rtol=0.4)
 
@@ -106,8 +114,9 @@ def test_an_unidentified_direction_widens_the_band_by_the_envelope():
 
 def test_one_sided_upper_bound_uses_t_of_c(noisy_fit):
     arch = CATALOG["opt-2.7b"]
-    upper = prediction_band(noisy_fit, arch, H100, 256.0, 128.0, np.array([4.0, 64.0]), 0.9, one_sided=True)
-    two = prediction_band(noisy_fit, arch, H100, 256.0, 128.0, np.array([4.0, 64.0]), 0.8)
+    terms = workload_terms(arch, 256.0, 128.0, np.array([4.0, 64.0]))
+    upper = prediction_band(noisy_fit, terms, H100, 0.9, one_sided=True)
+    two = prediction_band(noisy_fit, terms, H100, 0.8)
     np.testing.assert_allclose(upper.e2e_high_s, two.e2e_high_s)   # one-sided 90% = two-sided 80% upper end
     np.testing.assert_array_equal(upper.e2e_low_s, upper.e2e_s)
 

@@ -18,6 +18,9 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import ConfigError
+from slim.model.modern import allreduce_s_per_step, compute_scale, uses_modern_terms, weight_factor
+from slim.model.modern import kv_bytes_read_per_request as modern_kv_bytes
+from slim.model.modern import prefill_flops as modern_prefill_flops
 from slim.specs.architecture import BYTES_PER_FP16, Architecture, ArchitectureArrays, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 
@@ -215,6 +218,8 @@ class WorkloadTerms(NamedTuple):
     kv_bytes: np.ndarray        # M_dec (Eq. 11)
     width_factor: np.ndarray    # L (D / 1024)^2 (Eq. 10)
     zeros: np.ndarray
+    collective_s: np.ndarray | float = 0.0
+    """Seconds no constant scales (the tensor-parallel all-reduces of `slim.model.modern`; 0 in the paper)."""
 
 
 def workload_terms(arch: ArchitectureLike, il, ol, batch) -> WorkloadTerms:
@@ -230,7 +235,7 @@ def components_at(terms: WorkloadTerms, hw: Hardware, params: SlimParams, ablati
     prefill = _prefill_s(terms.prefill_flops, hw, params)
     dense = _dense_decode_s(terms.width_factor, terms.ol, params) if ablation.use_dense_decode else zeros
     kv_scan = _kv_scan_s(terms.kv_bytes, terms.batch, hw, params) if ablation.use_kv_scan else zeros
-    return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, zeros + params.t_fixed_s)
+    return E2EComponents(prefill + zeros, dense + zeros, kv_scan + zeros, zeros + params.t_fixed_s + terms.collective_s)
 
 
 def e2e_components_s(arch: ArchitectureLike, hw: Hardware, params: SlimParams, il, ol, batch,
@@ -313,14 +318,62 @@ def frame_workload(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
             frame[col.MEAN_BATCH_SIZE].to_numpy(dtype=float))
 
 
+def frame_terms(architectures: ArchitectureLookup, hw: Hardware, frame: pd.DataFrame,
+                batch: np.ndarray | None = None) -> WorkloadTerms:
+    """The terms of Eqs. 7-12 for every row of a configuration table at its mean running batch (or at
+    `batch`): the paper's (`workload_terms`) for the dense 16-bit models it describes, and the
+    decode step's bytes and FLOPs (`slim.model.modern`, beyond the paper) for every other model, per
+    GPU of the row's tensor-parallel degree."""
+    il, ol, measured_batch = frame_workload(frame) if batch is None else (
+        frame[col.INPUT_LEN_MEAN].to_numpy(dtype=float), frame[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float), None)
+    batch = measured_batch if batch is None else np.asarray(batch, dtype=float)
+    arch = architectures_for_frame(architectures, frame)
+    terms = workload_terms(arch, il, ol, batch)
+    models = frame[col.MODEL].astype(str).to_numpy()
+    tensor_parallel = (frame[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float).astype(int)
+                       if col.TENSOR_PARALLEL in frame else np.ones(len(frame), dtype=int))
+    modern = {name: architectures[name] for name in dict.fromkeys(models)}
+    modern = {name: spec for name, spec in modern.items() if uses_modern_terms(spec)}
+    if not modern:
+        return terms
+    flops, kv_bytes = terms.prefill_flops.copy(), terms.kv_bytes.copy()
+    width, collective = terms.width_factor.copy(), np.zeros_like(terms.zeros)
+    for name, spec in modern.items():
+        for degree in sorted(set(tensor_parallel[models == name].tolist())):
+            rows = (models == name) & (tensor_parallel == degree)
+            flops[rows] = modern_prefill_flops(spec, il[rows], batch[rows]) / compute_scale(spec, hw, degree)
+            kv_bytes[rows] = modern_kv_bytes(spec, il[rows], ol[rows], degree)
+            width[rows] = weight_factor(spec, batch[rows], degree)
+            collective[rows] = ol[rows] * allreduce_s_per_step(spec, hw, batch[rows], degree)
+    return terms._replace(prefill_flops=flops, kv_bytes=kv_bytes, width_factor=width, collective_s=collective)
+
+
+def e2e_derivatives_from_terms(terms: WorkloadTerms, hw: Hardware, params: SlimParams,
+                               ablation: Ablation = FULL) -> dict[str, np.ndarray]:
+    """`e2e_derivatives_s` from precomputed terms (`frame_terms`): the same derivatives of Eq. 5, term by
+    term, for the paper's rows and the modern ones alike."""
+    components = components_at(terms, hw, params, ablation)
+    ones = np.ones_like(components.total_s)
+    kv_per_sequence_s = terms.kv_bytes / (params.eta_memory * hw.hbm_bandwidth_bytes_per_s)
+    kv, dense = float(ablation.use_kv_scan), float(ablation.use_dense_decode)
+    return {
+        "eta_compute": -components.prefill_s / params.eta_compute,
+        "eta_memory": -components.kv_scan_s / params.eta_memory,
+        "batch_offset": kv * kv_per_sequence_s * ones,
+        "alpha_s_per_token": dense * terms.ol * ones,
+        "gamma_s_per_token": dense * terms.width_factor * terms.ol * ones,
+        "t_fixed_s": ones,
+    }
+
+
 def predict_frame(architectures: ArchitectureLookup, hw: Hardware, params: SlimParams,
                   frame: pd.DataFrame, ablation: Ablation = FULL) -> tuple[np.ndarray, np.ndarray]:
     """``(E2E seconds, total-token throughput)`` for every row of a configuration table.
 
     Reads `columns.MODEL`, `INPUT_LEN_MEAN`, `OUTPUT_LEN_MEAN` and `MEAN_BATCH_SIZE`
-    (the measured mean running batch, the paper's x-axis, not ``max_num_seqs``).
+    (the measured mean running batch, the paper's x-axis, not ``max_num_seqs``); the terms are
+    `frame_terms`' (the paper's for its dense models).
     """
-    il, ol, batch = frame_workload(frame)
-    arch = architectures_for_frame(architectures, frame)
-    e2e_s = predict_e2e_s(arch, hw, params, il, ol, batch, ablation)
-    return e2e_s, throughput_from_e2e(il, ol, batch, e2e_s)
+    terms = frame_terms(architectures, hw, frame)
+    e2e_s = components_at(terms, hw, params, ablation).total_s
+    return e2e_s, throughput_from_e2e(terms.il, terms.ol, terms.batch, e2e_s)

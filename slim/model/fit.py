@@ -32,22 +32,18 @@ from slim.model.calibration import (
 from slim.model.calibration import start_at as start_at
 from slim.model.equations import (
     FULL,
-    GAMMA_REFERENCE_HIDDEN_DIM,
     PARAM_NAMES,
     Ablation,
     ArchitectureLookup,
     SlimParams,
-    architectures_for_frame,
+    WorkloadTerms,
     components_at,
+    frame_terms,
     frame_workload,
-    kv_bytes_read_per_request,
-    prefill_flops,
     throughput_from_e2e,
-    workload_terms,
 )
 from slim.model.identifiability import residual_variance
 from slim.model.metrics import mape_pct
-from slim.specs.architecture import ArchitectureArrays
 from slim.specs.hardware import Hardware
 
 ETA_LOWER_BOUND = 1e-4
@@ -136,7 +132,7 @@ class SlimFit(CalibrationResult):
 
 @dataclass(frozen=True)
 class _TrainingData:
-    arch: ArchitectureArrays
+    terms: WorkloadTerms
     il: np.ndarray
     ol: np.ndarray
     batch: np.ndarray
@@ -148,7 +144,8 @@ class _TrainingData:
         return self.batch * (self.il + self.ol) / self.throughput
 
 
-def _training_data(frame: pd.DataFrame, architectures: ArchitectureLookup, split_name: str) -> _TrainingData:
+def _training_data(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardware,
+                   split_name: str) -> _TrainingData:
     col.require_columns(frame, FIT_INPUT_COLUMNS, f"split '{split_name}': training table", FitError)
     if len(frame) == 0:
         raise FitError(f"split '{split_name}': training table is empty; check the split's selection")
@@ -165,10 +162,10 @@ def _training_data(frame: pd.DataFrame, architectures: ArchitectureLookup, split
                 f"infinite or not positive (first index labels: {rows}); drop them before fitting"
             )
     try:
-        arch = architectures_for_frame(architectures, frame)
+        terms = frame_terms(architectures, hw, frame)
     except ConfigError as error:
         raise FitError(f"split '{split_name}': {error}") from error
-    return _TrainingData(arch, il, ol, batch, throughput)
+    return _TrainingData(terms, il, ol, batch, throughput)
 
 
 @dataclass(frozen=True)
@@ -202,12 +199,11 @@ class SlimProblem(CalibrationProblem):
                          split_name)
         self.data, self.hw, self.ablation = data, hw, ablation
         # Derivatives of E2E that do not depend on the parameters.
-        self.kv_bytes = kv_bytes_read_per_request(data.arch, data.il, data.ol)
-        self.width_factor_ol = (data.arch.n_layers * (data.arch.hidden_dim / GAMMA_REFERENCE_HIDDEN_DIM) ** 2
-                                * data.ol)
-        self._terms = workload_terms(data.arch, data.il, data.ol, data.batch)   # the same at every trial point
+        self._terms = data.terms     # the same at every trial point
+        self.kv_bytes = self._terms.kv_bytes
+        self.width_factor_ol = self._terms.width_factor * data.ol
         self._predict = LastPoint(self._predict_at)
-        self.ideal_prefill_s = prefill_flops(data.arch, data.il, data.batch) / hw.peak_flops_per_s
+        self.ideal_prefill_s = self._terms.prefill_flops / hw.peak_flops_per_s
         self.kv_per_request_s = self.kv_bytes / hw.hbm_bandwidth_bytes_per_s
         self.ideal_kv_scan_s = data.batch * self.kv_per_request_s
 
@@ -329,7 +325,7 @@ def fit_slim(frame: pd.DataFrame, architectures: ArchitectureLookup, hw: Hardwar
     non-positive inputs, fewer rows than free parameters, no converged start,
     or non-finite fitted parameters.
     """
-    data = _training_data(frame, architectures, split_name)
+    data = _training_data(frame, architectures, hw, split_name)
     problem = SlimProblem(data, hw, ablation, split_name)
     calibration = calibrate(problem, (starts or start_grid)(problem.parameters), sample_valley)
     standard_errors = {name: math.nan for name in PARAM_NAMES} | dict(zip(problem.names,

@@ -47,12 +47,11 @@ import pandas as pd
 
 from slim.errors import FitError
 from slim.model.equations import (
-    ArchitectureLike,
     ArchitectureLookup,
-    architectures_for_frame,
-    e2e_derivatives_s,
-    frame_workload,
-    predict_e2e_s,
+    WorkloadTerms,
+    components_at,
+    e2e_derivatives_from_terms,
+    frame_terms,
     throughput_from_e2e,
 )
 from slim.model.fit import SlimFit
@@ -86,14 +85,14 @@ def band_quantile(fit: SlimFit, confidence: float, one_sided: bool = False) -> f
     return float(stats.t.ppf(probability, fit.residual_dof))
 
 
-def log_e2e_std(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, batch,
-                kind: BandKind = "curve") -> np.ndarray:
+def log_e2e_std(fit: SlimFit, terms: WorkloadTerms, hw: Hardware, kind: BandKind = "curve") -> np.ndarray:
     """``sigma(x)``, the delta-method standard deviation of ``log E2E`` (and of ``log T``) at each
-    configuration; with ``kind="run"``, ``sqrt(sigma^2 + s^2)``."""
+    configuration of `terms` (`slim.model.equations.frame_terms`); with ``kind="run"``,
+    ``sqrt(sigma^2 + s^2)``."""
     if kind not in BAND_KINDS:
         raise FitError(f"band kind must be one of {', '.join(BAND_KINDS)}, got {kind!r}")
-    derivatives = e2e_derivatives_s(arch, hw, fit.params, il, ol, batch, fit.ablation)
-    e2e_s = predict_e2e_s(arch, hw, fit.params, il, ol, batch, fit.ablation)
+    derivatives = e2e_derivatives_from_terms(terms, hw, fit.params, fit.ablation)
+    e2e_s = components_at(terms, hw, fit.params, fit.ablation).total_s
     gradient = np.stack([derivatives[name] / e2e_s for name in fit.free_parameters], axis=-1)
     variance = np.einsum("...i,ij,...j->...", gradient, fit.covariance, gradient)
     if kind == "run":
@@ -138,27 +137,28 @@ class PredictionBand:
         return (self.throughput_high_per_s - self.throughput_low_per_s) / (2.0 * self.throughput_per_s)
 
 
-def prediction_band(fit: SlimFit, arch: ArchitectureLike, hw: Hardware, il, ol, batch,
-                    confidence: float = 0.9, kind: BandKind = "curve", one_sided: bool = False) -> PredictionBand:
-    """SLIM's E2E (Eq. 5) and throughput (Eq. 6) with their band at confidence `confidence`.
+def prediction_band(fit: SlimFit, terms: WorkloadTerms, hw: Hardware, confidence: float = 0.9,
+                    kind: BandKind = "curve", one_sided: bool = False) -> PredictionBand:
+    """SLIM's E2E (Eq. 5) and throughput (Eq. 6) with their band at confidence `confidence`, at the
+    configurations of `terms` (`slim.model.equations.frame_terms`).
 
     Two-sided by default (``q = t((1 + c) / 2)``, both ends); ``one_sided=True`` gives the upper
     bound of E2E and the lower bound of throughput at ``q = t(c)`` (the other ends are then the
-    envelope's alone, without the delta term). `il`, `ol`, `batch` broadcast as in
-    `slim.model.equations`. A fit with unidentified directions but no training-equivalent
-    solutions (fitted with ``sample_valley=False``, or none found within the cost tolerance) has
-    no envelope to show: its band is the delta method's alone, and ``envelope_sampled`` is False.
-    Raises `FitError` when the fit leaves no residual degree of freedom.
+    envelope's alone, without the delta term). A fit with unidentified directions but no
+    training-equivalent solutions (fitted with ``sample_valley=False``, or none found within the cost
+    tolerance) has no envelope to show: its band is the delta method's alone, and ``envelope_sampled``
+    is False. Raises `FitError` when the fit leaves no residual degree of freedom.
     """
     identifiability = fit.identifiability
     quantile = band_quantile(fit, confidence, one_sided)
-    sigma = log_e2e_std(fit, arch, hw, il, ol, batch, kind)
-    alternatives = np.stack([predict_e2e_s(arch, hw, params, il, ol, batch, fit.ablation)
+    sigma = log_e2e_std(fit, terms, hw, kind)
+    alternatives = np.stack([components_at(terms, hw, params, fit.ablation).total_s
                              for params in (fit.params, *identifiability.equivalent)])
     e2e_s = alternatives[0]
     lowest, highest = alternatives.min(axis=0), alternatives.max(axis=0)
     e2e_high = highest * np.exp(quantile * sigma)
     e2e_low = lowest if one_sided else lowest * np.exp(-quantile * sigma)
+    il, ol, batch = terms.il, terms.ol, terms.batch
     return PredictionBand(
         confidence=check_confidence(confidence), kind=kind, one_sided=one_sided, quantile=quantile,
         e2e_s=e2e_s, e2e_low_s=e2e_low, e2e_high_s=e2e_high,
@@ -175,6 +175,4 @@ def prediction_band_frame(fit: SlimFit, architectures: ArchitectureLookup, hw: H
                           confidence: float = 0.9, kind: BandKind = "curve", one_sided: bool = False) -> PredictionBand:
     """`prediction_band` (two-sided unless `one_sided`) at every row of a configuration table (the
     columns of `slim.model.equations.predict_frame`: model, IL, OL and the measured mean batch)."""
-    il, ol, batch = frame_workload(frame)
-    return prediction_band(fit, architectures_for_frame(architectures, frame), hw, il, ol, batch, confidence, kind,
-                           one_sided)
+    return prediction_band(fit, frame_terms(architectures, hw, frame), hw, confidence, kind, one_sided)

@@ -42,6 +42,14 @@ from numpy.typing import ArrayLike
 from slim.errors import ConfigError
 from slim.gpu.kv_memory import kv_bytes_per_token_per_rank
 from slim.sim.constants import SimConstants
+from slim.sim.modern_cost import (
+    GemmGroup,
+    attention_per_context_token,
+    elementwise_bytes_per_token,
+    gemm_groups,
+    lm_head_group,
+    window_share,
+)
 from slim.specs.architecture import BYTES_PER_FP16, Architecture
 from slim.specs.hardware import Hardware
 
@@ -87,7 +95,8 @@ class StepCostModel:
     numbers split by component with FLOPs and bytes.
     """
 
-    def __init__(self, arch: Architecture, hw: Hardware, consts: SimConstants, tensor_parallel: int = 1):
+    def __init__(self, arch: Architecture, hw: Hardware, consts: SimConstants, tensor_parallel: int = 1,
+                 expert_parallel: int = 1, input_len: float | None = None, output_len: float | None = None):
         if tensor_parallel < 1 or arch.hidden_dim % tensor_parallel or arch.ffn_dim % tensor_parallel:
             raise ConfigError(f"tensor_parallel={tensor_parallel} does not divide {arch.name}'s hidden/FFN dims")
         if arch.n_q_heads % tensor_parallel:
@@ -96,6 +105,13 @@ class StepCostModel:
         self.compute_rate = consts.gemm_compute_efficiency * hw.peak_flops_per_s
         self.memory_rate = consts.gemm_memory_efficiency * hw.hbm_bandwidth_bytes_per_s
         self.attention_rate = consts.attention_memory_efficiency * hw.hbm_bandwidth_bytes_per_s
+        # The models the dense 16-bit layer does not describe take their GEMMs, attention and bytes from
+        # `slim.sim.modern_cost`; every other model keeps this module's expressions, bit for bit.
+        self.modern = arch.dense_formula_gap is not None
+        if self.modern:
+            self._init_modern(expert_parallel, input_len, output_len)
+            return
+        self.gemm_layers = (arch.n_layers,) * 4
         self.gemms = _layer_gemms(arch, tensor_parallel)
         lm_in = arch.embed_proj_dim or arch.hidden_dim
         self.lm_head = _Gemm(lm_in, -(-arch.vocab_size // tensor_parallel))
@@ -113,6 +129,25 @@ class StepCostModel:
         # Layers whose attention pays the XFormers backend's latency (none on FlashAttention).
         self.xformers_layers = layers if attention_backend(arch) == XFORMERS else 0
 
+    def _init_modern(self, expert_parallel: int, input_len: float | None, output_len: float | None) -> None:
+        arch, t = self.arch, self.tp
+        self.groups = gemm_groups(arch, t, expert_parallel)
+        self.lm_group = lm_head_group(arch, t)
+        self.gemm_layers = tuple(group.layers for group in self.groups)
+        share = window_share(arch, input_len, output_len)
+        self.attention_flops_per_token, self.attention_bytes_per_token = attention_per_context_token(
+            arch, t, share)
+        self.attention_s_per_context_token = max(self.attention_flops_per_token / self.compute_rate,
+                                                 self.attention_bytes_per_token / self.attention_rate)
+        self.prefill_flops_per_pair = self.attention_flops_per_token
+        self.prefill_s_per_pair = self.prefill_flops_per_pair / self.compute_rate
+        self.elementwise_bytes_per_token = elementwise_bytes_per_token(arch, t)
+        self.xformers_layers = 0     # the backends vLLM serves these models on: no XFormers latency
+
+    def _group_time(self, group: GemmGroup, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+        flops, moved = group.work(self.hw, tokens)
+        return np.maximum(flops / self.compute_rate, moved / self.memory_rate), flops, moved
+
     # -- components, vectorised over arrays -------------------------------------------------
     def _gemm_time(self, gemm: _Gemm, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         flops = 2.0 * tokens * gemm.in_features * gemm.out_features
@@ -126,11 +161,15 @@ class StepCostModel:
         FFN up, FFN down; one layer, one rank) and last of the LM head: the two sides of each
         GEMM's roofline ``max`` (`slim.sim.linear_cost` takes the cost apart along them)."""
         rows = np.asarray(rows, dtype=float)
+        if self.modern:
+            return [self._group_time(group, rows)[1:] for group in (*self.groups, self.lm_group)]
         return [self._gemm_time(gemm, rows)[1:] for gemm in (*self.gemms, self.lm_head)]
 
     def gemm_components(self, tokens: ArrayLike) -> dict[str, np.ndarray]:
         """Layer GEMMs + elementwise kernels for ``tokens`` scheduled tokens (all layers)."""
         tokens = np.asarray(tokens, dtype=float)
+        if self.modern:
+            return self._modern_gemm_components(tokens)
         active = (tokens > 0).astype(float)
         time = np.zeros_like(tokens)
         flops = np.zeros_like(tokens)
@@ -147,6 +186,19 @@ class StepCostModel:
         return {"gemm_s": gemm_s, "gemm_flops": layers * flops,
                 "gemm_bytes": layers * bytes_moved + elementwise_bytes}
 
+    def _modern_gemm_components(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        active = (tokens > 0).astype(float)
+        time, flops, moved = np.zeros_like(tokens), np.zeros_like(tokens), np.zeros_like(tokens)
+        for group in self.groups:
+            g_time, g_flops, g_bytes = self._group_time(group, tokens)
+            time = time + group.layers * g_time
+            flops, moved = flops + group.layers * g_flops, moved + group.layers * g_bytes
+        elementwise_bytes = self.elementwise_bytes_per_token * tokens
+        latency = self.consts.kernel_latency_s * self.arch.n_layers * (KERNELS_PER_LAYER - 1
+                                                                        + ELEMENTWISE_KERNELS_PER_LAYER)
+        gemm_s = time + (elementwise_bytes / self.memory_rate + latency) * active
+        return {"gemm_s": gemm_s, "gemm_flops": flops, "gemm_bytes": moved * active + elementwise_bytes}
+
     def gemm_split_components(self, tokens: ArrayLike) -> dict[str, np.ndarray]:
         """`gemm_components`' seconds split by kernel group (all layers, each with its launches):
 
@@ -160,6 +212,16 @@ class StepCostModel:
         active = (tokens > 0).astype(float)
         layers = self.arch.n_layers
         launch_s = self.consts.kernel_latency_s * layers
+        if self.modern:
+            split = {"attention_projection_gemm_s": np.zeros_like(tokens), "ffn_gemm_s": np.zeros_like(tokens)}
+            attention = {"q", "q_down", "q_up", "kv_down", "kv_up", "qkv", "o"}
+            for group in self.groups:
+                key = "attention_projection_gemm_s" if group.name in attention else "ffn_gemm_s"
+                split[key] = split[key] + group.layers * self._group_time(group, tokens)[0]
+            split = {key: (value + launch_s * 2) * active for key, value in split.items()}
+            split["elementwise_s"] = (self.elementwise_bytes_per_token * tokens / self.memory_rate
+                                      + launch_s * ELEMENTWISE_KERNELS_PER_LAYER) * active
+            return split
         # _layer_gemms order: QKV, output projection, FFN up, FFN down.
         groups = {"attention_projection_gemm_s": self.gemms[:2], "ffn_gemm_s": self.gemms[2:]}
         split = {}
@@ -175,7 +237,8 @@ class StepCostModel:
 
     def lm_head_components(self, sampled_seqs: ArrayLike) -> dict[str, np.ndarray]:
         sampled = np.asarray(sampled_seqs, dtype=float)
-        time, flops, bytes_moved = self._gemm_time(self.lm_head, sampled)
+        time, flops, bytes_moved = (self._group_time(self.lm_group, sampled) if self.modern
+                                    else self._gemm_time(self.lm_head, sampled))
         active = (sampled > 0).astype(float)
         return {"lm_head_s": (time + self.consts.kernel_latency_s) * active,
                 "lm_head_flops": flops, "lm_head_bytes": bytes_moved * active}

@@ -294,7 +294,7 @@ def simulate_run(arch: Architecture, hw: Hardware, sim_constants: SimConstants, 
                        status=plan.failure or "ok")
     if plan.failure:
         return result
-    cost = StepCostModel(arch, hw, sim_constants, tensor_parallel)
+    cost = StepCostModel(arch, hw, sim_constants, tensor_parallel, input_len=il, output_len=ol)
     engine = ServingEngine(cost, plan, sim_constants, il, ol, max_num_seqs, seed, jump)
     metrics, scheduler = engine.metrics, engine.scheduler
     if include_test_prompt:

@@ -83,8 +83,9 @@ class LinearCost:
     """
 
     def __init__(self, arch: Architecture, hw: Hardware, consts: SimConstants, tensor_parallel: int = 1,
-                 max_tokens: int | None = None, max_sampled: int | None = None):
-        model = StepCostModel(arch, hw, consts, tensor_parallel)
+                 max_tokens: int | None = None, max_sampled: int | None = None, input_len: float | None = None,
+                 output_len: float | None = None):
+        model = StepCostModel(arch, hw, consts, tensor_parallel, input_len=input_len, output_len=output_len)
         self.max_tokens = max_tokens or consts.max_num_batched_tokens
         self.max_sampled = max_sampled or consts.max_num_batched_tokens
         tokens = np.arange(self.max_tokens + 1, dtype=float)
@@ -92,7 +93,8 @@ class LinearCost:
         flops, bandwidth, layers = hw.peak_flops_per_s, hw.hbm_bandwidth_bytes_per_s, arch.n_layers
         *layer_gemms, _ = model.gemm_work(tokens)
         # Seconds at unit coordinates (efficiency one), per GEMM: (compute side, memory side).
-        self.gemm_s = [(layers * f / flops, layers * b / bandwidth) for f, b in layer_gemms]
+        self.gemm_s = [(count * f / flops, count * b / bandwidth) for count, (f, b) in zip(model.gemm_layers,
+                                                                                           layer_gemms)]
         lm_flops, lm_bytes = model.gemm_work(sampled)[-1]
         self.lm_head_s = (lm_flops / flops, lm_bytes / bandwidth)
         self.token_active = (tokens > 0).astype(float)

@@ -46,10 +46,15 @@ class ScheduleCosts:
         self.num_preemptions = np.array([s.num_preemptions for s in schedules])
         self.static_batch = np.array([s.key.static_batch for s in schedules], dtype=bool)
         self._groups = []
-        by_arch: dict[tuple[str, int], list[int]] = {}
+        # One cost per architecture and tensor-parallel degree; a model with sliding windows also per
+        # lengths, whose attended share of the context they set (`slim.sim.modern_cost.window_share`).
+        by_arch: dict[tuple, list[int]] = {}
         for index, schedule in enumerate(schedules):
-            by_arch.setdefault((schedule.key.model, schedule.key.tensor_parallel), []).append(index)
-        for (model, tensor_parallel), rows in by_arch.items():
+            key = schedule.key
+            lengths = ((key.input_len, key.output_len) if architectures[key.model].sliding_window is not None
+                       else (None, None))
+            by_arch.setdefault((key.model, key.tensor_parallel, *lengths), []).append(index)
+        for (model, tensor_parallel, input_len, output_len), rows in by_arch.items():
             members = [schedules[i] for i in rows]
             tests = [_window(s.test) for s in members]
             stats = {"main": [s.main for s in members], "main_running": [s.main.running_weighted for s in members],
@@ -58,7 +63,7 @@ class ScheduleCosts:
             tokens = max(len(one.w_tokens) for parts in stats.values() for one in parts) - 1
             width = max(len(one.w_sampled) for parts in stats.values() for one in parts) - 1
             cost = LinearCost(architectures[model], hw, consts, tensor_parallel, max_tokens=max(tokens, 1),
-                              max_sampled=max(width, 1))
+                              max_sampled=max(width, 1), input_len=input_len, output_len=output_len)
             self._groups.append((np.array(rows), cost, stats, {}))
         self.n_runs = len(schedules)
 

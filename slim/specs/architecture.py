@@ -72,9 +72,8 @@ class ArchitectureArrays:
 
 @dataclass(frozen=True)
 class UnsupportedModel:
-    """A model the catalog knows but SLIM's dense formula does not cover (an entry with ``unsupported:``,
-    or an architecture with a `Architecture.dense_formula_gap`): its name, aliases and the specific
-    reason, given wherever it is asked for."""
+    """A model the catalog names but cannot describe (an entry with ``unsupported:``): its name, aliases
+    and the specific reason, given wherever it is asked for."""
 
     name: str
     display_name: str
@@ -161,12 +160,13 @@ def _unsupported_from_entry(name: str, entry: dict, source: Path) -> Unsupported
 
 class ArchitectureCatalog:
     """All architectures of a models file, looked up by name, alias or Hugging Face id, and the models
-    SLIM's dense formula does not cover: entries with an ``unsupported:`` reason instead of an
-    architecture, and architectures with a `Architecture.dense_formula_gap` (routed experts, latent
-    attention, an explicit head dim, quantised weights).
+    it names without describing them: entries with an ``unsupported:`` reason instead of an
+    architecture.
 
-    ``catalog[model]`` and ``model in catalog`` answer for SLIM (they refuse or exclude both kinds);
-    `architecture` gives any architecture the file describes, for the physics of `slim.gpu`."""
+    ``catalog[model]`` and ``model in catalog`` answer for every described architecture, dense 16-bit
+    or not: one with a `Architecture.dense_formula_gap` (routed experts, latent attention, an explicit
+    head dim, quantised weights or KV cache, sliding windows) is served by SLIM's terms beyond the
+    paper (`slim.model.modern`) and the simulator's (`slim.sim.modern_cost`)."""
 
     def __init__(self, architectures: dict[str, Architecture], source: Path | None = None,
                  unsupported: dict[str, UnsupportedModel] | None = None):
@@ -203,18 +203,11 @@ class ArchitectureCatalog:
         return cls({name: architectures[name] for name in raw if name in architectures}, path, unsupported)
 
     def unsupported(self, model: str) -> UnsupportedModel | None:
-        """Why SLIM's dense formula does not cover the model a name, alias or path names (as
-        `resolve_name` matches): its ``unsupported:`` entry, or its architecture's
-        `Architecture.dense_formula_gap`; None where it is covered or unknown."""
+        """Why the models file does not describe the model a name, alias or path names (as
+        `resolve_name` matches): its ``unsupported:`` entry; None where it is described or unknown."""
         key = model.strip().rstrip("/").lower()
         name = self._unsupported_alias.get(key) or self._unsupported_alias.get(key.rsplit("/", 1)[-1])
-        if name is not None:
-            return self._unsupported[name]
-        resolved = self.resolve_name(model)
-        arch = self._by_name[resolved] if resolved is not None else None
-        if arch is None or arch.dense_formula_gap is None:
-            return None
-        return UnsupportedModel(arch.name, arch.display_name, arch.dense_formula_gap, arch.aliases)
+        return self._unsupported[name] if name is not None else None
 
     @property
     def names(self) -> list[str]:
@@ -256,9 +249,8 @@ class ArchitectureCatalog:
         return list(dict.fromkeys(self._alias_to_name[alias] for alias in close))[:count]
 
     def __contains__(self, model: str) -> bool:
-        """Whether the model is described and SLIM's dense formula covers it."""
-        name = self.resolve_name(model)
-        return name is not None and self._by_name[name].dense_formula_gap is None
+        """Whether the models file describes the model."""
+        return self.resolve_name(model) is not None
 
     def architecture(self, model: str) -> Architecture:
         """Any architecture the file describes (routed experts, latent attention and quantised weights
@@ -269,8 +261,10 @@ class ArchitectureCatalog:
         return self._by_name[name]
 
     def __getitem__(self, model: str) -> Architecture:
-        """The architecture of a model SLIM's dense formula covers; `UnsupportedArchitectureError` with the
-        reason for one it does not, `UnknownModelError` naming the nearest for an unknown one."""
+        """The architecture of a model the catalog describes (routed experts, latent attention and
+        quantised weights included: SLIM's terms beyond the paper and the simulator serve them);
+        `UnsupportedArchitectureError` with the reason for an ``unsupported:`` entry,
+        `UnknownModelError` naming the nearest for an unknown one."""
         name = self.resolve_name(model)
         if name is None and self.unsupported(model) is not None:
             raise self.unsupported(model).error(self.source)
@@ -282,10 +276,7 @@ class ArchitectureCatalog:
                 f"unknown model '{model}'{where}; known: {', '.join(self._by_name)}.{hint} "
                 "Add its architecture to the models file, or pass its Hugging Face config.json with --model-config."
             )
-        arch = self._by_name[name]
-        if arch.dense_formula_gap is not None:
-            raise self.unsupported(arch.name).error(self.source)
-        return arch
+        return self._by_name[name]
 
 
 def load_architectures(path: str | Path = MODELS_FILE) -> ArchitectureCatalog:
