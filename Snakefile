@@ -27,6 +27,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/characterise.smk"
 include: "workflow/rules/generalisation.smk"
 include: "workflow/rules/accelerators.smk"
+include: "workflow/rules/beyond_paper.smk"
 include: "workflow/rules/slo.smk"
 include: "workflow/rules/tuning.smk"
 

@@ -215,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
                                help=HARDWARE_FILE_HELP)
     advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_CAPS,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
+    advise_parser.add_argument("--quantization", default=None, metavar="METHOD",
+                               help="vLLM --quantization the server applies to the checkpoint (fp8 on a 16-bit "
+                                    "one); sizes the weights and the GEMMs' peak (default: served as published)")
+    advise_parser.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
+                               help="vLLM --kv-cache-dtype of the server (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, "
+                                    "float16; default auto: the checkpoint's own)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
     advise_parser.add_argument("--train-models", type=_names, default=None, metavar="M1,M2",
@@ -286,6 +292,7 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
                          epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
                          hardware_file=args.hardware_file, candidates=args.candidates,
                          max_model_len=args.max_model_len, model_config=args.model_config,
+                         quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
                          train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
                          sim_constants_file=args.sim_constants, num_prompts=args.num_prompts,
                          confidence=args.confidence, table_columns=args.table_columns, plan=not args.no_plan)

@@ -559,3 +559,19 @@ def test_advise_draws_the_frontier_where_plot_says_and_refuses_another_format(ca
     code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--plot", str(tmp_path / "f.jpg")])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "name a .pdf, .png or .svg file")
+
+
+def test_an_fp8_kv_cache_halves_the_memory_plan_and_an_unknown_dtype_is_named(capsys):
+    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json"])
+    assert code == 0, err
+    plain = json.loads(out)
+    code, out, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--json",
+                                       "--kv-cache-dtype", "fp8"])
+    assert code == 0, err
+    fp8 = json.loads(out)
+    assert fp8["memory"]["kv_bytes_needed"] * 2 == pytest.approx(
+        plain["memory"]["kv_bytes_needed"] * fp8["recommendation"]["max_num_seqs"]
+        / plain["recommendation"]["max_num_seqs"])
+    code, _, err = run_main(capsys, ["advise", *LAYOUT_WORKLOAD, "--slo-ms", "5000", "--kv-cache-dtype", "fp9"])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "--kv-cache-dtype 'fp9' is not modelled")

@@ -346,3 +346,15 @@ def test_the_mla_and_window_counts_are_consistent(catalog):
         arch = catalog.architecture(name)
         assert arch.parameters.total == arch.n_params, name
         assert math.isfinite(arch.weight_bytes()) and arch.kv_bytes_per_token() > 0
+
+
+def test_the_catalog_serves_a_model_under_vllms_flags(catalog):
+    assert catalog.serving("llama-3.1-70b") is catalog
+    served = catalog.serving("meta-llama/Llama-3.1-70B", quantization="fp8", kv_cache_dtype="fp8")
+    arch = served["llama-3.1-70b"]
+    assert arch.formats.method == "fp8"
+    assert arch.kv_bytes_per_token() == catalog["llama-3.1-70b"].kv_bytes_per_token() // 2
+    assert served["meta-llama/Llama-3.1-70B"] is arch            # runs named by the Hugging Face id resolve to it
+    assert catalog["llama-3.1-70b"].formats.is_sixteen_bit      # the catalog itself is unchanged
+    with pytest.raises(ConfigError, match="--quantization int3 is not modelled"):
+        catalog.serving("llama-3.1-70b", quantization="int3")

@@ -379,3 +379,17 @@ def test_a_metric_the_measured_runs_cannot_judge_is_measured_again_within_the_bo
     first = body["next"][0]
     assert "do not judge p90_ttft_ms" in first["reason"]
     assert f"--max-concurrency {first['max_num_seqs']:g} --percentile-metrics" in first["commands"]["benchmark"]
+
+
+def test_the_servers_run_with_the_quantization_and_kv_cache_dtype_given():
+    from slim.specs.slo import Slos
+    from slim.tune.commands import server_command
+    from slim.tune.request import TuneRequest, WorkloadSpec
+
+    spec = WorkloadSpec("llama-3.1-70b", 1024, 1024)
+    request = TuneRequest(Path("."), (spec,), "h100-sxm-80gb", Slos.of(["mean_tpot_ms=25"]), quantization="fp8",
+                          kv_cache_dtype="fp8")
+    command = server_command(request, spec)
+    assert command[-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+    plain = TuneRequest(Path("."), (spec,), "h100-sxm-80gb", Slos.of(["mean_tpot_ms=25"]))
+    assert "--quantization" not in server_command(plain, spec) and "--kv-cache-dtype" not in server_command(plain, spec)

@@ -60,6 +60,9 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
         ({"length_sweeps": {"models": {"h100-public": ["opt-6.7b"]}}}, "length_sweeps.models.h100-public[0]"),
         ({"characterisation": {"sweeps": {"batch_size": [4]}}}, "batch_size"),
         ({"generalisation": {"target_models": ["llama-2-7b"]}}, "generalisation.target_models[0]"),
+        ({"beyond_paper": {"datasets": {"nvidia": []}}}, "beyond_paper.datasets.nvidia"),
+        ({"beyond_paper": {"datasets": {"llm-inference-bench": ["mixtral-8x8b"]}}},
+         "beyond_paper.datasets.llm-inference-bench[0]"),
     ],
 )
 @pytest.mark.integration
@@ -159,3 +162,17 @@ def test_config_readme_documents_every_key_of_the_schema():
     documented = re.findall(r"^\| `([^`]+)` \|", section, re.M)
     assert len(documented) == len(set(documented))
     assert set(documented) == set(_schema_key_paths(schema))
+
+
+@pytest.mark.integration
+def test_the_accuracy_beyond_the_paper_is_planned_with_its_overlay_and_explained_without(shared_traces_dir):
+    for name in ("aiconfigurator-silicon", "llm-inference-bench"):
+        if not (shared_traces_dir.parent / name).is_dir():
+            pytest.skip(f"{shared_traces_dir.parent / name} not present")
+    result = _snakemake("-n", "beyond_paper", "--configfile", "config/config.yaml", "config/beyond_paper.yaml",
+                        "--forceall")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {"ingest", "beyond_paper_accuracy"} <= _planned_rules(result.stdout)
+    without = _snakemake("-n", "beyond_paper")
+    assert without.returncode != 0
+    assert "config/beyond_paper.yaml" in without.stdout + without.stderr

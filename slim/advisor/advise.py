@@ -118,6 +118,7 @@ def resolve_target(request: AdviceRequest) -> tuple[ArchitectureCatalog, Archite
                            "; or add yours to a hardware file, --hardware-file)")
     if r.hardware not in hardware_catalog:
         raise AdvisorError(unknown_hardware_message(r.hardware, hardware_catalog))
+    catalog = catalog.serving(model, r.quantization, r.kv_cache_dtype)
     return catalog, catalog[model], hardware_catalog[r.hardware], hardware_catalog
 
 

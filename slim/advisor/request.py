@@ -60,6 +60,8 @@ class AdviceRequest:
     candidates: Sequence[float] = DEFAULT_CANDIDATE_CAPS
     max_model_len: int | None = None
     model_config: str | Path | None = None
+    quantization: str | None = None      # vLLM --quantization the server applies (None: not given)
+    kv_cache_dtype: str | None = None    # vLLM --kv-cache-dtype (None: not given, i.e. auto)
     train_models: Sequence[str] | None = None
     exclude_runs: Sequence[str] = ()
     predictor: str | None = None

@@ -151,7 +151,7 @@ def resolve_datasets(config: dict[str, Any], base_dir: Path = Path("."),
 
 def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
                            hardware: dict[str, Hardware]) -> None:
-    """Names in the optional figure sections batch_scaling, length_sweeps and characterisation.
+    """Names in the optional sections batch_scaling, length_sweeps, characterisation and beyond_paper.
 
     A Fig. 1 row may name a dataset of `datasets` that this run leaves out of
     run_datasets (the row is then skipped), but not an unknown one. The
@@ -175,6 +175,14 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
             if model not in catalog or catalog.resolve_name(model) not in dataset_models:
                 raise ConfigError(f"length_sweeps.models.{name}[{position}] = '{model}' is not a model of "
                                   f"datasets.{name}.models ({', '.join(sorted(dataset_models))})")
+    for name, models in config.get("beyond_paper", {}).get("datasets", {}).items():
+        if name not in config["datasets"]:
+            raise ConfigError(f"beyond_paper.datasets.{name}: '{name}' is not a key of `datasets` "
+                              f"(known: {', '.join(config['datasets'])})")
+        for position, model in enumerate(models or []):
+            if model not in catalog:
+                raise ConfigError(f"beyond_paper.datasets.{name}[{position}] = '{model}' is not a model the "
+                                  "models file describes")
     if config.get("characterisation"):
         if "simulator" not in config:
             raise ConfigError("characterisation (Figs. 3-6) is modelled with the simulator's constants: "

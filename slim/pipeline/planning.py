@@ -40,6 +40,9 @@ CROSS_ACCELERATOR_ARTEFACTS = (
     "figures/accelerators/measured_vs_predicted.pdf", "figures/accelerators/measured_vs_predicted.png",
 )
 ACCELERATORS_COMMAND = "snakemake --cores 2 accelerators --configfile config/config.yaml config/accelerators.yaml"
+BEYOND_PAPER_COMMAND = "snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml"
+BEYOND_PAPER_ARTEFACTS = ("results/beyond_paper/predictions.csv", "results/beyond_paper/curves.csv",
+                          "results/beyond_paper/accuracy.csv", "results/beyond_paper/accuracy.md")
 _NOT_IN_RULE_NAMES = re.compile(r"\W")
 
 
@@ -416,6 +419,24 @@ class Plan:
         """Every per-accelerator artefact: each dataset's own, then the cross-accelerator table and figure."""
         targets = [target for name in self.cross_accelerator_datasets() for target in self.dataset_targets(name)]
         return targets + list(CROSS_ACCELERATOR_ARTEFACTS)
+
+    # The simulator's accuracy beyond the paper (rules in beyond_paper.smk).
+
+    def beyond_paper_datasets(self) -> dict[str, list[str]]:
+        """The datasets of config beyond_paper.datasets this run builds, each with the models it
+        scores (empty: every model of its usable runs); `PlanError` where none is built."""
+        listed = self.config.get("beyond_paper", {}).get("datasets", {})
+        chosen = {name: list(models or []) for name, models in listed.items() if name in self.datasets}
+        if not chosen:
+            absent = [self.absent[name].message for name in listed if name in self.absent]
+            raise PlanError("the accuracy beyond the paper needs the datasets of beyond_paper.datasets "
+                            f"({', '.join(listed) or 'none configured'}) in run_datasets: " + BEYOND_PAPER_COMMAND
+                            + "".join(f"\n{line}" for line in absent))
+        return chosen
+
+    def beyond_paper_files(self, pattern: str) -> list[str]:
+        """`pattern` (with {name}) for each dataset the accuracy beyond the paper scores."""
+        return [pattern.format(name=name) for name in self.beyond_paper_datasets()]
 
     # The tuning replay (rules in tuning.smk): every dataset with an advisor config.
 

@@ -225,6 +225,15 @@ class ArchitectureCatalog:
         kept = {name: entry for name, entry in self._by_name.items() if name != replaced}
         return ArchitectureCatalog({**kept, arch.name: arch}, self.source, self._unsupported)
 
+    def serving(self, model: str, quantization: str | None = None,
+                kv_cache_dtype: str | None = None) -> "ArchitectureCatalog":
+        """This catalog with `model` as vLLM serves it under ``--quantization`` and ``--kv-cache-dtype``
+        (`Architecture.served`; None: the flag is not given), under its own name, so its runs resolve
+        to the served form; the catalog itself where neither flag is given."""
+        if quantization is None and kv_cache_dtype is None:
+            return self
+        return self.with_architecture(self[model].served(quantization, kv_cache_dtype or "auto"))
+
     def resolve_name(self, model: str) -> str | None:
         """Canonical name for a model name, alias, Hugging Face id or model path (any architecture the
         file describes); None if unknown.

@@ -193,6 +193,12 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                       help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
     tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML", help=HARDWARE_FILE_HELP)
+    tune.add_argument("--quantization", default=None, metavar="METHOD",
+                      help="vLLM --quantization the servers apply to the checkpoint (fp8 on a 16-bit one); sizes "
+                           "the weights and the GEMMs' peak (default: served as published)")
+    tune.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
+                      help="vLLM --kv-cache-dtype of the servers; the commands printed pass it (auto, fp8, "
+                           "fp8_e4m3, fp8_e5m2, bfloat16, float16; default auto: the checkpoint's own)")
     tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
                       help="the simulator's constants file, for the SIM prior (as slim advise --sim-constants)")
     tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
@@ -218,6 +224,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,
+                       quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
                        margin=args.margin, retry_failed=args.retry_failed)
 
 

@@ -46,10 +46,16 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
 
+def serving_flags(request: TuneRequest) -> list[str]:
+    """vLLM's ``--quantization`` and ``--kv-cache-dtype`` as the request gives them (none where not given)."""
+    flags = ["--quantization", request.quantization] if request.quantization is not None else []
+    return flags + (["--kv-cache-dtype", request.kv_cache_dtype] if request.kv_cache_dtype is not None else [])
+
+
 def server_command(request: TuneRequest, spec: WorkloadSpec) -> list[str]:
     """The one server the online candidates share: its cap at the largest candidate."""
     return ["vllm", "serve", spec.model, "--max-num-seqs", str(max(request.candidate_caps)),
-            "--tensor-parallel-size", str(request.tensor_parallel)]
+            "--tensor-parallel-size", str(request.tensor_parallel), *serving_flags(request)]
 
 
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
@@ -118,7 +124,8 @@ def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
     return ["vllm", "serve", spec.model, "--max-num-seqs", f"{int(cap)}", "--max-model-len",
             str(spec.input_len + spec.output_len), "--gpu-memory-utilization",
             f"{memory.gpu_memory_utilization_needed:.3f}", "--num-gpu-blocks-override",
-            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.request.tensor_parallel)]
+            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.request.tensor_parallel),
+            *serving_flags(plan.request)]
 
 
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:

@@ -134,6 +134,8 @@ def build_plan(request: TuneRequest) -> TunePlan:
         folder = checkpoint_folder(spec.model)
         if folder is not None and spec.model not in catalog:     # vllm serve DIR: the folder describes it
             catalog = catalog.with_architecture(architecture_from_hf_config(folder / "config.json", spec.model))
+    for model in dict.fromkeys(spec.model for spec in request.workloads):
+        catalog = catalog.serving(model, request.quantization, request.kv_cache_dtype)
     hardware_catalog = load_hardware_with_shipped(request.hardware_file)
     if request.hardware not in hardware_catalog:
         raise AdvisorError(unknown_hardware_message(request.hardware, hardware_catalog))

@@ -81,6 +81,8 @@ class TuneRequest:
     results: Path | None = None
     model_config: Path | None = None
     model_config_name: str | None = None
+    quantization: str | None = None      # vLLM --quantization the servers apply (None: not given)
+    kv_cache_dtype: str | None = None    # vLLM --kv-cache-dtype (None: not given, i.e. auto)
     margin: float | None = DEFAULT_MARGIN
     retry_failed: bool = False
     """Ignore every recorded failure (the ledger's, and runs whose configuration failed): any cap may run."""

@@ -1,5 +1,6 @@
 # Input functions of the rules: each passes a job's wildcards to the run's plan
 # (slim.pipeline.planning.Plan), which holds the datasets, their subsets and every target list.
+from slim.defaults import SIM_CONSTANTS_FILE
 from slim.pipeline.prepare import prepare_run
 
 # Parsing the workflow touches the environment, stderr and the trace manifests only here:

@@ -1,0 +1,109 @@
+"""The simulator's accuracy beyond the paper (`slim.paper.beyond_paper`): the calibration choice, the
+per-curve MAPEs by hand, the rows of a run the simulator cannot start, and the shared NVIDIA sweep
+through it (every usable run predicted, the same numbers twice)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slim import columns as col
+from slim.defaults import SIM_CONSTANTS_FILE
+from slim.paper.beyond_paper import (
+    accuracy_markdown,
+    calibration_runs,
+    curve_accuracy,
+    curve_predictions,
+    curve_run,
+    model_accuracy,
+)
+from slim.sim.constants import load_sim_constants
+from slim.specs.hardware import load_hardware
+from slim.traces.clean import clean_runs
+from slim.traces.ingest import IngestOptions, ingest_traces
+
+
+def test_a_curve_is_calibrated_on_its_lowest_middle_and_highest_run():
+    assert calibration_runs(pd.Series([4, 8, 16])) == []          # nothing left to predict
+    assert calibration_runs(pd.Series([4, 8, 16, 32])) == [0, 2, 3]
+    assert calibration_runs(pd.Series(range(7))) == [0, 3, 6]
+
+
+def _curve(measured: list[float], predicted: list[float], status: list[str] | None = None) -> pd.DataFrame:
+    n = len(measured)
+    return pd.DataFrame({col.HARDWARE: "h", col.MODEL: "m", col.TENSOR_PARALLEL: 2, col.DATA_PARALLEL: 1,
+                         col.INPUT_LEN_NOMINAL: 1024, col.OUTPUT_LEN_NOMINAL: 128,
+                         col.BENCHMARK_MODE: "online", "in_flight": [4 * 2**i for i in range(n)],
+                         "measured_mean_tpot_ms": measured, "zero_shot_mean_tpot_ms": predicted,
+                         "measured_mean_ttft_ms": np.nan, "zero_shot_mean_ttft_ms": np.nan,
+                         "measured_total_token_throughput": np.nan, "zero_shot_total_token_throughput": np.nan,
+                         "sim_status": status or ["ok"] * n})
+
+
+def test_the_mapes_of_a_curve_by_hand():
+    # Zero-shot 20% high everywhere but on run 1; calibration on runs 0, 2 and 4 finds 1 / 1.2.
+    measured = [10.0, 12.0, 15.0, 20.0, 30.0]
+    predicted = [12.0, 12.0, 18.0, 24.0, 36.0]
+    (row,) = curve_accuracy(_curve(measured, predicted)).to_dict("records")
+    assert row["zero_shot_mape"] == pytest.approx(100 * (0.2 * 4 + 0) / 5)
+    assert row["calibrated_runs"] == 2                       # runs 1 and 3
+    assert row["calibrated_mape"] == pytest.approx(100 * ((12 - 10) / 12 + 0) / 2)
+
+
+def test_a_run_the_simulator_cannot_start_is_counted_but_not_scored():
+    curve = _curve([10.0, 12.0, 15.0, 20.0, 30.0], [12.0, np.nan, 18.0, 24.0, 36.0],
+                   ["ok", "no_cache_memory", "ok", "ok", "ok"])
+    (row,) = curve_accuracy(curve).to_dict("records")
+    assert (row["runs"], row["simulated"]) == (5, 4)
+    assert row["zero_shot_mape"] == pytest.approx(20.0)
+    # Calibrated on the started runs' lowest, middle and highest (4, 16, 64), scored on 32.
+    assert row["calibrated_runs"] == 1 and row["calibrated_mape"] == pytest.approx(0.0, abs=1e-12)
+    models = model_accuracy(curve_accuracy(curve))
+    assert models.loc[0, "runs"] == 4
+
+
+def test_the_summary_says_which_goal_is_met():
+    curves = curve_accuracy(_curve([10.0, 12.0, 15.0, 20.0, 30.0], [12.0, 12.0, 18.0, 24.0, 36.0]))
+    text = accuracy_markdown(model_accuracy(curves), ["mine (real)"])
+    assert "| h | m | mean_tpot_ms | 1 | 5 | 16.0 | 8.3 | missed / missed |" in text
+    assert "mine (real)" in text
+
+
+def test_an_unrecorded_version_runs_the_named_release_and_dp_runs_carry_every_request():
+    row = pd.Series({col.MODEL: "qwen3-32b", col.HARDWARE: "h100-sxm-80gb", col.INPUT_LEN_MEAN: 1024.0,
+                     col.OUTPUT_LEN_MEAN: 128.0, col.MAX_NUM_SEQS: 16.0, col.TENSOR_PARALLEL: 4,
+                     col.DATA_PARALLEL: 4, col.VLLM_VERSION: None, col.BENCHMARK_MODE: "online"})
+    run = curve_run(row)
+    assert (run.in_flight, run.tensor_parallel, run.vllm_version, run.offline) == (16, 4, "0.12.0", False)
+
+
+@pytest.fixture(scope="module")
+def sweep_predictions(shared_traces_dir, catalog):
+    folder = shared_traces_dir.parent / "aiconfigurator-silicon"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not present")
+    hardware = load_hardware()
+    usable, _ = clean_runs(ingest_traces(folder, "aiconfigurator-h100", catalog,
+                                         IngestOptions.on(hardware, "h100-sxm-80gb")))
+    consts = load_sim_constants(SIM_CONSTANTS_FILE)
+    return usable, curve_predictions(usable, catalog, hardware, consts), (catalog, hardware, consts)
+
+
+@pytest.mark.integration
+def test_every_usable_run_of_the_sweep_is_predicted(sweep_predictions):
+    usable, predictions, _ = sweep_predictions
+    assert len(predictions) == len(usable) == 222
+    assert (predictions["sim_status"] == "ok").all()
+    assert predictions[[f"zero_shot_{m}" for m in ("mean_tpot_ms", "mean_ttft_ms", "total_token_throughput")]] \
+        .gt(0).all().all()
+    models = model_accuracy(curve_accuracy(predictions))
+    assert set(models[col.MODEL]) == {"qwen3-32b", "qwen3-32b-fp8", "llama-3.1-70b-fp8", "gpt-oss-120b",
+                                      "minimax-m2.5"}
+
+
+@pytest.mark.integration
+def test_the_predictions_are_the_same_twice(sweep_predictions):
+    usable, predictions, (catalog, hardware, consts) = sweep_predictions
+    subset = usable[usable[col.MODEL] == "minimax-m2.5"]
+    again = curve_predictions(subset, catalog, hardware, consts)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True),
+                                  predictions[predictions[col.MODEL] == "minimax-m2.5"].reset_index(drop=True))

@@ -1,0 +1,42 @@
+# The simulator's accuracy on the models beyond the paper's dense 16-bit formula (slim.paper.beyond_paper):
+# the datasets of config `beyond_paper.datasets` that this run builds (config/beyond_paper.yaml adds
+# them to run_datasets), every curve zero-shot and calibrated on 3 of its runs.
+
+
+localrules:
+    beyond_paper,
+
+
+rule beyond_paper_accuracy:
+    input:
+        clean=lambda wildcards: PLAN.beyond_paper_files("results/{name}/clean.parquet"),
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+        constants=str(SIM_CONSTANTS_FILE),
+    output:
+        predictions="results/beyond_paper/predictions.csv",
+        curves="results/beyond_paper/curves.csv",
+        accuracy="results/beyond_paper/accuracy.csv",
+        summary="results/beyond_paper/accuracy.md",
+    params:
+        datasets=lambda wildcards: list(PLAN.beyond_paper_datasets()),
+        models=lambda wildcards: list(PLAN.beyond_paper_datasets().values()),
+        labels=lambda wildcards: [PLAN.datasets[name].label for name in PLAN.beyond_paper_datasets()],
+    log:
+        "logs/beyond_paper/accuracy.log",
+    benchmark:
+        "benchmarks/beyond_paper/accuracy.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/beyond_paper_accuracy.py"
+
+
+rule beyond_paper:
+    input:
+        lambda wildcards: PLAN.beyond_paper_files("results/{name}/cleaning_report.md"),
+        rules.beyond_paper_accuracy.output,
