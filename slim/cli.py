@@ -137,6 +137,16 @@ def _candidates(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"candidate list: {error}") from None
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     if not names:
@@ -221,6 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
                                help="vLLM --kv-cache-dtype of the server (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, "
                                     "float16; default auto: the checkpoint's own)")
+    advise_parser.add_argument("--tensor-parallel-size", type=_positive_int, default=None, metavar="T",
+                               help="advise for the runs at this vLLM --tensor-parallel-size (default: the "
+                                    "smallest the traces hold); the memory plan is each rank's")
+    advise_parser.add_argument("--tensor-parallel-sizes", type=_candidates, default=None, metavar="T1,T2",
+                               help="compare these tensor-parallel sizes, each advised on its runs, by tokens/s "
+                                    "per GPU under the SLOs (default with --gpus or --request-rate: 1,2,4,8)")
+    advise_parser.add_argument("--gpus", type=_positive_int, default=None, metavar="N",
+                               help="GPUs available: layouts above N are left out and the choice is N / TP replicas")
+    advise_parser.add_argument("--request-rate", type=_positive_float, default=None, metavar="R",
+                               help="requests per second to serve: the replicas and GPUs the chosen layout needs "
+                                    "(independent replicas behind a load balancer)")
     advise_parser.add_argument("--max-model-len", type=_positive_int, default=None,
                                help="vLLM --max-model-len the server will use (default IL + OL)")
     advise_parser.add_argument("--train-models", type=_names, default=None, metavar="M1,M2",
@@ -293,6 +314,7 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
                          hardware_file=args.hardware_file, candidates=args.candidates,
                          max_model_len=args.max_model_len, model_config=args.model_config,
                          quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+                         tensor_parallel=args.tensor_parallel_size,
                          train_models=args.train_models, exclude_runs=args.exclude_runs, predictor=args.predictor,
                          sim_constants_file=args.sim_constants, num_prompts=args.num_prompts,
                          confidence=args.confidence, table_columns=args.table_columns, plan=not args.no_plan)
@@ -352,6 +374,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def _advise_layouts(args: argparse.Namespace) -> int:
+    """``slim advise`` across tensor-parallel sizes (`slim.advisor.layouts`)."""
+    from slim.advisor.layouts import advise_layouts, layout_fields, layout_lines
+
+    sizes = args.tensor_parallel_sizes or tuple(t for t in (1, 2, 4, 8) if args.gpus is None or t <= args.gpus)
+    layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)
+    code = EXIT_OK if layouts.chosen is not None else EXIT_NO_FEASIBLE_CAP
+    if args.json:
+        print(json.dumps({"slim_version": __version__, "status": "ok" if code == EXIT_OK else "no_feasible_cap",
+                          "exit_code": code, **layout_fields(layouts)}, indent=2))
+    else:
+        print("\n".join(layout_lines(layouts)))
+    return code
+
+
 def _command(argv: Sequence[str] | None) -> int:
     """Parse `argv`, run its command and map its errors to exit codes (`main`)."""
     args = build_parser().parse_args(argv)
@@ -364,6 +401,8 @@ def _command(argv: Sequence[str] | None) -> int:
         from slim.advisor.advise import advise
         from slim.advisor.report import render_text
 
+        if args.tensor_parallel_sizes is not None or args.gpus is not None or args.request_rate is not None:
+            return _advise_layouts(args)
         advice = advise(advice_request(args))
         if args.plot is not None:
             from slim.paper.figures.frontier import advice_frontier_figure, save_frontier

@@ -183,7 +183,8 @@ def test_report_category_says_the_dataset_kind():
 def _write_config_files(root: Path) -> tuple[Path, Path]:
     models = {name: {"display_name": arch.display_name, "n_layers": arch.n_layers, "hidden_dim": arch.hidden_dim,
                      "n_q_heads": arch.n_q_heads, "n_kv_heads": arch.n_kv_heads, "ffn_dim": arch.ffn_dim,
-                     "ffn_kind": arch.ffn_kind, "n_params": 1, "vocab_size": arch.vocab_size}
+                     "ffn_kind": arch.ffn_kind, "n_params": arch.n_params - arch.parameters.other,
+                     "vocab_size": arch.vocab_size}   # n_params: its matrices and embeddings, nothing else
               for name, arch in ((name, CATALOG[name]) for name in CATALOG.names)}
     hardware = {HW.name: {"peak_flops_per_s": HW.peak_flops_per_s, "memory_bytes": HW.memory_bytes,
                           "hbm_bandwidth_bytes_per_s": HW.hbm_bandwidth_bytes_per_s, "gpu_memory_utilization": 0.9}}

@@ -1,144 +1,81 @@
-"""Every layout vLLM and GuideLLM users produce (tests/data/formats/, written by
-tests/data/make_layouts.py) ingests to usable runs, and `slim advise` recommends a cap from each."""
+"""The layout as the decision (`slim.advisor.layouts`): the choice by tokens/s per GPU, the
+deployment on the GPUs available or for a request rate, and `slim advise` across tensor-parallel
+sizes on NVIDIA's Llama-3.1-70B FP8 sweep."""
 
-from __future__ import annotations
+import json
+import math
+from types import SimpleNamespace
 
-import filecmp
-from pathlib import Path
-
-import pandas as pd
 import pytest
-from conftest import load_data_generator
 
-from slim import columns as col
-from slim.advisor.advise import AdviceRequest, advise
-from slim.model import fit as fit_module
-from slim.specs.architecture import MODELS_FILE
-from slim.specs.hardware import HARDWARE_FILE
-from slim.traces.clean import clean_runs
-from slim.traces.ingest import ingest_traces
-from slim.traces.results import FORMAT_GUIDELLM, FORMAT_VLLM_BENCH_SERVE, FORMAT_VLLM_BENCH_SWEEP
-
-REPO = Path(__file__).resolve().parents[1]
-FORMATS = REPO / "tests" / "data" / "formats"
+from slim import cli
+from slim.advisor.layouts import LayoutAdvice, LayoutOutcome
 
 
-LAYOUTS = load_data_generator("make_layouts")
+def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
+    if throughput is None:
+        return LayoutOutcome(tensor_parallel, None, "no cap meets the SLOs")
+    recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
+    return LayoutOutcome(tensor_parallel, SimpleNamespace(recommendation=recommendation))
 
 
-@pytest.fixture(scope="module")
-def layouts(catalog) -> dict[str, pd.DataFrame]:
-    return {name: ingest_traces(FORMATS / name, name, catalog) for name in LAYOUTS.LAYOUTS}
-
-
-def test_committed_layouts_equal_their_generator(tmp_path):
-    LAYOUTS.build_layouts(tmp_path)
-    generated = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
-    committed = {p.relative_to(FORMATS) for name in LAYOUTS.LAYOUTS + LAYOUTS.OFFLINE_LAYOUTS
-                 for p in (FORMATS / name).rglob("*") if p.is_file()}
-    assert generated == committed, "rerun tests/data/make_layouts.py"
-    for relative in generated:
-        assert filecmp.cmp(tmp_path / relative, FORMATS / relative, shallow=False), f"{relative} differs"
-
-
-@pytest.mark.parametrize("name", LAYOUTS.LAYOUTS)
-def test_every_run_of_every_layout_is_usable(name, layouts):
-    runs = layouts[name]
-    usable, report = clean_runs(runs)
-    expected_runs = 2 * len(LAYOUTS.CAPS) if name == "bench_sweep_serve" else len(LAYOUTS.CAPS)
-    assert len(runs) == expected_runs
-    assert runs[col.STATUS].eq("ok").all(), runs[[col.RUN_ID, col.REASON_DETAIL]].to_string()
-    assert sorted(usable[col.MAX_NUM_SEQS]) == list(LAYOUTS.CAPS)
-    assert usable[col.MODEL].eq("opt-1.3b").all()
-    assert usable[col.INPUT_LEN_NOMINAL].eq(256).all() and usable[col.OUTPUT_LEN_NOMINAL].eq(128).all()
-    # Every source recovers the made-up server's running batch, 95% of the cap.
-    expected_batch = usable[col.MAX_NUM_SEQS].map(LAYOUTS.running_batch)
-    assert usable[col.MEAN_BATCH_SIZE].to_numpy() == pytest.approx(expected_batch.to_numpy(), rel=1e-3)
-
-
-@pytest.mark.parametrize("name, source", [
-    ("bench_serve_metadata", "metrics_csv"),            # the server's own samples win
-    ("bench_serve_v1_log", "littles_law"),              # not the log's few 10-s lines
-    ("bench_serve_vllm_serve_log", "littles_law"),      # the log recognised by its content
-    ("flat_result_dir", "littles_law, cap = client max_concurrency"),
-    ("bench_sweep_serve", "littles_law"),
-    ("client_concurrency", "littles_law, cap = client max_concurrency"),
-    ("append_result", "littles_law, cap = client max_concurrency"),
-    ("guidellm_sweep", "littles_law, cap = client max_concurrency"),
-    ("guidellm_per_folder", "littles_law, cap = client max_concurrency"),
-    ("prometheus_scrapes", "prometheus_text"),
-    ("grafana_export", "metrics_csv"),
-])
-def test_batch_size_source_says_where_the_batch_and_the_cap_came_from(name, source, layouts):
-    assert set(layouts[name][col.BATCH_SIZE_SOURCE]) == {source}
-
-
-def test_v1_server_logs_give_the_cap_and_the_kv_capacity(layouts):
-    for name in ("bench_serve_v1_log", "bench_serve_vllm_serve_log", "flat_result_dir"):
-        runs = layouts[name]
-        assert runs[col.KV_CAPACITY_TOKENS].eq(LAYOUTS.KV_CACHE_TOKENS).all(), name   # "GPU KV cache size"
-        assert runs[col.NUM_GPU_BLOCKS].eq(LAYOUTS.KV_CACHE_TOKENS // 16).all(), name
-    # The flat folder's server log names no max_num_seqs (the server's default): the client's cap counts.
-    assert "cap = client max_concurrency" in layouts["flat_result_dir"][col.REASON_DETAIL].iloc[0]
-
-
-def test_several_runs_per_folder_or_file_get_one_row_each(layouts):
-    flat = layouts["flat_result_dir"][col.RUN_ID]
-    assert flat.str.match(r"^openai-infqps-concurrency\d+-opt-1\.3b-\d{8}-\d{6}\.json$").all()
-    assert list(layouts["append_result"][col.RUN_ID]) == sorted(f"results.json[{i}]" for i in range(9))
-    assert set(layouts["guidellm_sweep"][col.RUN_ID]) == {f"benchmarks.json[{i}]" for i in range(9)}
-    assert layouts["guidellm_per_folder"][col.RUN_ID].str.match(r"^concurrent_\d+$").all()
-
-
-def test_sweep_repetitions_keep_the_first_and_name_the_rest_duplicates(layouts):
-    runs = layouts["bench_sweep_serve"]
-    assert set(runs[col.TRACE_FORMAT]) == {FORMAT_VLLM_BENCH_SWEEP}
-    _, report = clean_runs(runs)
-    statuses = report.set_index(col.RUN_ID)[col.STATUS]
-    assert statuses[statuses.index.str.endswith("run=0.json")].eq("ok").all()
-    assert statuses[statuses.index.str.endswith("run=1.json")].eq("duplicate").all()
-
-
-def test_trace_formats_name_the_producer(layouts):
-    assert set(layouts["guidellm_sweep"][col.TRACE_FORMAT]) == {FORMAT_GUIDELLM}
-    assert set(layouts["client_concurrency"][col.TRACE_FORMAT]) == {FORMAT_VLLM_BENCH_SERVE}
-
-
-def test_prometheus_scrapes_give_the_kv_blocks_from_cache_config_info(layouts):
-    runs = layouts["prometheus_scrapes"]
-    assert runs[col.NUM_GPU_BLOCKS].eq(LAYOUTS.KV_CACHE_TOKENS // 16).all()
-    assert runs[col.NUM_PREEMPTIONS].eq(0).all()
+def test_the_deployment_on_gpus_and_for_a_request_rate():
+    tp2, tp4 = _outcome(2, 4000.0), _outcome(4, 6400.0)     # 2,000 and 1,600 tokens/s per GPU
+    assert (tp2.throughput_per_gpu, tp4.throughput_per_gpu) == (2000.0, 1600.0)
+    assert math.isnan(_outcome(8, None).throughput_per_gpu)
+    on_gpus = LayoutAdvice((tp2, tp4), tp2, 8, None, 2048.0)
+    assert (on_gpus.replicas, on_gpus.gpus_needed, on_gpus.headroom) == (4, 8, None)
+    # 10 requests/s of 2,048 tokens; one TP 2 replica serves 4000 / 2048 = 1.953 requests/s: 6 replicas.
+    for_rate = LayoutAdvice((tp2, tp4), tp2, None, 10.0, 2048.0)
+    assert for_rate.requests_per_replica == pytest.approx(4000 / 2048)
+    assert (for_rate.replicas, for_rate.gpus_needed) == (6, 12)
+    assert for_rate.headroom == pytest.approx(6 * 4000 / 2048 / 10 - 1)
+    assert LayoutAdvice((_outcome(2, None),), None, 8, None, 2048.0).replicas is None
 
 
 @pytest.fixture(scope="module")
-def advice_per_layout():
-    """`slim advise` on every layout. The layouts describe one server, so their training tables
-    are equal up to run names: the SLIM fit (seconds each, tested in test_fit.py) is computed once
-    per distinct table, and everything else, ingest to BCA, runs per layout."""
-    fits: dict[bytes, object] = {}
-    fit_slim = fit_module.fit_slim
-
-    def fit_once(frame, *args, **kwargs):
-        table = frame[list(fit_module.FIT_INPUT_COLUMNS)].sort_values(col.MEAN_BATCH_SIZE)
-        key = table.round(6).to_csv(index=False).encode()
-        if key not in fits:
-            fits[key] = fit_slim(frame, *args, **kwargs)
-        return fits[key]
-
-    with pytest.MonkeyPatch.context() as patch:
-        # The registered SLIM predictor looks fit_slim up where it fits.
-        patch.setattr(fit_module, "fit_slim", fit_once)
-        return {name: advise(AdviceRequest(FORMATS / name, "opt-1.3b", 256, 128, slo_s=1.5, epsilon=0.3,
-                                           hardware="h100-64gb", models_file=MODELS_FILE,
-                                           hardware_file=HARDWARE_FILE, plan=False))
-                for name in LAYOUTS.LAYOUTS}
+def silicon(shared_traces_dir):
+    folder = shared_traces_dir.parent / "aiconfigurator-silicon"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not present")
+    return ["advise", "--traces", str(folder), "--model", "llama-3.1-70b-fp8", "--hardware", "h100-sxm-80gb",
+            "--input-len", "1024", "--output-len", "1024", "--predictor", "sim"]
 
 
-@pytest.mark.parametrize("name", LAYOUTS.LAYOUTS)
-def test_slim_advise_recommends_a_cap_for_every_layout(name, advice_per_layout):
-    decision = advice_per_layout[name].recommendation
-    assert decision.feasible and decision.values_ms["mean_in_batch_e2e_ms"] <= 1500 and decision.efficiency > 0.3
-    assert decision.measured, "every layout measured the chosen cap: the decision rests on the runs"
-    # Every layout describes the same server, so every layout gives the same recommendation.
-    assert decision.batch_cap == advice_per_layout["bench_serve_metadata"].recommendation.batch_cap
-    assert 16 <= decision.batch_cap <= 128
+@pytest.mark.integration
+def test_the_layout_changes_with_the_bound(silicon, capsys):
+    """Under TPOT <= 25 ms TP 2's best measured cap gives fewer tokens/s per GPU than TP 4's; under 40 ms
+    TP 2 wins (the sweep's central TPOTs)."""
+    chosen = {}
+    for bound in (25, 40):
+        assert cli.main([*silicon, "--slo", f"mean_tpot_ms={bound}", "--gpus", "8", "--tensor-parallel-sizes",
+                         "2,4,8", "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        chosen[bound] = document["chosen_tensor_parallel_size"]
+        layouts = {layout["tensor_parallel_size"]: layout for layout in document["layouts"]}
+        assert set(layouts) == {2, 4, 8}
+        best = max(layouts.values(), key=lambda layout: layout["total_token_throughput_per_gpu"])
+        assert best["tensor_parallel_size"] == chosen[bound]
+        assert document["replicas"] == 8 // chosen[bound]
+        assert document["serve"].startswith("vllm serve llama-3.1-70b-fp8")
+        assert all(layout["mean_tpot_ms"] <= bound for layout in layouts.values())
+    assert chosen == {25: 4, 40: 2}
+
+
+@pytest.mark.integration
+def test_a_layout_above_the_gpus_loses_with_its_reason_and_the_rate_sizes_the_fleet(silicon, capsys):
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "TP 4: no cap (needs 4 GPUs, 2 available)" not in out      # default sizes stop at the GPUs
+    # TP 1 holds the 70 GB of fp8 weights with room for a couple of sequences: predicted, far behind.
+    assert "TP 1: --max-num-seqs" in out and "(predicted)" in out and "On 2 GPUs: 1 replica(s) x TP 2" in out
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2,4", "--gpus", "2"]) == 0
+    assert "TP 4: no cap (needs 4 GPUs, 2 available)" in capsys.readouterr().out
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2", "--request-rate", "20",
+                     "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    per_replica = document["layouts"][0]["total_token_throughput"] / 2048
+    assert document["replicas"] == math.ceil(20 / per_replica) and document["gpus_needed"] == 2 * document["replicas"]
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=5", "--tensor-parallel-sizes", "2,4,8"]) == \
+        cli.EXIT_NO_FEASIBLE_CAP
+    assert "No layout meets the SLOs." in capsys.readouterr().out

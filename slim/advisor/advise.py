@@ -18,6 +18,7 @@ picks the full-profile cap is measured by the advisor study (`table_advisors.md`
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,19 @@ def model_directory(model: str | None) -> Path | None:
     return folder if folder.is_dir() and (folder / "config.json").is_file() else None
 
 
+def recorded_version(measured_runs: pd.DataFrame, runs: pd.DataFrame) -> str | None:
+    """The vLLM release the workload's runs record most often (else the other runs'), whose scheduler
+    SIM simulates the candidates under; None where no run records a release it can read."""
+    for frame in (measured_runs, runs):
+        if col.VLLM_VERSION not in frame:
+            continue
+        versions = frame[col.VLLM_VERSION].dropna().astype(str)
+        versions = versions[versions.map(lambda v: bool(re.match(r"^\s*v?\d+\.\d+", v)))]
+        if len(versions):
+            return str(versions.value_counts().sort_index().idxmax())
+    return None
+
+
 def resolve_target(request: AdviceRequest) -> tuple[ArchitectureCatalog, Architecture, Hardware, dict]:
     """The catalog (with a described model joined: `model_config`, or `model` naming a checkpoint
     folder as ``vllm serve DIR`` does), the target's architecture and the accelerator."""
@@ -150,14 +164,20 @@ def advise(request: AdviceRequest) -> Advice:
     # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
     options = trace_options(hardware_catalog, r.hardware, r.table_columns)
     every_degree, report = usable_runs(Path(r.traces), catalog, options, hardware=hw.name, with_report=True)
-    runs, other_degrees = single_tensor_parallel_degree(every_degree)
+    runs, other_degrees = single_tensor_parallel_degree(every_degree, r.tensor_parallel)
+    if runs.empty and len(every_degree):
+        raise AdvisorError(f"no usable run at --tensor-parallel-size {r.tensor_parallel} under {r.traces} (their "
+                           f"sizes: {', '.join(map(str, other_degrees))})")
+    tensor_parallel = int(runs[col.TENSOR_PARALLEL].fillna(1).iloc[0]) if col.TENSOR_PARALLEL in runs and len(runs) \
+        else int(r.tensor_parallel or 1)
     judgement = judge(r.slos, runs)
     if judgement.problems:
         raise AdvisorError(judgement.problems[0])
     train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
-        float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw)
+        float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw,
+        tensor_parallel)
     capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len)
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
@@ -166,7 +186,7 @@ def advise(request: AdviceRequest) -> Advice:
     measured_runs = workload_runs(kept, arch.name, r.input_len, r.output_len)   # --exclude-runs: not facts either
     throttled = col.MAX_CONCURRENCY in measured_runs and measured_runs[col.MAX_CONCURRENCY].notna().any()
     advice = predictor_advice(advise_predictors()[r.predictor], r, train, catalog, hw, arch, capacity_tokens,
-                              measured_runs, throttled)
+                              measured_runs, throttled, tensor_parallel, recorded_version(measured_runs, runs))
     rows = candidate_rows(r, advice, measured_runs)
     resolved = advice_limits(r.slos, rows)
     limits = resolved.limits_ms
@@ -178,7 +198,7 @@ def advise(request: AdviceRequest) -> Advice:
     max_model_len = int(np.ceil(r.input_len + r.output_len)) if r.max_model_len is None else int(r.max_model_len)
     memory = plan_kv_memory(arch, hw, recommendation.batch_cap, r.input_len, r.output_len,
                             num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
-                            max_model_len=max_model_len)
+                            max_model_len=max_model_len, tensor_parallel=tensor_parallel)
     served = served_name(r, arch)
     tune = _outlook(r, served, measured_runs, recommendation.batch_cap) if r.plan else None
     return Advice(model=arch.name, input_len=float(r.input_len), output_len=float(r.output_len), n_runs=len(runs),

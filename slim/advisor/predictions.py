@@ -23,6 +23,7 @@ from slim.predictors.contract import predict_slo_metrics
 from slim.sim.constants import load_sim_constants
 from slim.sim.run_cache import SimulationCache
 from slim.sim.schedules import ScheduleKey, keys_of_frame, simulate_schedules
+from slim.sim.vllm_defaults import constants_for_vllm_version, scheduler_release
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E, SloMetric
@@ -66,28 +67,34 @@ def candidate_prompts(request: AdviceRequest, measured_runs: pd.DataFrame) -> np
 
 def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: pd.DataFrame,
                      catalog: ArchitectureCatalog, hw: Hardware, arch: Architecture,
-                     capacity_tokens: float, measured_runs: pd.DataFrame, throttled: bool = False) -> PredictorAdvice:
+                     capacity_tokens: float, measured_runs: pd.DataFrame, throttled: bool = False,
+                     tensor_parallel: int = 1, vllm_version: str | None = None) -> PredictorAdvice:
     """The registered predictor `entry` fitted on `train` (its prior where they cannot fit it), and its
     prediction of the request's workload at every candidate cap: throughput, the in-batch E2E and each
     SLO metric (`slim.predictors.contract.predict_slo_metrics`; under a client that keeps the cap in
     flight where the workload's runs were `throttled` so, else every request at once). A predictor
     that needs simulated schedules (SIM) gets those of the training runs and of each candidate cap
     (cap 1 too, for T(1), at the constants of `sim_constants_file`); the caps above vLLM's token
-    budget are refused."""
+    budget are refused. The candidates run at the runs' `tensor_parallel` size and, where they record
+    it, their `vllm_version`'s scheduler."""
     caps = np.asarray(request.candidate_caps, dtype=float)
     prompts = candidate_prompts(request, measured_runs)
     target = Target(arch.name, request.input_len, request.output_len, capacity_tokens)
     schedules, over_budget = None, ()
     configs = target.at_caps(caps).assign(**{col.NUM_PROMPTS: prompts,
-                                             col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE, col.TENSOR_PARALLEL: 1,
+                                             col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE,
+                                             col.TENSOR_PARALLEL: tensor_parallel,
                                              col.MAX_CONCURRENCY: caps if throttled else np.nan})
+    if vllm_version is not None:
+        configs[col.VLLM_VERSION] = vllm_version
     constants = load_sim_constants(request.sim_constants_file) if entry.needs_schedules else None
     simulations = request.simulations if request.simulations is not None else SimulationCache()
     if constants is not None:
-        budget = constants.max_num_batched_tokens
+        budget = constants_for_vllm_version(constants, vllm_version, hw, int(caps.max())).max_num_batched_tokens
         over_budget = tuple(float(cap) for cap in caps if cap > budget)
         workload = [ScheduleKey(arch.name, int(round(request.input_len)), int(round(request.output_len)), int(cap),
-                                int(n)) for cap, n in zip(caps, prompts) if cap <= budget]
+                                int(n), tensor_parallel, False, scheduler_release(vllm_version))
+                    for cap, n in zip(caps, prompts) if cap <= budget]
         workers = min(4, os.cpu_count() or 1)
         schedules = simulate_schedules([*keys_of_frame(train), *workload], catalog, hw, constants, workers=workers,
                                        cache=simulations)

@@ -145,7 +145,8 @@ def plan_kv_cache(arch: Architecture, hw: Hardware, profile: VllmMemoryProfile, 
 
 @dataclass(frozen=True)
 class KvMemoryPlan:
-    """KV memory of one batch cap against vLLM's default reservation (bytes)."""
+    """KV memory of one batch cap against vLLM's default reservation (bytes, on each of
+    `tensor_parallel` ranks: vLLM sizes every worker's cache alike)."""
 
     model: str
     batch_cap: int
@@ -159,6 +160,7 @@ class KvMemoryPlan:
     activation_overhead_bytes: float
     gpu_memory_utilization_needed: float   # value for --gpu-memory-utilization
     num_gpu_blocks_override: int           # value for --num-gpu-blocks-override
+    tensor_parallel: int = 1               # ranks the weights and KV heads are split over
 
 
 def _check_positive(name: str, value: ArrayLike) -> np.ndarray:
@@ -183,21 +185,29 @@ def blocks_per_sequence(input_len: ArrayLike, output_len: ArrayLike,
     return np.ceil(tokens / block_size)
 
 
+def _kv_bytes_per_token(arch: Architecture, tensor_parallel: int, bytes_per_element: int | None = None) -> int:
+    """KV bytes one token adds on one of `tensor_parallel` ranks (the model's own count at one rank)."""
+    if tensor_parallel == 1:
+        return arch.kv_bytes_per_token(bytes_per_element)
+    return decode_step.kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
+
+
 def kv_bytes_needed(arch: Architecture, batch_cap: ArrayLike, input_len: ArrayLike,
                     output_len: ArrayLike, block_size: int = VLLM_BLOCK_SIZE_TOKENS,
-                    bytes_per_element: int | None = None) -> np.ndarray:
-    """KV bytes for ``B_cap`` concurrent sequences of ``IL + OL`` tokens, block-rounded:
-    ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token`` (``b_kv`` the model's KV dtype
-    unless given); with sliding-window layers ``ceil(B_cap) x kv_bytes_per_sequence(IL + OL)``.
+                    bytes_per_element: int | None = None, tensor_parallel: int = 1) -> np.ndarray:
+    """KV bytes for ``B_cap`` concurrent sequences of ``IL + OL`` tokens on each of ``t`` ranks,
+    block-rounded: ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token_per_rank``
+    (``b_kv`` the model's KV dtype unless given); with sliding-window layers ``ceil(B_cap) x
+    kv_bytes_per_sequence(IL + OL)``.
 
     A cap is a count of sequences, so a fractional (mean) batch is rounded up.
     """
     sequences = np.ceil(_check_positive("batch_cap", batch_cap))
     blocks = blocks_per_sequence(input_len, output_len, block_size)
     if arch.sliding_window is None:
-        return sequences * blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+        return sequences * blocks * block_size * _kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
     tokens = np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float)
-    return sequences * decode_step.kv_bytes_per_sequence(arch, tokens, block_size=block_size,
+    return sequences * decode_step.kv_bytes_per_sequence(arch, tokens, tensor_parallel, block_size=block_size,
                                                          bytes_per_element=bytes_per_element)
 
 
@@ -220,10 +230,11 @@ def _utilization_and_total(hw: Hardware, gpu_memory_utilization: float | None,
 def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
                                  activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
                                  gpu_memory_utilization: float | None = None,
-                                 total_memory_bytes: float | None = None) -> float:
-    """vLLM's default KV reservation as the advisor estimates it without a memory profile:
-    ``gpu_memory_utilization x total - weights - activation overhead`` (`kv_cache_bytes` with
-    the weights as the whole torch peak and the overhead in place of non-torch memory).
+                                 total_memory_bytes: float | None = None, tensor_parallel: int = 1) -> float:
+    """vLLM's default KV reservation as the advisor estimates it without a memory profile, on each
+    of ``t`` ranks: ``gpu_memory_utilization x total - weights / t - activation overhead``
+    (`kv_cache_bytes` with the rank's weights as the whole torch peak and the overhead in place of
+    non-torch memory).
 
     `total_memory_bytes` defaults to ``hw.memory_bytes``; vLLM itself uses the total
     the driver reports, which can be lower (63.43 GiB on the traces' "64 GB" H100).
@@ -231,16 +242,16 @@ def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
     if activation_overhead_bytes < 0:
         raise AdvisorError(f"activation_overhead_bytes must be >= 0, got {activation_overhead_bytes}")
     utilization, total = _utilization_and_total(hw, gpu_memory_utilization, total_memory_bytes)
-    return kv_cache_bytes(total, utilization, weight_bytes(arch), float(activation_overhead_bytes))
+    return kv_cache_bytes(total, utilization, weight_bytes(arch) / tensor_parallel, float(activation_overhead_bytes))
 
 
 def kv_reservation_from_blocks(arch: Architecture, num_gpu_blocks: ArrayLike,
                                block_size: int = VLLM_BLOCK_SIZE_TOKENS,
-                               bytes_per_element: int | None = None) -> np.ndarray:
-    """Reservation reported by a trace: ``num_gpu_blocks x bs x kv_bytes_per_token``."""
+                               bytes_per_element: int | None = None, tensor_parallel: int = 1) -> np.ndarray:
+    """Reservation reported by a trace, per rank: ``num_gpu_blocks x bs x kv_bytes_per_token_per_rank``."""
     block_size = _check_block_size(block_size)
     blocks = _check_positive("num_gpu_blocks", num_gpu_blocks)
-    return blocks * block_size * arch.kv_bytes_per_token(bytes_per_element)
+    return blocks * block_size * _kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
 
 
 def implied_activation_overhead_bytes(arch: Architecture, hw: Hardware, num_gpu_blocks: ArrayLike,
@@ -256,11 +267,11 @@ def implied_activation_overhead_bytes(arch: Architecture, hw: Hardware, num_gpu_
 
 def gpu_memory_utilization_for(arch: Architecture, hw: Hardware, kv_bytes: float,
                                activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
-                               total_memory_bytes: float | None = None) -> float:
-    """``--gpu-memory-utilization`` that leaves exactly `kv_bytes` of KV cache:
-    ``(kv_bytes + weights + overhead) / total``. Above 1 means it cannot fit."""
+                               total_memory_bytes: float | None = None, tensor_parallel: int = 1) -> float:
+    """``--gpu-memory-utilization`` that leaves exactly `kv_bytes` of KV cache on each rank:
+    ``(kv_bytes + weights / t + overhead) / total``. Above 1 means it cannot fit."""
     total = float(hw.memory_bytes if total_memory_bytes is None else total_memory_bytes)
-    return (float(kv_bytes) + weight_bytes(arch) + float(activation_overhead_bytes)) / total
+    return (float(kv_bytes) + weight_bytes(arch) / tensor_parallel + float(activation_overhead_bytes)) / total
 
 
 def num_gpu_blocks_override_for(batch_cap: float, input_len: float, output_len: float,
@@ -322,19 +333,24 @@ def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len
                    activation_overhead_bytes: float = DEFAULT_ACTIVATION_OVERHEAD_BYTES,
                    block_size: int = VLLM_BLOCK_SIZE_TOKENS,
                    total_memory_bytes: float | None = None,
-                   max_model_len: int | None = None) -> KvMemoryPlan:
-    """Needed vs reserved KV memory for one cap, and the flags that reserve only the need.
+                   max_model_len: int | None = None, tensor_parallel: int = 1) -> KvMemoryPlan:
+    """Needed vs reserved KV memory for one cap on each of ``t`` tensor-parallel ranks, and the
+    flags that reserve only the need (every figure is one rank's: vLLM splits the weights and the
+    KV heads over the ranks and sizes each worker's cache alike).
 
-    The reservation is ``num_gpu_blocks x bs x kv_bytes_per_token`` when the trace
+    The reservation is ``num_gpu_blocks x bs x kv_bytes_per_token_per_rank`` when the trace
     reports `num_gpu_blocks`, else `default_kv_reservation_bytes`. Memory saved can be
     negative: the cap needs more KV than the default reservation holds.
     """
-    needed = float(kv_bytes_needed(arch, batch_cap, input_len, output_len, block_size))
+    needed = float(kv_bytes_needed(arch, batch_cap, input_len, output_len, block_size,
+                                   tensor_parallel=tensor_parallel))
     if num_gpu_blocks is None:
         reservation = default_kv_reservation_bytes(arch, hw, activation_overhead_bytes,
-                                                   total_memory_bytes=total_memory_bytes)
+                                                   total_memory_bytes=total_memory_bytes,
+                                                   tensor_parallel=tensor_parallel)
     else:
-        reservation = float(kv_reservation_from_blocks(arch, num_gpu_blocks, block_size))
+        reservation = float(kv_reservation_from_blocks(arch, num_gpu_blocks, block_size,
+                                                       tensor_parallel=tensor_parallel))
     return KvMemoryPlan(
         model=arch.name,
         batch_cap=int(np.ceil(batch_cap)),
@@ -344,12 +360,13 @@ def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len
         kv_bytes_needed=needed,
         kv_reservation_bytes=reservation,
         memory_saved_bytes=reservation - needed,
-        weight_bytes=weight_bytes(arch),
+        weight_bytes=weight_bytes(arch) / tensor_parallel,
         activation_overhead_bytes=float(activation_overhead_bytes),
         gpu_memory_utilization_needed=gpu_memory_utilization_for(
-            arch, hw, needed, activation_overhead_bytes, total_memory_bytes),
+            arch, hw, needed, activation_overhead_bytes, total_memory_bytes, tensor_parallel),
         num_gpu_blocks_override=num_gpu_blocks_override_for(
             batch_cap, input_len, output_len, block_size, max_model_len),
+        tensor_parallel=int(tensor_parallel),
     )
 
 
@@ -358,10 +375,13 @@ def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_le
     return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
 
 
-def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware) -> tuple[float, str]:
+def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware,
+                                  tensor_parallel: int = 1) -> tuple[float, str]:
     """``(KV capacity in tokens, where it came from)``: what the server recorded (a cache config or
     its log), else, for traces that record none, vLLM's default reservation as
-    `slim.gpu.kv_memory.default_kv_reservation_bytes` estimates it for `arch` on `hw`."""
+    `slim.gpu.kv_memory.default_kv_reservation_bytes` estimates it for `arch` on `hw` at
+    `tensor_parallel` ranks (every rank holds every token's share of the KV heads)."""
     if np.isfinite(recorded_tokens) and recorded_tokens > 0:
         return float(recorded_tokens), "traces"
-    return default_kv_reservation_bytes(arch, hw) / arch.kv_bytes_per_token(), "default reservation"
+    return (default_kv_reservation_bytes(arch, hw, tensor_parallel=tensor_parallel)
+            / _kv_bytes_per_token(arch, tensor_parallel), "default reservation")

@@ -95,8 +95,10 @@ def skipped_runs(report: pd.DataFrame) -> tuple[SkippedRun, ...]:
                  for _, run in report[~report["kept"].astype(bool)].iterrows())
 
 
-def single_tensor_parallel_degree(usable: pd.DataFrame) -> tuple[pd.DataFrame, tuple[int, ...]]:
-    """The usable runs at their smallest tensor-parallel degree, and the other degrees left out.
+def single_tensor_parallel_degree(usable: pd.DataFrame,
+                                  degree: int | None = None) -> tuple[pd.DataFrame, tuple[int, ...]]:
+    """The usable runs at tensor-parallel `degree` (None: their smallest), and the other degrees
+    left out.
 
     SLIM (Eqs. 5-12) has no tensor-parallel term and the KV memory plan is one GPU's, so one fit
     must not mix degrees: runs at TP 2 or 4 would read as faster runs of the same configuration.
@@ -104,6 +106,6 @@ def single_tensor_parallel_degree(usable: pd.DataFrame) -> tuple[pd.DataFrame, t
     if col.TENSOR_PARALLEL not in usable:
         return usable, ()
     degrees = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
-    chosen = int(degrees.min())
+    chosen = int(degrees.min()) if degree is None else int(degree)
     others = tuple(sorted(int(d) for d in degrees.unique() if d != chosen))
     return usable[degrees == chosen].reset_index(drop=True), others

@@ -114,7 +114,7 @@ def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan
               else pd.Series(dtype=float))
     return plan_kv_memory(arch, plan.hardware, cap, spec.input_len, spec.output_len,
                           num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
-                          max_model_len=spec.input_len + spec.output_len)
+                          max_model_len=spec.input_len + spec.output_len, tensor_parallel=plan.request.tensor_parallel)
 
 
 def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
