@@ -107,3 +107,14 @@ def test_the_predictions_are_the_same_twice(sweep_predictions):
     again = curve_predictions(subset, catalog, hardware, consts)
     pd.testing.assert_frame_equal(again.reset_index(drop=True),
                                   predictions[predictions[col.MODEL] == "minimax-m2.5"].reset_index(drop=True))
+
+
+def test_the_goal_verdicts_per_model():
+    from slim.paper.beyond_paper import goal_verdicts
+
+    curves = curve_accuracy(_curve([10.0, 12.0, 15.0, 20.0, 30.0], [11.0, 12.0, 16.5, 22.0, 33.0]))
+    (row,) = goal_verdicts(model_accuracy(curves)).to_dict("records")
+    assert row["zero_shot_mape <= 15%"] == "met" and row["calibrated_mape <= 5%"] == "met"
+    three = curve_accuracy(_curve([10.0, 12.0, 15.0], [20.0, 24.0, 30.0]))
+    (row,) = goal_verdicts(model_accuracy(three)).to_dict("records")
+    assert row["zero_shot_mape <= 15%"] == "missed" and row["calibrated_mape <= 5%"] == "n/a"

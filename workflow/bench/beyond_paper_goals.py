@@ -1,0 +1,38 @@
+"""The accuracy goals beyond the paper: `python workflow/bench/beyond_paper_goals.py [accuracy.csv]`.
+
+Reads the per-model accuracy (default results/beyond_paper/accuracy.csv, built by
+`snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml`) and
+prints, per accelerator and model, the simulator's TPOT MAPE zero-shot and calibrated on three runs
+per curve against the goals (15% and 5%; `slim.paper.beyond_paper.GOALS`). A measurement, not a
+test: it exits 0 whatever it finds, and says how many goals are met.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from slim.paper.beyond_paper import GOALS, goal_verdicts  # noqa: E402
+
+
+def main(path: Path) -> int:
+    if not path.is_file():
+        print(f"{path} does not exist; build it with: snakemake --cores 2 beyond_paper "
+              "--configfile config/config.yaml config/beyond_paper.yaml", file=sys.stderr)
+        return 1
+    verdicts = goal_verdicts(pd.read_csv(path))
+    print(verdicts.to_string(index=False, float_format=lambda value: f"{value:.1f}"))
+    columns = [f"{key} <= {goal:g}%" for key, goal in GOALS.items()]
+    met = int((verdicts[columns] == "met").to_numpy().sum())
+    scored = int((verdicts[columns] != "n/a").to_numpy().sum())
+    print(f"{met} of {scored} TPOT goals met ({len(verdicts)} models; n/a: no run left once three calibrate)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "results/beyond_paper/accuracy.csv"))
