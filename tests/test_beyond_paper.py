@@ -34,8 +34,10 @@ def _curve(measured: list[float], predicted: list[float], status: list[str] | No
                          col.INPUT_LEN_NOMINAL: 1024, col.OUTPUT_LEN_NOMINAL: 128,
                          col.BENCHMARK_MODE: "online", "in_flight": [4 * 2**i for i in range(n)],
                          "measured_mean_tpot_ms": measured, "zero_shot_mean_tpot_ms": predicted,
+                         "shipped_mean_tpot_ms": [2 * value for value in predicted],
                          "measured_mean_ttft_ms": np.nan, "zero_shot_mean_ttft_ms": np.nan,
-                         "measured_total_token_throughput": np.nan, "zero_shot_total_token_throughput": np.nan,
+                         "shipped_mean_ttft_ms": np.nan, "measured_total_token_throughput": np.nan,
+                         "zero_shot_total_token_throughput": np.nan, "shipped_total_token_throughput": np.nan,
                          "sim_status": status or ["ok"] * n})
 
 
@@ -64,8 +66,10 @@ def test_a_run_the_simulator_cannot_start_is_counted_but_not_scored():
 def test_the_summary_says_which_goal_is_met():
     curves = curve_accuracy(_curve([10.0, 12.0, 15.0, 20.0, 30.0], [12.0, 12.0, 18.0, 24.0, 36.0]))
     text = accuracy_markdown(model_accuracy(curves), ["mine (real)"])
-    assert "| h | m | mean_tpot_ms | 1 | 5 | 16.0 | 8.3 | missed / missed |" in text
-    assert "mine (real)" in text
+    # The shipped constants' predictions are twice the zero-shot ones here: 10, 12, 15, 20, 30 against 24, ...
+    assert "| h | m | mean_tpot_ms | 1 | 5 | 132.0 | 16.0 | 8.3 | missed / missed |" in text
+    assert "mine (real)" in text and "Left without" not in text
+    assert "- a note" in accuracy_markdown(model_accuracy(curves), ["mine (real)"], ["a note"])
 
 
 def test_an_unrecorded_version_runs_the_named_release_and_dp_runs_carry_every_request():
@@ -93,8 +97,9 @@ def test_every_usable_run_of_the_sweep_is_predicted(sweep_predictions):
     usable, predictions, _ = sweep_predictions
     assert len(predictions) == len(usable) == 222
     assert (predictions["sim_status"] == "ok").all()
-    assert predictions[[f"zero_shot_{m}" for m in ("mean_tpot_ms", "mean_ttft_ms", "total_token_throughput")]] \
+    assert predictions[[f"shipped_{m}" for m in ("mean_tpot_ms", "mean_ttft_ms", "total_token_throughput")]] \
         .gt(0).all().all()
+    assert predictions["zero_shot_mean_tpot_ms"].isna().all()     # no other-model constants were given
     models = model_accuracy(curve_accuracy(predictions))
     assert set(models[col.MODEL]) == {"qwen3-32b", "qwen3-32b-fp8", "llama-3.1-70b-fp8", "gpt-oss-120b",
                                       "minimax-m2.5"}
@@ -118,3 +123,16 @@ def test_the_goal_verdicts_per_model():
     three = curve_accuracy(_curve([10.0, 12.0, 15.0], [20.0, 24.0, 30.0]))
     (row,) = goal_verdicts(model_accuracy(three)).to_dict("records")
     assert row["zero_shot_mape <= 15%"] == "missed" and row["calibrated_mape <= 5%"] == "n/a"
+
+
+@pytest.mark.integration
+def test_zero_shot_constants_leave_the_model_out(sweep_predictions):
+    usable, _, (catalog, hardware, consts) = sweep_predictions
+    from slim.paper.beyond_paper import other_models_constants
+
+    subset = usable[usable[col.MODEL].isin(["minimax-m2.5", "llama-3.1-70b-fp8"])]
+    constants, notes = other_models_constants(subset, catalog, hardware, consts, ["minimax-m2.5"])
+    assert list(constants) == [("h100-sxm-80gb", "minimax-m2.5")] and notes == []
+    assert constants[("h100-sxm-80gb", "minimax-m2.5")] != consts        # fitted on Llama's runs alone
+    alone, notes = other_models_constants(subset[subset[col.MODEL] == "minimax-m2.5"], catalog, hardware, consts)
+    assert alone == {} and "no zero-shot constants" in notes[0]

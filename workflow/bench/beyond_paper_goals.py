@@ -2,7 +2,8 @@
 
 Reads the per-model accuracy (default results/beyond_paper/accuracy.csv, built by
 `snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml`) and
-prints, per accelerator and model, the simulator's TPOT MAPE zero-shot and calibrated on three runs
+prints, per accelerator and model, the simulator's TPOT MAPE zero-shot (constants calibrated on the
+accelerator's other models) and calibrated on three runs
 per curve against the goals (15% and 5%; `slim.paper.beyond_paper.GOALS`). A measurement, not a
 test: it exits 0 whatever it finds, and says how many goals are met.
 """
