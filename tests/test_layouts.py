@@ -9,14 +9,16 @@ from types import SimpleNamespace
 import pytest
 
 from slim import cli
-from slim.advisor.layouts import LayoutAdvice, LayoutOutcome
+from slim.advisor.layouts import LayoutAdvice, LayoutOutcome, layout_lines
 
 
 def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
     if throughput is None:
         return LayoutOutcome(tensor_parallel, None, "no cap meets the SLOs")
     recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
-    return LayoutOutcome(tensor_parallel, SimpleNamespace(recommendation=recommendation))
+    return LayoutOutcome(tensor_parallel, SimpleNamespace(
+        recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
+        max_model_len=2048, served_model="m"))
 
 
 def test_the_deployment_on_gpus_and_for_a_request_rate():
@@ -31,6 +33,7 @@ def test_the_deployment_on_gpus_and_for_a_request_rate():
     assert (for_rate.replicas, for_rate.gpus_needed) == (6, 12)
     assert for_rate.headroom == pytest.approx(6 * 4000 / 2048 / 10 - 1)
     assert LayoutAdvice((_outcome(2, None),), None, 8, None, 2048.0).replicas is None
+    assert "more than the 8 GPUs available" in layout_lines(LayoutAdvice((tp2,), tp2, 8, 10.0, 2048.0))[-2]
 
 
 @pytest.fixture(scope="module")

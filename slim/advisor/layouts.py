@@ -131,9 +131,11 @@ def layout_lines(advice: LayoutAdvice) -> list[str]:
     replicas, chosen = advice.replicas, advice.chosen
     lines.append("")
     if advice.request_rate is not None:
+        short = (f"; more than the {advice.gpus} GPUs available" if advice.gpus is not None
+                 and advice.gpus_needed > advice.gpus else "")
         lines.append(f"For {advice.request_rate:g} requests/s: {replicas} replica(s) x TP {chosen.tensor_parallel} = "
                      f"{advice.gpus_needed} GPUs, each replica serving {advice.requests_per_replica:.2f} requests/s "
-                     f"(headroom {100 * advice.headroom:.0f}%; independent replicas behind a load balancer)")
+                     f"(headroom {100 * advice.headroom:.0f}%; independent replicas behind a load balancer{short})")
     elif replicas is not None:
         lines.append(f"On {advice.gpus} GPUs: {replicas} replica(s) x TP {chosen.tensor_parallel} "
                      f"({replicas * chosen.tensor_parallel} GPUs used)")
