@@ -135,26 +135,51 @@ class Scheduler:
         for r in list(self.running):
             if r not in self.running or r in self.prefilling or self._decode_phase(self.requests[r]) != phase_now:
                 continue
-            while self.num_blocks - self.used_blocks < 1:
-                victim = next(reversed(self.running))
-                self._preempt(victim, step, now_s)
-                preempted.append(victim)
-                if victim == r:
-                    break
+            self._preempt_for(r, 1, step, now_s, preempted)
             if r in self.running:
                 self.used_blocks += 1
         return preempted
+
+    def _preempt_for(self, r: int, blocks: int, step: int, now_s: float, preempted: list[int]) -> bool:
+        """Preempt from the youngest running request until `blocks` blocks are free, appending each
+        victim to `preempted`; False when ``r`` itself had to go."""
+        while self.num_blocks - self.used_blocks < blocks:
+            victim = next(reversed(self.running))
+            self._preempt(victim, step, now_s)
+            preempted.append(victim)
+            if victim == r:
+                return False
+        return True
+
+    def _reserve_decode_blocks(self, step: int, now_s: float) -> list[int]:
+        """The blocks this step's decodes start, preempting the youngest where none is free; the
+        requests preempted."""
+        need = self.block_demand_by_phase[step % self.block_size]
+        if need > self.num_blocks - self.used_blocks:
+            return self._allocate_decode_blocks_with_preemption(step, now_s)
+        self.used_blocks += need
+        return []
+
+    def _batch(self, n_decode: int, chunks: list[tuple[int, int]], budget: int,
+               preempted: list[int]) -> ScheduledBatch:
+        """The step's batch: `n_decode` decodes and the prompt `chunks` (request, tokens) within the
+        budget left; the `preempted` requests go back to the front of the queue."""
+        if preempted:
+            self.waiting.extendleft(preempted)
+        pairs = 0
+        finishing = 0
+        for r, c in chunks:
+            done = self.requests[r].prefilled
+            pairs += c * (2 * done + c + 1) // 2
+            if done + c == self.requests[r].prompt_len:
+                finishing += 1
+        return ScheduledBatch(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
 
     # -- one step -----------------------------------------------------------------------------
     def schedule(self, step: int, now_s: float) -> ScheduledBatch:
         """Rules 1-3: blocks for every decode (preempting the youngest when none is free), the
         next chunks of running prefills, then FCFS admission while budget and blocks last."""
-        need = self.block_demand_by_phase[step % self.block_size]
-        preempted: list[int] = []
-        if need > self.num_blocks - self.used_blocks:
-            preempted = self._allocate_decode_blocks_with_preemption(step, now_s)
-        else:
-            self.used_blocks += need
+        preempted = self._reserve_decode_blocks(step, now_s)
         n_decode = self.n_decoding
         budget = self.token_budget - n_decode
         requests = self.requests
@@ -184,16 +209,7 @@ class Scheduler:
             c = min(request.prompt_len, budget)
             chunks.append((r, c))
             budget -= c
-        if preempted:
-            waiting.extendleft(preempted)
-        pairs = 0
-        finishing = 0
-        for r, c in chunks:
-            done = requests[r].prefilled
-            pairs += c * (2 * done + c + 1) // 2
-            if done + c == requests[r].prompt_len:
-                finishing += 1
-        return ScheduledBatch(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
+        return self._batch(n_decode, chunks, budget, preempted)
 
     def end_prefill(self, r: int, step: int) -> bool:
         """``r``'s prompt is computed and its next token was sampled in `step` (rule 4): it

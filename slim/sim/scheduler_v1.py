@@ -66,17 +66,6 @@ class SchedulerV1(Scheduler):
             self.used_blocks -= self._blocks_of(request.prefilled) - self._blocks_of(request.prompt_len)
         super()._preempt(r, step, now_s)
 
-    def _preempt_for(self, r: int, blocks: int, step: int, now_s: float, preempted: list[int]) -> bool:
-        """Preempt from the youngest running request until `blocks` blocks are free; False when
-        ``r`` itself had to go."""
-        while self.num_blocks - self.used_blocks < blocks:
-            victim = next(reversed(self.running))
-            self._preempt(victim, step, now_s)
-            preempted.append(victim)
-            if victim == r:
-                return False
-        return True
-
     # -- one step -----------------------------------------------------------------------------
     def schedule(self, step: int, now_s: float) -> ScheduledBatch:
         """Rules 1-3 of the module docstring; with async scheduling, the requests that finished
@@ -89,12 +78,7 @@ class SchedulerV1(Scheduler):
         return batch
 
     def _schedule(self, step: int, now_s: float) -> ScheduledBatch:
-        need = self.block_demand_by_phase[step % self.block_size]
-        preempted: list[int] = []
-        if need > self.num_blocks - self.used_blocks:
-            preempted = self._allocate_decode_blocks_with_preemption(step, now_s)
-        else:
-            self.used_blocks += need
+        preempted = self._reserve_decode_blocks(step, now_s)
         n_decode = self.n_decoding
         budget = self.token_budget - n_decode
         requests = self.requests
@@ -127,16 +111,7 @@ class SchedulerV1(Scheduler):
             self.prefilling[r] = None
             chunks.append((r, c))
             budget -= c
-        if preempted:
-            waiting.extendleft(preempted)
-        pairs = 0
-        finishing = 0
-        for r, c in chunks:
-            done = requests[r].prefilled
-            pairs += c * (2 * done + c + 1) // 2
-            if done + c == requests[r].prompt_len:
-                finishing += 1
-        return ScheduledBatch(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
+        return self._batch(n_decode, chunks, budget, preempted)
 
     # -- the end of a request -------------------------------------------------------------------
     def end_prefill(self, r: int, step: int) -> bool:
