@@ -44,6 +44,7 @@ from slim.tune.cli import (
     EXIT_OPEN,
     HARDWARE_FILE_HELP,
     MODELS_FILE_HELP,
+    add_serving_arguments,
     add_slo_arguments,
     add_tune_parser,
     hardware_help,
@@ -225,12 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help=HARDWARE_FILE_HELP)
     advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_CAPS,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
-    advise_parser.add_argument("--quantization", default=None, metavar="METHOD",
-                               help="vLLM --quantization the server applies to the checkpoint (fp8 on a 16-bit "
-                                    "one); sizes the weights and the GEMMs' peak (default: served as published)")
-    advise_parser.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
-                               help="vLLM --kv-cache-dtype of the server (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, "
-                                    "float16; default auto: the checkpoint's own)")
+    add_serving_arguments(advise_parser)
     advise_parser.add_argument("--tensor-parallel-size", type=_positive_int, default=None, metavar="T",
                                help="advise for the runs at this vLLM --tensor-parallel-size (default: the "
                                     "smallest the traces hold); the memory plan is each rank's")

@@ -67,6 +67,16 @@ HARDWARE_FILE_HELP = ("GPUs to add to the catalog shipped with slim (slim/specs/
                       "(format in config/README.md)")
 
 
+def add_serving_arguments(parser: argparse.ArgumentParser, server: str = "the server") -> None:
+    """vLLM's ``--quantization`` and ``--kv-cache-dtype``, as `server` runs them (advise and tune)."""
+    parser.add_argument("--quantization", default=None, metavar="METHOD",
+                        help=f"vLLM --quantization of {server}, applied to the checkpoint (fp8 on a 16-bit one); sizes "
+                             "the weights and the GEMMs' peak (default: served as published)")
+    parser.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
+                        help=f"vLLM --kv-cache-dtype of {server} (auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, "
+                             "float16; default auto: the checkpoint's own)")
+
+
 def hardware_help(ran_on: str = "the runs ran on") -> str:
     """--hardware's help, naming the keys of the shipped catalog."""
     from slim.errors import SlimError
@@ -193,12 +203,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                       help="ignore every recorded failed attempt: its cap may be proposed (and, with --run, run) again")
     tune.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
     tune.add_argument("--hardware-file", type=Path, default=HARDWARE_FILE, metavar="YAML", help=HARDWARE_FILE_HELP)
-    tune.add_argument("--quantization", default=None, metavar="METHOD",
-                      help="vLLM --quantization the servers apply to the checkpoint (fp8 on a 16-bit one); sizes "
-                           "the weights and the GEMMs' peak (default: served as published)")
-    tune.add_argument("--kv-cache-dtype", default=None, metavar="DTYPE",
-                      help="vLLM --kv-cache-dtype of the servers; the commands printed pass it (auto, fp8, "
-                           "fp8_e4m3, fp8_e5m2, bfloat16, float16; default auto: the checkpoint's own)")
+    add_serving_arguments(tune, "the servers (the commands printed pass it)")
     tune.add_argument("--sim-constants", type=Path, default=SIM_CONSTANTS_FILE, metavar="YAML",
                       help="the simulator's constants file, for the SIM prior (as slim advise --sim-constants)")
     tune.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
