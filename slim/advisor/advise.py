@@ -18,7 +18,6 @@ picks the full-profile cap is measured by the advisor study (`table_advisors.md`
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
 from slim.predictors import advise_predictors
+from slim.sim.vllm_defaults import is_vllm_version
 from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
@@ -106,7 +106,7 @@ def recorded_version(measured_runs: pd.DataFrame, runs: pd.DataFrame) -> str | N
         if col.VLLM_VERSION not in frame:
             continue
         versions = frame[col.VLLM_VERSION].dropna().astype(str)
-        versions = versions[versions.map(lambda v: bool(re.match(r"^\s*v?\d+\.\d+", v)))]
+        versions = versions[versions.map(is_vllm_version)]
         if len(versions):
             return str(versions.value_counts().sort_index().idxmax())
     return None

@@ -111,6 +111,11 @@ SCHEDULER_RELEASES = ((0, 6, 5), (0, 8, 0), (0, 8, 5), (0, 9, 0), (0, 10, 1), (0
 their scheduler rules and defaults."""
 
 
+def is_vllm_version(version: str) -> bool:
+    """Whether `parse_vllm_version` reads `version`."""
+    return _VERSION.match(str(version)) is not None
+
+
 def scheduler_release(version: str | None) -> str:
     """The first release whose scheduler `version` runs ("0.12.0" for "0.13.1"), or "" for an unknown
     version and for a release before 0.6.5, which runs the constants' own V0 scheduler."""
