@@ -41,8 +41,6 @@ CROSS_ACCELERATOR_ARTEFACTS = (
 )
 ACCELERATORS_COMMAND = "snakemake --cores 2 accelerators --configfile config/config.yaml config/accelerators.yaml"
 BEYOND_PAPER_COMMAND = "snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml"
-BEYOND_PAPER_ARTEFACTS = ("results/beyond_paper/predictions.csv", "results/beyond_paper/curves.csv",
-                          "results/beyond_paper/accuracy.csv", "results/beyond_paper/accuracy.md")
 _NOT_IN_RULE_NAMES = re.compile(r"\W")
 
 

@@ -100,8 +100,9 @@ def single_tensor_parallel_degree(usable: pd.DataFrame,
     """The usable runs at tensor-parallel `degree` (None: their smallest), and the other degrees
     left out.
 
-    SLIM (Eqs. 5-12) has no tensor-parallel term and the KV memory plan is one GPU's, so one fit
-    must not mix degrees: runs at TP 2 or 4 would read as faster runs of the same configuration.
+    A fit and a memory plan hold for one degree (the paper's Eqs. 5-12 have no tensor-parallel
+    term, and the plan is each rank's at one size), so one fit must not mix degrees: runs at TP 2
+    or 4 would read as faster runs of the same configuration.
     Runs that record no degree count as TP 1 (`columns.TENSOR_PARALLEL`)."""
     if col.TENSOR_PARALLEL not in usable:
         return usable, ()
