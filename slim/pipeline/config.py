@@ -183,11 +183,30 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
             if model not in catalog:
                 raise ConfigError(f"beyond_paper.datasets.{name}[{position}] = '{model}' is not a model the "
                                   "models file describes")
+    _check_layout_replay(config.get("beyond_paper", {}))
     if config.get("characterisation"):
         if "simulator" not in config:
             raise ConfigError("characterisation (Figs. 3-6) is modelled with the simulator's constants: "
                               "add the `simulator` section or remove `characterisation`")
         resolve_characterisation(parse_characterisation_config(config["characterisation"]), catalog, hardware)
+
+
+def _check_layout_replay(section: dict[str, Any]) -> None:
+    """beyond_paper.layout_replay: each dataset is one the accuracy beyond the paper scores (its
+    zero-shot predictions are the replay's prior), each SLO text parses as `--slo` would."""
+    from slim.errors import SlimError
+    from slim.specs.slo import SloBound
+
+    for name, kinds in section.get("layout_replay", {}).get("slo_kinds", {}).items():
+        if name not in section.get("datasets", {}):
+            raise ConfigError(f"beyond_paper.layout_replay.slo_kinds.{name}: '{name}' is not in "
+                              "beyond_paper.datasets (the replay's prior is that accuracy's zero-shot prediction)")
+        for kind, texts in kinds.items():
+            for text in texts:
+                try:
+                    SloBound.parse(text)
+                except SlimError as error:
+                    raise ConfigError(f"beyond_paper.layout_replay.slo_kinds.{name}.{kind}: {error}") from None
 
 
 def _check_trace_dir(key: str, entry: dict[str, Any], trace_dir: Path, layout: TableLayout) -> None:

@@ -436,6 +436,24 @@ class Plan:
         """`pattern` (with {name}) for each dataset the accuracy beyond the paper scores."""
         return [pattern.format(name=name) for name in self.beyond_paper_datasets()]
 
+    def layout_replay_datasets(self) -> list[str]:
+        """The datasets of config beyond_paper.layout_replay.slo_kinds this run builds (those of the
+        accuracy beyond the paper: the replay's prior is its zero-shot prediction)."""
+        listed = self.config.get("beyond_paper", {}).get("layout_replay", {}).get("slo_kinds", {})
+        return [name for name in listed if name in self.beyond_paper_datasets()]
+
+    def layout_replay_files(self, pattern: str) -> list[str]:
+        return [pattern.format(name=name) for name in self.layout_replay_datasets()]
+
+    def layout_replay_options(self) -> dict:
+        """The layout replay's settings: its SLO kinds and seeds, and the tuning replay's confidence,
+        tolerance and margin (config `tuning`) with tune's default efficiency floor."""
+        from slim.defaults import DEFAULT_EPSILON
+
+        replay, tuning = self.config["beyond_paper"]["layout_replay"], self.config["tuning"]
+        return {"slo_kinds": replay["slo_kinds"], "seeds": int(replay["seeds"]), "epsilon": DEFAULT_EPSILON,
+                "confidence": tuning["confidence"], "tolerance": tuning["tolerance"], "margin": tuning["margin"]}
+
     # The tuning replay (rules in tuning.smk): every dataset with an advisor config.
 
     def tuning_files(self, pattern: str) -> list[str]:

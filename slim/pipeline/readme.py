@@ -25,13 +25,14 @@ GENERATED_SECTIONS: dict[Path, dict[str, Path]] = {
     RESULTS_PAGE: {"results": Path("results/readme_results.md"),
                    "accelerators": Path("results/accelerators/cross_accelerator.md"),
                    "beyond_paper": Path("results/beyond_paper/accuracy.md"),
+                   "layout_replay": Path("results/beyond_paper/layout_replay.md"),
                    "tuning": Path("results/tuning/summary.md")},
 }
 """Document -> section name -> the generated file copied into it."""
 
-OPTIONAL_SECTIONS = frozenset({"accelerators", "beyond_paper", "tuning"})
+OPTIONAL_SECTIONS = frozenset({"accelerators", "beyond_paper", "layout_replay", "tuning"})
 """Sections whose file only some builds write (the cross-accelerator table: target `accelerators`;
-the accuracy beyond the paper: target `beyond_paper` with config/beyond_paper.yaml;
+the accuracy beyond the paper and the layout replay: target `beyond_paper` with config/beyond_paper.yaml;
 the tuning replay: target `tuning`; both with config/accelerators.yaml for every accelerator);
 where it is absent, the section stays as it was."""
 

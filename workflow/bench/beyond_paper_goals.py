@@ -1,11 +1,13 @@
-"""The accuracy goals beyond the paper: `python workflow/bench/beyond_paper_goals.py [accuracy.csv]`.
+"""The goals beyond the paper: `python workflow/bench/beyond_paper_goals.py [accuracy.csv]`.
 
 Reads the per-model accuracy (default results/beyond_paper/accuracy.csv, built by
 `snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml`) and
 prints, per accelerator and model, the simulator's TPOT MAPE zero-shot (constants calibrated on the
 accelerator's other models) and calibrated on three runs
-per curve against the goals (15% and 5%; `slim.paper.beyond_paper.GOALS`). A measurement, not a
-test: it exits 0 whatever it finds, and says how many goals are met.
+per curve against the goals (15% and 5%; `slim.paper.beyond_paper.GOALS`); then the layout
+replay's goals beside it (layout_goals.csv: regret per GPU, GPU time against the bisection per layout
+and the exhaustive sweep, and tune's per-layout cap decisions; `slim.paper.replay.layout_summary`).
+A measurement, not a test: it exits 0 whatever it finds, and says how many goals are met.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def main(path: Path) -> int:
     met = int((verdicts[columns] == "met").to_numpy().sum())
     scored = int((verdicts[columns] != "n/a").to_numpy().sum())
     print(f"{met} of {scored} TPOT goals met ({len(verdicts)} models; n/a: no run left once three calibrate)")
+    layouts = path.with_name("layout_goals.csv")
+    if layouts.is_file():
+        goals = pd.read_csv(layouts)
+        print()
+        print(goals.to_string(index=False))
+        print(f"{int(goals['met'].sum())} of {len(goals)} layout replay goals met")
+    else:
+        print(f"{layouts} does not exist: the layout replay's goals were not built")
     return 0
 
 

@@ -36,7 +36,40 @@ rule beyond_paper_accuracy:
         "../scripts/beyond_paper_accuracy.py"
 
 
+# The layout decision replayed on the datasets of config beyond_paper.layout_replay (slim.paper.replay.layouts):
+# every way of searching (layout, cap) against the exhaustive sweep, tune's prior the accuracy rule's
+# zero-shot predictions.
+rule layout_replay:
+    input:
+        clean=lambda wildcards: PLAN.layout_replay_files("results/{name}/clean.parquet"),
+        predictions=rules.beyond_paper_accuracy.output.predictions,
+        models=config["models_file"],
+        hardware=config["hardware_file"],
+    output:
+        layouts="results/beyond_paper/layout_replay.csv",
+        caps="results/beyond_paper/layout_cap_replay.csv",
+        goals="results/beyond_paper/layout_goals.csv",
+        summary="results/beyond_paper/layout_replay.md",
+    params:
+        datasets=lambda wildcards: list(PLAN.layout_replay_datasets()),
+        labels=lambda wildcards: [PLAN.datasets[name].label for name in PLAN.layout_replay_datasets()],
+        options=lambda wildcards: PLAN.layout_replay_options(),
+    log:
+        "logs/beyond_paper/layout_replay.log",
+    benchmark:
+        "benchmarks/beyond_paper/layout_replay.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/layout_replay.py"
+
+
 rule beyond_paper:
     input:
         lambda wildcards: PLAN.beyond_paper_files("results/{name}/cleaning_report.md"),
         rules.beyond_paper_accuracy.output,
+        rules.layout_replay.output,

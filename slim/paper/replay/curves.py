@@ -123,9 +123,12 @@ class ReplayCurve:
         return by_cap
 
     def run_gpu_seconds(self, cap: float) -> float:
-        """One run's recorded GPU time at `cap`: its duration times its GPUs."""
-        return self.recorded(cap, col.DURATION_S) * float(np.nan_to_num(self.recorded(cap, col.TENSOR_PARALLEL),
-                                                                        nan=1.0))
+        """One run's recorded GPU time at `cap`: its duration times the GPUs its server uses
+        (``gpus_per_server``, else its tensor-parallel size, else one)."""
+        gpus = self.recorded(cap, col.GPUS_PER_SERVER)
+        if not np.isfinite(gpus):
+            gpus = float(np.nan_to_num(self.recorded(cap, col.TENSOR_PARALLEL), nan=1.0))
+        return self.recorded(cap, col.DURATION_S) * gpus
 
     def gpu_seconds(self, caps) -> float:
         """The GPU time charged for measuring `caps`, repeats included (the reference run is free)."""

@@ -22,7 +22,7 @@ from slim.predictors import TrainingRuns, tune_predictors
 from slim.sim.run_cache import SimulationCache
 from slim.specs.hardware import Hardware
 from slim.specs.slo import SloMetric
-from slim.tune.belief import PriorPrediction, PriorPredictor, prior_prediction
+from slim.tune.belief import PriorPrediction, PriorPredictor, is_static_batch, prior_prediction
 
 
 def tune_policy(name: str) -> str:
@@ -219,3 +219,95 @@ def adversarial_priors(prior: ReplayPrior, hw: Hardware) -> dict[str, ReplayPrio
                        description=f"{source.description}, biased (cap / 16)^{CAP_BIAS_EXPONENT:g}")
         for model, source in prior.by_model.items()})
     return out
+
+
+# --- a prior read from predictions made elsewhere -------------------------------------------------------
+
+TABLE_KEY = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.TENSOR_PARALLEL, col.MAX_NUM_SEQS)
+"""What identifies a predicted run of a `TabledPrior`: the workload, the layout's tensor-parallel
+size and the cap (the data-parallel size too where the table has it)."""
+
+
+PRIOR_THROUGHPUT, PRIOR_TPOT, PRIOR_TTFT = "prior_total_token_throughput", "prior_mean_tpot_ms", "prior_mean_ttft_ms"
+"""The columns a `TabledPrior`'s table holds its predictions in."""
+
+
+class TabledPrior:
+    """A prior whose predictions were made before the replay, one per measured configuration: the
+    simulator's zero-shot predictions of the accuracy beyond the paper (`slim.paper.beyond_paper`:
+    constants calibrated on the other models' runs of the accelerator), read back by `TABLE_KEY`.
+    It predicts throughput, ``mean_tpot_ms`` and ``mean_ttft_ms``, and the in-batch E2E (`_e2e_ms`);
+    any other metric is NaN (measure-only), as is a configuration the table does not hold."""
+
+    name = "sim"
+
+    def __init__(self, table: pd.DataFrame):
+        keys = [k for k in (*TABLE_KEY, col.DATA_PARALLEL) if k in table]
+        self._keys = keys
+        self._values = {self._key(row, keys): (float(row[PRIOR_THROUGHPUT]), float(row[PRIOR_TPOT]),
+                                               float(row[PRIOR_TTFT])) for _, row in table.iterrows()}
+
+    @staticmethod
+    def _key(row, keys) -> tuple:
+        out = []
+        for k in keys:
+            value = row.get(k) if hasattr(row, "get") else row[k]
+            if k == col.MODEL:
+                out.append(str(value))
+            else:
+                number = float(value) if value is not None else np.nan
+                out.append(int(round(number)) if np.isfinite(number) else 1)
+        return tuple(out)
+
+    def _lookup(self, configs: pd.DataFrame) -> np.ndarray:
+        nan = (np.nan, np.nan, np.nan)
+        return np.array([self._values.get(self._key(row, self._keys), nan) for _, row in configs.iterrows()],
+                        dtype=float).reshape(len(configs), 3)
+
+    @staticmethod
+    def _e2e_ms(configs: pd.DataFrame, values: np.ndarray) -> np.ndarray:
+        """The in-batch E2E (ms): ``TTFT + (OL - 1) TPOT`` online; a static batch's latency, its
+        ``B (IL + OL)`` tokens over the throughput, offline (no TTFT or TPOT predicted there)."""
+        output_len = configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float)
+        tokens = configs[col.MAX_NUM_SEQS].to_numpy(dtype=float) * (
+            configs[col.INPUT_LEN_MEAN].to_numpy(dtype=float) + output_len)
+        online = values[:, 2] + (output_len - 1.0) * values[:, 1]
+        return np.where(is_static_batch(configs), 1e3 * tokens / values[:, 0], online)
+
+    def predict(self, configs: pd.DataFrame, confidence: float | None = None):
+        from slim.predictors.contract import Prediction
+
+        values = self._lookup(configs)
+        return Prediction(values[:, 0], self._e2e_ms(configs, values) / 1e3, np.full(len(configs), np.nan))
+
+    def predict_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric], goodput=None) -> dict:
+        values = self._lookup(configs)
+        by_name = {"mean_tpot_ms": values[:, 1], "mean_ttft_ms": values[:, 2]}
+        out = {m.name: (self._e2e_ms(configs, values) if m.in_batch
+                        else by_name.get(m.name, np.full(len(configs), np.nan))) for m in metrics}
+        if goodput is not None:
+            from slim.decision.candidates import GOODPUT
+
+            out[GOODPUT] = np.full(len(configs), np.nan)
+        return out
+
+
+def tabled_replay_prior(predictions: pd.DataFrame, runs: pd.DataFrame, prefix: str, hardware: str,
+                        description: str) -> ReplayPrior:
+    """``tune_sim`` from a table of predictions per run (`runs`' ``run_id`` joined to `predictions`'
+    columns ``<prefix>total_token_throughput``, ``<prefix>mean_tpot_ms``, ``<prefix>mean_ttft_ms``):
+    a model is replayed only where every run of it is predicted, and its source is fitted on the
+    other models' runs of `hardware` (the zero-shot calibration), never its own."""
+    table = runs.merge(predictions[[col.RUN_ID, f"{prefix}total_token_throughput", f"{prefix}mean_tpot_ms",
+                                    f"{prefix}mean_ttft_ms"]], on=col.RUN_ID, how="left")
+    table = table.rename(columns={f"{prefix}total_token_throughput": PRIOR_THROUGHPUT,
+                                  f"{prefix}mean_tpot_ms": PRIOR_TPOT, f"{prefix}mean_ttft_ms": PRIOR_TTFT})
+    by_model, missing = {}, {}
+    for model, rows in table.groupby(col.MODEL, sort=True):
+        unpredicted = int((~np.isfinite(rows[PRIOR_THROUGHPUT].to_numpy(dtype=float))).sum())
+        if unpredicted:
+            missing[str(model)] = f"{unpredicted} of its {len(rows)} runs have no {description} prediction"
+            continue
+        others = runs[(runs[col.MODEL] != model) & (runs[col.HARDWARE] == hardware)]
+        by_model[str(model)] = PriorSource(TabledPrior(rows), run_keys(others, hardware), description)
+    return ReplayPrior(tune_policy("sim"), by_model, hardware, missing)

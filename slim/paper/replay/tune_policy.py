@@ -38,12 +38,14 @@ it, or the final ones at the unmeasured caps the certificate relies on."""
 
 def candidates_of(curves: list[ReplayCurve]) -> pd.DataFrame:
     """Every (curve, cap) as a tuning candidate: the runs' configuration columns (and the client's
-    concurrency cap, which SIM's latencies read)."""
+    concurrency cap, which SIM's latencies read, and the data-parallel size where recorded)."""
     frames = []
     for curve in curves:
         rows = curve.rows[list(CONFIG_COLUMNS)].copy()
         rows[col.MAX_CONCURRENCY] = (curve.rows[col.MAX_CONCURRENCY].to_numpy(dtype=float)
                                      if col.MAX_CONCURRENCY in curve.rows else np.nan)
+        if col.DATA_PARALLEL in curve.rows:      # a layout's data-parallel size, where the runs record one
+            rows[col.DATA_PARALLEL] = curve.rows[col.DATA_PARALLEL].to_numpy(dtype=float)
         rows[WORKLOAD] = curve.label
         frames.append(rows)
     return pd.concat(frames, ignore_index=True)
