@@ -191,3 +191,64 @@ def test_a_run_at_one_layout_informs_the_others_with_wider_intervals_the_further
                    {3: 0.01}, 0.9)
     np.testing.assert_array_equal(alone.throughput_high, plain.throughput_high)
     assert not math.isnan(alone.throughput_per_s[0])
+
+
+# --- slim tune --tensor-parallel-sizes end to end ------------------------------------------
+
+def _tune(capsys, traces, *arguments):
+    import json
+
+    from slim.cli import main
+
+    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-125m:128:32", "--hardware",
+                 "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
+                 *arguments, "--json"])
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err
+
+
+def _layout_template() -> str:
+    import sys
+
+    from conftest import REPO
+
+    return " ".join([sys.executable, str(REPO / "tests" / "fake_vllm_bench.py"),
+                     "--model {model} --random-input-len {input_len} --random-output-len {output_len}",
+                     "--max-concurrency {max_concurrency} --num-prompts {num_prompts} --result-dir {result_dir}",
+                     "--result-filename {result_filename} --tensor-parallel-size {tensor_parallel_size}",
+                     "--metadata max_num_seqs={server_max_num_seqs} tensor_parallel_size={tensor_parallel}",
+                     "--hardware a100-sxm-40gb"])
+
+
+def test_the_plan_across_layouts_names_each_layout_and_excludes_one_needing_more_gpus(tmp_path, capsys):
+    code, body, _ = _tune(capsys, tmp_path, "--tensor-parallel-sizes", "1,2,4", "--gpus", "2")
+    assert code == 0 and body["status"] == "open" and body["tensor_parallel_sizes"] == [1, 2, 4]
+    [curve] = body["layouts"]
+    sizes = {entry["tensor_parallel_size"]: entry for entry in curve["layouts"]}
+    assert sizes[4]["status"] == "excluded" and sizes[4]["reason"] == "needs 4 GPUs, 2 available (--gpus)"
+    assert {w["workload"] for w in body["workloads"]} == {"opt-125m IL 128 OL 32 TP 1", "opt-125m IL 128 OL 32 TP 2"}
+    tp2 = next(run for run in body["next"] if run["workload"].endswith("TP 2"))
+    assert "--tensor-parallel-size 2" in tp2["commands"]["server"]
+    assert "tensor_parallel_size=2" in tp2["commands"]["benchmark"] and "_tp2" in tp2["commands"]["benchmark"]
+    single = _tune(capsys, tmp_path, "--tensor-parallel-size", "2")[1]
+    assert single["layouts"] is None and single["workloads"][0]["workload"] == "opt-125m IL 128 OL 32"
+
+
+@pytest.mark.integration
+def test_the_loop_across_layouts_settles_a_layout_and_a_rerun_runs_nothing(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    arguments = ("--tensor-parallel-sizes", "1,2", "--gpus", "4", "--run", _layout_template())
+    code, body, err = _tune(capsys, traces, *arguments)
+    assert code == 0 and body["status"] == "settled", err
+    [curve] = body["layouts"]
+    deployment = curve["deployment"]
+    chosen = next(entry for entry in curve["layouts"] if entry["status"] == "chosen")
+    assert deployment["replicas"] == 4 // chosen["tensor_parallel_size"]
+    assert isinstance(deployment["max_num_seqs"], int) and deployment["max_num_seqs"] == chosen["max_num_seqs"]
+    assert f"--tensor-parallel-size {chosen['tensor_parallel_size']}" in deployment["command"]
+    assert all(entry["status"] == "excluded" for entry in curve["layouts"] if entry is not chosen)
+    folders = {p.name for p in (traces / "slim-tune").iterdir() if p.is_dir()}
+    assert any(name.endswith("_tp1") for name in folders) or any(name.endswith("_tp2") for name in folders)
+    again, resumed, _ = _tune(capsys, traces, *arguments)
+    assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
+    assert resumed["layouts"][0]["deployment"] == deployment
