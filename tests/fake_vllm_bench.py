@@ -7,7 +7,8 @@ each request) and writes the result file ``vllm bench serve --save-result`` writ
 
     python tests/fake_vllm_bench.py --model facebook/opt-125m --random-input-len 128 \
         --random-output-len 32 --max-concurrency 8 --num-prompts 64 --result-dir DIR \
-        --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] [--fail-at 16] \
+        --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] \
+        [--tensor-parallel-size 2] [--fail-at 16] \
         [--corrupt-at 32] [--percentile-metrics ttft,tpot,itl,e2el] [--metric-percentiles 90,99] [--save-detailed]
 
 ``--fail-at CAP`` makes the run at that concurrency fail (exit code 1, no result), as a crashed
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-filename", required=True)
     parser.add_argument("--metadata", nargs="*", default=[])
     parser.add_argument("--hardware", default="h100-64gb")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--fail-at", type=int, default=None)
     parser.add_argument("--corrupt-at", type=int, default=None)
     parser.add_argument("--percentile-metrics", default="ttft,tpot,itl,e2el")
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     arch = load_architectures(MODELS_FILE)[args.model]
     hw = load_hardware(HARDWARE_FILE)[args.hardware]
     result = simulate_run(arch, hw, load_sim_constants(SIM_CONSTANTS_FILE), args.random_input_len,
-                          args.random_output_len, args.max_concurrency, args.num_prompts)
+                          args.random_output_len, args.max_concurrency, args.num_prompts,
+                          tensor_parallel=args.tensor_parallel_size)
     summary = {key: value for key, value in result.benchmark_summary().items() if not key.endswith("_ms")}
     # The client keeps --max-concurrency requests in flight: its clocks start when it sends each one.
     latencies = result.client_latencies_ms(args.max_concurrency)

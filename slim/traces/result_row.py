@@ -160,13 +160,15 @@ class ResultRow:
         return server_cap, ""
 
     def _read_layout(self) -> None:
-        """The server's parallel sizes (vLLM's default 1 where neither the client's record of the
-        server args nor a server log states one) and the version its log announces."""
+        """The server's parallel sizes (from the result's metadata, as the cap is, else the client's
+        record of the server args or a server log; vLLM's default 1 where none states one) and the
+        version its log announces."""
         evidence = self.evidence
         for column, flag, find in ((col.TENSOR_PARALLEL, "tensor-parallel-size", find_tensor_parallel_in_log),
                                    (col.PIPELINE_PARALLEL, "pipeline-parallel-size", find_pipeline_parallel_in_log),
                                    (col.DATA_PARALLEL, "data-parallel-size", find_data_parallel_in_log)):
-            self.row[column] = evidence.server_setting(flag, find) or 1
+            self.row[column] = (_positive_int(_setting(self.content, flag.replace("-", "_")))
+                                or evidence.server_setting(flag, find) or 1)
         self.row[col.VLLM_VERSION] = evidence.first_in_server_logs(find_vllm_version_in_log)
 
     def _read_kv_cache(self) -> Verdict | None:

@@ -26,6 +26,14 @@ smallest (`conformal_multiplier`), and never below the same rank of the kernel's
 extrapolation scores. Until there are enough scores for that rank the multiplier is the larger of
 the largest score and that out-of-sample rank (or, without those scores, the normal quantile).
 
+**Across layouts** (`LayoutUncertainty`, where a session decides between tensor-parallel sizes). The
+prior predicts every tensor-parallel size, but its scaling across them is not trusted: the residual
+at size ``t`` gains a term ``s d + o_t`` with ``d = log2 t - log2 t_min`` (the session's smallest size),
+a slope ``s`` shared by every size and an offset ``o_t`` of each size but the smallest, both
+zero-mean Gaussian. A run at one layout so corrects the prior at every other (the kernel's terms are
+shared), while the interval at a layout with no run of its own keeps the slope's and offset's width:
+it widens with the distance in doublings rather than trusting the prior's scaling.
+
 Nothing here depends on the accelerator beyond its catalog entry and the runs measured on it.
 """
 
@@ -211,6 +219,31 @@ class ResidualKernel:
                 + self.smooth_sd ** 2 * smooth * (rho + (1.0 - rho) * same_model))
 
 
+@dataclass(frozen=True)
+class LayoutUncertainty:
+    """The residual's extra terms across tensor-parallel sizes (module docstring): standard deviations
+    in natural-log units, the slope per doubling of the size. Half a doubling's worth of slope (0.5)
+    covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings."""
+
+    slope_sd_per_doubling: float = 0.5
+    offset_sd: float = 0.3
+
+    @staticmethod
+    def coordinates(configs: pd.DataFrame, smallest: float | None = None) -> np.ndarray:
+        """``d = log2 t - log2 t_min`` of each configuration (`smallest`: ``t_min``; None: the smallest
+        size among `configs`)."""
+        sizes = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
+        reference = float(np.min(sizes)) if smallest is None and len(sizes) else (smallest or 1.0)
+        return np.log2(sizes) - np.log2(reference)
+
+    def covariance(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        own = (left[:, None] == right[None, :]) & (left[:, None] > 0)
+        return self.slope_sd_per_doubling ** 2 * np.outer(left, right) + self.offset_sd ** 2 * own
+
+    def variance(self, coordinates: np.ndarray) -> np.ndarray:
+        return self.slope_sd_per_doubling ** 2 * coordinates ** 2 + self.offset_sd ** 2 * (coordinates > 0)
+
+
 def conformal_multiplier(scores: np.ndarray, confidence: float, reference_scores: Sequence[float] = ()) -> float:
     """Split-conformal multiplier of the standardised interval at `confidence`
     (`slim.model.conformal.conformal_quantile`), never below the same rank of `reference_scores`
@@ -230,21 +263,30 @@ class ResidualProcess:
     """The Gaussian process of one log residual, conditioned on the measured configurations."""
 
     def __init__(self, kernel: ResidualKernel, coordinates: np.ndarray, models: np.ndarray,
-                 residuals: np.ndarray, curves: np.ndarray, noise_sd: np.ndarray):
+                 residuals: np.ndarray, curves: np.ndarray, noise_sd: np.ndarray,
+                 layouts: LayoutUncertainty | None = None, layout_coordinates: np.ndarray | None = None):
         self.kernel, self.coordinates, self.models = kernel, coordinates, models
         self.residuals, self.curves = residuals, curves
+        self.layouts, self.layout_coordinates = layouts, layout_coordinates
         covariance = kernel.covariance(coordinates, models, coordinates, models)
+        if layouts is not None:
+            covariance = covariance + layouts.covariance(layout_coordinates, layout_coordinates)
         self.covariance = covariance + np.diag(noise_sd ** 2)
         if len(residuals):
             self._factor = cho_factor(self.covariance, lower=True)
             self._weights = cho_solve(self._factor, residuals)
 
-    def predict(self, coordinates: np.ndarray, models: np.ndarray, noise_sd: float) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, coordinates: np.ndarray, models: np.ndarray, noise_sd: float,
+                layout_coordinates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of a new run's log residual (scatter included)."""
         prior_var = self.kernel.variance(coordinates) + noise_sd ** 2
+        if self.layouts is not None:
+            prior_var = prior_var + self.layouts.variance(layout_coordinates)
         if not len(self.residuals):
             return np.zeros(len(coordinates)), np.sqrt(prior_var)
         cross = self.kernel.covariance(self.coordinates, self.models, coordinates, models)
+        if self.layouts is not None:
+            cross = cross + self.layouts.covariance(self.layout_coordinates, layout_coordinates)
         mean = cross.T @ self._weights
         explained = (cross * cho_solve(self._factor, cross)).sum(axis=0)
         return mean, np.sqrt(np.maximum(prior_var - explained, noise_sd ** 2))
@@ -338,7 +380,8 @@ class Belief:
 
 def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[str, Mapping[int, float]],
            scatter: Mapping[int, float], confidence: float, kernel: ResidualKernel = ResidualKernel(),
-           reference_scores: Sequence[float] = (), runs: Mapping[int, int] | None = None) -> Belief:
+           reference_scores: Sequence[float] = (), runs: Mapping[int, int] | None = None,
+           layouts: LayoutUncertainty | None = None) -> Belief:
     """The corrected prediction of every quantity of `prior` for every candidate, given the measured
     ones (module docstring). `measured` maps each quantity to its measurements by row position in
     `candidates` (a run judges the SLO metrics it judges); `scatter` is each measured candidate's
@@ -346,8 +389,10 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
     of its `runs` (how many runs its measurement averages; one by default); `reference_scores` the
     kernel's out-of-sample extrapolation scores (`conformal_multiplier`). Every quantity has its own
     residual process on the same kernel; a quantity the prior cannot predict at a candidate is
-    unknown there until measured."""
+    unknown there until measured. With `layouts`, the residual has its terms across tensor-parallel
+    sizes (`LayoutUncertainty`)."""
     coordinates = kernel.coordinates(candidates)
+    layout_coordinates = layouts.coordinates(candidates) if layouts is not None else None
     models = candidates[col.MODEL].astype(str).to_numpy()
     curves = (candidates[col.MODEL].astype(str) + "|" + candidates[col.INPUT_LEN_NOMINAL].astype(str) + "|"
               + candidates[col.OUTPUT_LEN_NOMINAL].astype(str)).to_numpy()
@@ -366,9 +411,10 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
         fitted = predicted[index] if len(index) else np.zeros(0, dtype=bool)
         process = ResidualProcess(kernel, coordinates[index[fitted]], models[index[fitted]],
                                   np.log(measurement[fitted]) - log_prior[index[fitted]], curves[index[fitted]],
-                                  noise[fitted])
+                                  noise[fitted], layouts,
+                                  layout_coordinates[index[fitted]] if layouts is not None else None)
         multiplier = conformal_multiplier(process.leave_one_out_scores(), confidence, reference_scores)
-        mean, sd = process.predict(coordinates, models, kernel.noise_sd)
+        mean, sd = process.predict(coordinates, models, kernel.noise_sd, layout_coordinates)
         centre = np.where(predicted, log_prior + mean, np.nan)
         half = np.where(predicted, multiplier * sd, np.inf)
         is_measured = np.zeros(len(candidates), dtype=bool)

@@ -49,7 +49,9 @@ EXIT_INTERRUPTED = 130
 
 TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
   {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
-  {num_prompts} {tensor_parallel} {result_dir} {result_filename} {result_file}
+  {num_prompts} {tensor_parallel_size} {result_dir} {result_filename} {result_file}
+  ({tensor_parallel} is the same as {tensor_parallel_size}; across layouts, record it in the result:
+  --metadata tensor_parallel_size={tensor_parallel_size})
 The template runs without a shell; inside `sh -c '...'` the values are shell-quoted.
 A recorded failure excludes its cap only while the template, the server settings and slim's
 version are the same (--retry-failed: never).
@@ -191,7 +193,13 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                       help=f"requests per online benchmark, at least 2 per concurrency slot (default: as the "
                            f"workload's measured runs sent them, else vllm bench serve's {DEFAULT_ONLINE_PROMPTS}; "
                            "slim advise chooses the same)")
-    tune.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per model (default 1)")
+    tune.add_argument("--tensor-parallel-size", "--tensor-parallel", dest="tensor_parallel", type=positive_int,
+                      default=1, help="GPUs per model (default 1)")
+    tune.add_argument("--tensor-parallel-sizes", type=candidates, default=None, metavar="T1,T2,...",
+                      help="decide the layout too: tune each tensor-parallel size's cap and choose the most tokens/s "
+                           "per GPU (docs/tuning.md, 'Tuning across layouts')")
+    tune.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+                      help="GPUs available: a layout needing more is excluded; the deployment is N / TP replicas")
     tune.add_argument("--next", type=positive_int, default=3, metavar="N",
                       help="how many next benchmarks to print, one per open workload (default 3)")
     tune.add_argument("--run", metavar="TEMPLATE", help="run each proposed benchmark through this command template")
@@ -226,6 +234,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
                        max_runs_per_cap=args.max_runs_per_cap,
                        confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
+                       tensor_parallel_sizes=tuple(args.tensor_parallel_sizes or ()), gpus=args.gpus,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,
@@ -285,9 +294,15 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
 
 
 def tune_exit_code(plan, ran: bool) -> int:
-    """`EXIT_INFEASIBLE` when every decision is settled and some workload has no cap within its SLOs,
-    `EXIT_OPEN` when the loop ran and stopped with a decision open, else 0."""
-    certificates = [plan.session.certificate(w) for w in plan.workloads]
-    if all(c.settled for c in certificates) and not all(c.feasible for c in certificates):
+    """`EXIT_INFEASIBLE` when every decision is settled and some workload (across layouts: every
+    layout of a curve) has no cap within its SLOs, `EXIT_OPEN` when the loop ran and stopped with a
+    decision open, else 0."""
+    from slim.tune.layouts import all_settled, layout_decisions
+
+    alone = [plan.session.certificate(w) for w in plan.workloads if w.tensor_parallel is None]
+    settled = all_settled(plan.session)
+    feasible = (all(c.feasible for c in alone)
+                and all(d.chosen is not None for d in layout_decisions(plan.session).values()))
+    if settled and not feasible:
         return EXIT_INFEASIBLE
-    return 0 if not ran or all(c.settled for c in certificates) else EXIT_OPEN
+    return 0 if not ran or settled else EXIT_OPEN

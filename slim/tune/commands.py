@@ -31,18 +31,23 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
     return f"{model}_in{spec.input_len}_out{spec.output_len}_{kind}{cap}"
 
 
-def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> dict[str, str]:
+def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
+                 tensor_parallel: int | None = None) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
-    `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``."""
-    folder = request.results_folder / (run_folder_name(spec, cap, request.mode)
+    `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``;
+    across layouts each tensor-parallel size (`tensor_parallel`; None: the request's) has folders of
+    its own, ``..._tp<size>``, and an offline result file names its size as vLLM's do."""
+    size = request.tensor_parallel if tensor_parallel is None else int(tensor_parallel)
+    layout = f"_tp{size}" if request.across_layouts else ""
+    folder = request.results_folder / (run_folder_name(spec, cap, request.mode) + layout
                                        + (f"_run{repeat + 1}" if repeat > 0 else ""))
     result_file = ("result.json" if request.mode == ONLINE
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
-                        f"_out{spec.output_len}.json")
+                        f"_out{spec.output_len}{layout}.json")
     return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
             "max_concurrency": str(cap), "batch_size": str(cap), "cap": str(cap),
             "server_max_num_seqs": str(max(request.candidate_caps)), "num_prompts": str(prompts_at(request, spec, cap)),
-            "tensor_parallel": str(request.tensor_parallel), "result_dir": str(folder),
+            "tensor_parallel_size": str(size), "tensor_parallel": str(size), "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
 
@@ -52,10 +57,11 @@ def serving_flags(request: TuneRequest) -> list[str]:
     return flags + (["--kv-cache-dtype", request.kv_cache_dtype] if request.kv_cache_dtype is not None else [])
 
 
-def server_command(request: TuneRequest, spec: WorkloadSpec) -> list[str]:
-    """The one server the online candidates share: its cap at the largest candidate."""
+def server_command(request: TuneRequest, spec: WorkloadSpec, tensor_parallel: int | None = None) -> list[str]:
+    """The one server the online candidates of a layout share: its cap at the largest candidate."""
+    size = request.tensor_parallel if tensor_parallel is None else int(tensor_parallel)
     return ["vllm", "serve", spec.model, "--max-num-seqs", str(max(request.candidate_caps)),
-            "--tensor-parallel-size", str(request.tensor_parallel), *serving_flags(request)]
+            "--tensor-parallel-size", str(size), *serving_flags(request)]
 
 
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
@@ -79,9 +85,11 @@ def slo_benchmark_options(slos: Slos) -> list[str]:
     return options
 
 
-def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0) -> list[str]:
-    """The exact benchmark of one candidate (its `repeat`-th further run), as an argument list."""
-    values = placeholders(request, spec, cap, repeat)
+def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
+                      tensor_parallel: int | None = None) -> list[str]:
+    """The exact benchmark of one candidate (its `repeat`-th further run, at `tensor_parallel`; None:
+    the request's), as an argument list."""
+    values = placeholders(request, spec, cap, repeat, tensor_parallel)
     if request.mode == ONLINE:
         return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
                 "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],
@@ -89,7 +97,8 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
                 "--max-concurrency", values["max_concurrency"], *slo_benchmark_options(request.slos),
                 "--save-result", "--result-dir", values["result_dir"],
                 "--result-filename", values["result_filename"], "--metadata",
-                f"max_num_seqs={values['server_max_num_seqs']}", f"tensor_parallel_size={request.tensor_parallel}"]
+                f"max_num_seqs={values['server_max_num_seqs']}",
+                f"tensor_parallel_size={values['tensor_parallel_size']}"]
     return ["vllm", "bench", "latency", "--model", spec.model, "--input-len", values["input_len"],
             "--output-len", values["output_len"], "--batch-size", values["batch_size"],
             "--tensor-parallel-size", values["tensor_parallel"], "--output-json", values["result_file"]]
@@ -109,12 +118,15 @@ def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan
     workload's model at its lengths, on the request's accelerator."""
     spec = plan.specs[workload_label]
     arch = plan.catalog[spec.model]
-    of_model = plan.measured_runs[plan.measured_runs[col.MODEL] == arch.name] if len(plan.measured_runs) else None
+    size = plan.tensor_parallel_of(workload_label)
+    runs = plan.measured_runs
+    of_model = (runs[(runs[col.MODEL] == arch.name) & (runs[col.TENSOR_PARALLEL].fillna(1).astype(int) == size)]
+                if len(runs) else None)
     blocks = (of_model[col.NUM_GPU_BLOCKS].dropna() if of_model is not None and col.NUM_GPU_BLOCKS in of_model
               else pd.Series(dtype=float))
     return plan_kv_memory(arch, plan.hardware, cap, spec.input_len, spec.output_len,
                           num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
-                          max_model_len=spec.input_len + spec.output_len, tensor_parallel=plan.request.tensor_parallel)
+                          max_model_len=spec.input_len + spec.output_len, tensor_parallel=size)
 
 
 def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
@@ -124,14 +136,16 @@ def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
     return ["vllm", "serve", spec.model, "--max-num-seqs", f"{int(cap)}", "--max-model-len",
             str(spec.input_len + spec.output_len), "--gpu-memory-utilization",
             f"{memory.gpu_memory_utilization_needed:.3f}", "--num-gpu-blocks-override",
-            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.request.tensor_parallel),
+            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.tensor_parallel_of(workload_label)),
             *serving_flags(plan.request)]
 
 
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:
     spec = plan.specs[proposal.workload]
     cap = int(proposal.max_num_seqs)
-    commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate))}
+    size = plan.tensor_parallel_of(proposal.workload)
+    commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate),
+                                               size)}
     if plan.request.mode == ONLINE:
-        commands = {"server": server_command(plan.request, spec), **commands}
+        commands = {"server": server_command(plan.request, spec, size), **commands}
     return commands

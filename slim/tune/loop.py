@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from slim.decision.certificate import Certificate
+from slim.tune.layouts import all_settled
 from slim.tune.measurement import Measurement, Unusable
 from slim.tune.proposals import Proposal, propose
 from slim.tune.session import TuneSession
@@ -49,7 +50,7 @@ def run_loop(session: TuneSession, measure: Callable[[Proposal], Measurement | U
         proposals = propose(session)
         if not proposals:
             certificates = session.certificates()
-            stopped = ("settled" if all(c.settled for c in certificates.values())
+            stopped = ("settled" if all_settled(session)
                        else "bound" if session.stopped_by_bound else "no proposal")
             return LoopOutcome(tuple(steps), certificates, stopped)
         if budget_runs is not None and len(steps) >= budget_runs:

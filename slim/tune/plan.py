@@ -19,15 +19,16 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import AdvisorError
+from slim.gpu.kv_memory import static_batch_fit
 from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
-from slim.specs.architecture import ArchitectureCatalog, load_architectures
+from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.traces.clean import CleaningPolicy, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.usable import SkippedRun, trace_options
-from slim.tune.belief import CONFIG_COLUMNS, prior_prediction, roofline_gpu_seconds, tune_prior
+from slim.tune.belief import CONFIG_COLUMNS, LayoutUncertainty, prior_prediction, roofline_gpu_seconds, tune_prior
 from slim.tune.kernel import load_kernels
 from slim.tune.measurement import measurement_of_run
 from slim.tune.request import OFFLINE, ONLINE, MeasuredPrompts, TuneRequest, WorkloadSpec, most_common, prompts_at
@@ -61,6 +62,14 @@ class TunePlan:
     readout: TraceReadout
     failure_reasons: dict[int, str] = field(default_factory=dict)
     """Why the run of a failed candidate (a row of the session's candidates) gave nothing usable."""
+    layout_exclusions: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Per curve (`Workload.curve`), the tensor-parallel sizes asked for that take no run, with why
+    (more GPUs than given, weights and one request's KV cache do not fit per rank)."""
+
+    def tensor_parallel_of(self, label: str) -> int:
+        """The tensor-parallel size a workload runs at."""
+        workload = next(w for w in self.workloads if w.label == label)
+        return workload.tensor_parallel if workload.tensor_parallel is not None else self.request.tensor_parallel
 
 
 def _benchmark_mode(mode: str) -> str:
@@ -92,7 +101,7 @@ def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog,
         return pd.DataFrame(columns=list(col.RUN_COLUMNS)), readout, pd.DataFrame(columns=list(col.RUN_COLUMNS))
     usable, report = clean_runs(found, CleaningPolicy(rows={col.HARDWARE: (request.hardware,)}, keep_repeats=True))
     failed = report[report[col.STATUS].isin(CONFIGURATION_FAILURES)
-                    & (report[col.TENSOR_PARALLEL].fillna(1).astype(int) == request.tensor_parallel)
+                    & report[col.TENSOR_PARALLEL].fillna(1).astype(int).isin(request.layout_sizes)
                     & (report[col.BENCHMARK_MODE] == _benchmark_mode(request.mode))]
     failed = failed[failed[col.MODEL].map(lambda name: isinstance(name, str) and name in catalog).astype(bool)]
     skipped = [SkippedRun(str(run[col.RUN_ID]), str(run[col.STATUS]), str(run[col.REASON_DETAIL]))
@@ -106,18 +115,39 @@ def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog,
                 TraceReadout(readout.traces_exist, len(found), tuple(skipped)), failed)
     degree = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
     mode = usable[col.BENCHMARK_MODE]
-    other = (degree != request.tensor_parallel) | (mode != _benchmark_mode(request.mode))
+    other = ~degree.isin(request.layout_sizes) | (mode != _benchmark_mode(request.mode))
+    sizes = " or ".join(str(size) for size in request.layout_sizes)
     skipped += [SkippedRun(str(run[col.RUN_ID]), "other_settings",
                            f"{run[col.BENCHMARK_MODE]} at tensor parallel {int(degree[index])}, not "
-                           f"{_benchmark_mode(request.mode)} at tensor parallel {request.tensor_parallel}")
+                           f"{_benchmark_mode(request.mode)} at tensor parallel {sizes}")
                 for index, run in usable[other].iterrows()]
     return usable[~other].reset_index(drop=True), TraceReadout(readout.traces_exist, len(found), tuple(skipped)), failed
 
 
-def _matches(runs: pd.DataFrame, model: str, il: float, ol: float) -> np.ndarray:
-    return ((runs[col.MODEL] == model)
-            & (np.abs(runs[col.INPUT_LEN_NOMINAL].astype(float) - il) <= NOMINAL_MATCH * il)
-            & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol)).to_numpy()
+def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, tensor_parallel: int | None = None) -> np.ndarray:
+    """Runs of `model` at lengths within `NOMINAL_MATCH` of `il` and `ol` (at `tensor_parallel`, where given)."""
+    match = ((runs[col.MODEL] == model)
+             & (np.abs(runs[col.INPUT_LEN_NOMINAL].astype(float) - il) <= NOMINAL_MATCH * il)
+             & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol))
+    if tensor_parallel is not None:
+        match &= runs[col.TENSOR_PARALLEL].fillna(1).astype(int) == tensor_parallel
+    return match.to_numpy()
+
+
+def layout_exclusion(arch: Architecture, hw: Hardware, spec: WorkloadSpec, tensor_parallel: int,
+                     gpus: int | None) -> str | None:
+    """Why a layout takes no run, or None: more GPUs than `gpus`, or the weights and one request's KV
+    cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`: the weights and the KV heads
+    split over the ranks)."""
+    if gpus is not None and tensor_parallel > gpus:
+        return f"needs {tensor_parallel} GPUs, {gpus} available (--gpus)"
+    fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
+    if not fit.weights_fit:
+        return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on a {hw.name}"
+    if not fit.fits:
+        return (f"one request needs {fit.kv_tokens_needed:,} KV tokens per rank, {fit.kv_capacity_tokens:,} fit on "
+                f"a {hw.name} at tensor parallel {tensor_parallel}")
+    return None
 
 
 def build_plan(request: TuneRequest) -> TunePlan:
@@ -144,16 +174,23 @@ def build_plan(request: TuneRequest) -> TunePlan:
     request = replace(request, measured_prompts=_measured_prompts(request, catalog, runs))
     mode = _benchmark_mode(request.mode)
     rows, workloads, specs = [], [], {}
+    exclusions: dict[str, dict[int, str]] = {}
     claimed = np.zeros(len(runs), dtype=bool)
     measured: list[tuple[int, pd.Series]] = []
-    for spec in request.workloads:
+    for spec, size in [(spec, size) for spec in request.workloads for size in request.layout_sizes]:
         arch = catalog[spec.model]
-        workload = Workload(arch.name, spec.input_len, spec.output_len, request.slos, request.epsilon)
+        workload = Workload(arch.name, spec.input_len, spec.output_len, request.slos, request.epsilon,
+                            tensor_parallel=size if request.across_layouts else None)
         if workload.label in specs:
             raise AdvisorError(f"workload {workload.label} is named twice")
+        excluded = layout_exclusion(arch, hw, spec, size, request.gpus) if request.across_layouts else None
+        if excluded is not None:
+            exclusions.setdefault(workload.curve, {})[size] = excluded
+            continue
         workloads.append(workload)
         specs[workload.label] = spec
-        of_workload = _matches(runs, arch.name, spec.input_len, spec.output_len) if len(runs) else np.zeros(0, bool)
+        of_workload = (_matches(runs, arch.name, spec.input_len, spec.output_len, size) if len(runs)
+                       else np.zeros(0, bool))
         capacity = runs.loc[of_workload, col.KV_CAPACITY_TOKENS].max() if of_workload.any() else math.nan
         for cap in request.candidate_caps:
             at_cap = of_workload & (runs[col.MAX_NUM_SEQS].to_numpy(dtype=float) == cap) if len(runs) else of_workload
@@ -161,12 +198,16 @@ def build_plan(request: TuneRequest) -> TunePlan:
                          col.OUTPUT_LEN_NOMINAL: float(spec.output_len), col.INPUT_LEN_MEAN: float(spec.input_len),
                          col.OUTPUT_LEN_MEAN: float(spec.output_len), col.MAX_NUM_SEQS: float(cap),
                          col.NUM_PROMPTS: float(prompts_at(request, spec, cap)),
-                         col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: request.tensor_parallel,
+                         col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: size,
                          col.KV_CAPACITY_TOKENS: capacity,
                          col.MAX_CONCURRENCY: float(cap) if request.mode == ONLINE else math.nan,
                          WORKLOAD: workload.label})
             measured += [(len(rows) - 1, run) for _, run in runs[at_cap].sort_values(col.RUN_ID).iterrows()]
             claimed |= at_cap
+    if not workloads:
+        reasons = "; ".join(f"{curve} TP {size}: {why}" for curve, sizes in exclusions.items()
+                            for size, why in sizes.items())
+        raise AdvisorError(f"no layout asked for can run: {reasons}")
     context = runs[~claimed]
     for (_, group) in context.groupby(list(col.WORKLOAD_KEYS), sort=True):
         for _, of_cap in group.groupby(col.MAX_NUM_SEQS, sort=True):
@@ -184,7 +225,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
                        else None, request.simulations if request.simulations is not None else SimulationCache())
     settings = load_kernels().settings(request.predictor, TuneSettings(
         confidence=request.confidence, tolerance=request.tolerance, max_runs_per_cap=request.max_runs_per_cap,
-        margin=request.margin))
+        margin=request.margin, layouts=LayoutUncertainty() if request.across_layouts else None))
     predicted = prior_prediction(prior, candidates, request.slos.metrics, request.slos.goodput)
     session = TuneSession(workloads, candidates, predicted, settings,
                           run_floor_gpu_seconds=roofline_gpu_seconds(candidates, catalog, hw))
@@ -199,7 +240,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
             spread = float(np.std(throughputs) / np.mean(throughputs))
             session.measurements[index] = replace(session.measurements[index],
                                                   scatter=max(spread, session.measurements[index].scatter))
-    plan = TunePlan(request, catalog, hw, workloads, specs, session, runs, readout)
+    plan = TunePlan(request, catalog, hw, workloads, specs, session, runs, readout, layout_exclusions=exclusions)
     if not request.retry_failed:
         _record_failed_runs(plan, failed_runs)
     return plan
@@ -229,7 +270,9 @@ def _record_failed_runs(plan: TunePlan, failed_runs: pd.DataFrame) -> None:
     candidates = plan.session.candidates
     for _, run in failed_runs.sort_values(col.RUN_ID).iterrows():
         model = plan.catalog[str(run[col.MODEL])].name
+        size = int(run[col.TENSOR_PARALLEL]) if pd.notna(run[col.TENSOR_PARALLEL]) else 1
         rows = candidates.index[(candidates[col.MODEL] == model) & candidates[WORKLOAD].isin(list(plan.specs))
+                                & (candidates[col.TENSOR_PARALLEL] == size)
                                 & (candidates[col.MAX_NUM_SEQS] == float(run[col.MAX_NUM_SEQS]))
                                 & _near(candidates[col.INPUT_LEN_NOMINAL], float(run[col.INPUT_LEN_NOMINAL]))
                                 & _near(candidates[col.OUTPUT_LEN_NOMINAL], float(run[col.OUTPUT_LEN_NOMINAL]))]

@@ -19,6 +19,10 @@ workload's cap updates the belief of every workload. A relative SLO's reference 
 **The bound** (`slim.tune.guard`, with `TuneSettings.margin`): each workload's proposals are those
 its cost account admits, the next probe of a shadow bisection or an extra run within the margin;
 where none is, it proposes the bisection's next probe, and stops when that is done too.
+
+**Across layouts** (`slim.tune.layouts`): only the layouts the decision across layouts leaves open
+propose, each proposal's score weighed by its layout's predicted standing, against the account
+pooled over the curve's layouts.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from slim.decision.certificate import Certificate
 from slim.decision.scenarios import decision_probabilities, scenario_decisions, scenario_values
 from slim.tune.belief import predicted_gpu_seconds
 from slim.tune.guard import BisectionOutlook
+from slim.tune.layouts import layout_weights, pooled_account
+from slim.tune.layouts import open_workloads as layout_open_workloads
 from slim.tune.session import TuneSession
 from slim.tune.workload import Workload
 
@@ -75,13 +81,19 @@ def propose(session: TuneSession) -> list[Proposal]:
     out = []
     gpu_seconds = predicted_gpu_seconds(session.candidates, session.belief.throughput_per_s)
     cautious_seconds = predicted_gpu_seconds(session.candidates, np.maximum(session.belief.throughput_low, 1e-300))
+    open_workloads = layout_open_workloads(session)
+    weights = layout_weights(session, open_workloads)
     for workload in session.workloads:
-        cert = session.certificate(workload)
         session.stopped_by_bound.pop(workload.label, None)
+        if workload.label not in weights:
+            continue      # a layout the decision across layouts excluded, or whose curve is settled
+        cert = session.certificate(workload)
         if cert.settled:
             continue
         proposals = _workload_proposals(session, workload, cert, gpu_seconds)
-        account = session.account(workload)
+        if weights[workload.label] != 1.0:
+            proposals = [replace(p, score=p.score * weights[workload.label]) for p in proposals]
+        account = pooled_account(session, workload)
         if account is None:
             out += proposals
             continue

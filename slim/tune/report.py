@@ -17,6 +17,8 @@ import numpy as np
 from slim import columns as col
 from slim.decision.candidates import GOODPUT, THROUGHPUT, cap_number
 from slim.tune.commands import concurrency_sweep_note, memory_plan, proposal_commands, serve_command
+from slim.tune.layout_report import layout_lines, layouts_json
+from slim.tune.layouts import all_settled
 from slim.tune.plan import TunePlan
 from slim.tune.proposals import Proposal
 from slim.tune.request import ONLINE
@@ -138,7 +140,7 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
                  for p in proposals]
     readout = plan.readout
     slos = request.slos
-    return {"status": "settled" if all(w["certificate"]["settled"] for w in workloads) else "open",
+    return {"status": "settled" if all_settled(session) else "open",
             "exit_code": exit_code, "predictor": request.predictor, "hardware": plan.hardware.name,
             "mode": request.mode,
             "confidence": request.confidence, "tolerance": request.tolerance, "margin": request.margin,
@@ -151,6 +153,8 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
             "measured_runs": len(session.measurements),
             "interval_multipliers": {_key(name): value for name, value in session.belief.multipliers.items()},
             "benchmark_setup": concurrency_sweep_note(request) if request.mode == ONLINE else None,
+            "tensor_parallel_sizes": list(request.layout_sizes) if request.across_layouts else None,
+            "gpus": request.gpus, "layouts": layouts_json(plan),
             "workloads": workloads, "next": next_runs, "loop": {"stopped": stopped, "runs": runs_done}}
 
 
@@ -278,6 +282,8 @@ def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         lines.append(readout)
     if stopped is not None:
         lines.append(f"loop: {runs_done} benchmark(s) run, stopped: {stopped}")
+    for entry in body["layouts"] or []:
+        lines += [""] + layout_lines(entry)
     for workload in body["workloads"]:
         cert = workload["certificate"]
         lines += ["", f"{workload['workload']}  (SLO {_slo_text(body, workload)}; epsilon {cert['epsilon']:g})"]

@@ -55,7 +55,8 @@ class TuneRequest:
     is not yet) and how to decide. New results go to `results` (None: `results_folder`'s default).
     `model_config` is a Hugging Face ``config.json`` describing a model the models file lacks, named
     `model_config_name` (None: its own name). `margin` bounds each workload's GPU time to
-    ``1 + margin`` times a bisection's (`slim.tune.guard`; None: unbounded)."""
+    ``1 + margin`` times a bisection's (`slim.tune.guard`; None: unbounded); across layouts, each
+    curve's to that of a bisection at every layout (`slim.tune.layouts`)."""
 
     traces: Path
     workloads: tuple[WorkloadSpec, ...]
@@ -74,6 +75,12 @@ class TuneRequest:
     measured_prompts: MeasuredPrompts = field(default_factory=lambda: MeasuredPrompts())
     """What the workloads' measured runs sent (`slim.tune.plan.build_plan` fills it in)."""
     tensor_parallel: int = 1
+    tensor_parallel_sizes: tuple[int, ...] = ()
+    """The layouts to decide across (`slim.tune.layouts`), one tensor-parallel size each; empty: the
+    cap alone at `tensor_parallel`."""
+    gpus: int | None = None
+    """GPUs available: a layout needing more per replica is excluded, and the deployment's replicas
+    are ``gpus // tensor_parallel`` (None: not given)."""
     models_file: Path = MODELS_FILE
     hardware_file: Path = HARDWARE_FILE
     sim_constants_file: Path = SIM_CONSTANTS_FILE
@@ -96,6 +103,10 @@ class TuneRequest:
             raise AdvisorError(f"mode must be {ONLINE} or {OFFLINE}, got '{self.mode}'")
         if self.predictor not in tune_predictors():
             raise AdvisorError(f"unknown predictor '{self.predictor}'; choose {' or '.join(sorted(tune_predictors()))}")
+        if any(size < 1 for size in self.tensor_parallel_sizes) or self.tensor_parallel < 1:
+            raise AdvisorError("tensor-parallel sizes must be positive whole numbers")
+        if self.gpus is not None and self.gpus < 1:
+            raise AdvisorError(f"--gpus must be a positive count, got {self.gpus}")
         if not (0 < self.confidence < 1):
             raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
         if self.slos.relative and int(self.slos.reference_cap) not in self.candidate_caps:
@@ -108,6 +119,16 @@ class TuneRequest:
             if self.slos.goodput is not None:
                 raise AdvisorError("goodput cannot be judged from offline static batches (vllm bench latency keeps "
                                    "no request's latencies); tune online")
+
+    @property
+    def across_layouts(self) -> bool:
+        """Whether the layout is part of the decision (`tensor_parallel_sizes` given)."""
+        return bool(self.tensor_parallel_sizes)
+
+    @property
+    def layout_sizes(self) -> tuple[int, ...]:
+        """The tensor-parallel sizes the session runs at, ascending."""
+        return tuple(sorted(set(self.tensor_parallel_sizes))) if self.across_layouts else (self.tensor_parallel,)
 
     @property
     def candidate_caps(self) -> tuple[int, ...]:

@@ -98,6 +98,7 @@ def run_fingerprint(request: TuneRequest, template: str | None) -> dict[str, Any
     """What an attempt's outcome depends on beyond its candidate: the command template, the server
     settings and slim's version. A recorded failure is trusted only under an equal fingerprint."""
     return {"template": template, "mode": request.mode, "tensor_parallel": request.tensor_parallel,
+            **({"tensor_parallel_sizes": list(request.layout_sizes)} if request.across_layouts else {}),
             "num_prompts": request.num_prompts, "server_max_num_seqs": max(request.candidate_caps),
             "hardware": request.hardware, "slim_version": __version__}
 
@@ -235,9 +236,11 @@ def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tu
     return code, time.monotonic() - started
 
 
-def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
-    """The usable run a benchmark wrote into `folder`, as a measurement, or None and why there is
-    none (the cleaning report's status and reason, as `slim check` names them)."""
+def ingest_run(plan: TunePlan, folder: Path, tensor_parallel: int | None = None) -> tuple[Measurement | None, str]:
+    """The usable run a benchmark wrote into `folder`, as a measurement (its GPU time its duration
+    times the run's tensor-parallel size), or None and why there is none (the cleaning report's
+    status and reason, as `slim check` names them; where `tensor_parallel` is given, a result that
+    records another size)."""
     request = plan.request
     from slim.specs.hardware import load_hardware_with_shipped
 
@@ -249,7 +252,14 @@ def ingest_run(plan: TunePlan, folder: Path) -> tuple[Measurement | None, str]:
         return None, "; ".join(f"{run['status']}: {run['reason']}" for run in error.runs) or str(error)
     except TraceFormatError:
         return None, "the benchmark exited 0 but wrote no result file"
-    return (measurement_of_runs(runs, request.slos), "") if len(runs) else (None, "no usable run")
+    if not len(runs):
+        return None, "no usable run"
+    recorded = sorted({int(size) for size in runs[col.TENSOR_PARALLEL].fillna(1)})
+    if tensor_parallel is not None and recorded != [tensor_parallel]:
+        # A run at another size than asked would count as another layout's, and a rerun would not find it.
+        return None, (f"the result records tensor parallel {', '.join(map(str, recorded))}, not {tensor_parallel}: "
+                      "record it (--metadata tensor_parallel_size={tensor_parallel_size}) and start the server at it")
+    return measurement_of_runs(runs, request.slos), ""
 
 
 def check_template(plan: TunePlan, template: str) -> None:
@@ -290,25 +300,26 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
 
     def measure(proposal: Proposal) -> Measurement | Unusable:
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
-        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate))
+        size = plan.tensor_parallel_of(proposal.workload)
+        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), size)
         folder = Path(values["result_dir"])
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))
         started = time.monotonic()
         limit_s = (None if proposal.limit_gpu_seconds is None
-                   else max(proposal.limit_gpu_seconds / request.tensor_parallel, 1.0))
+                   else max(proposal.limit_gpu_seconds / size, 1.0))
         run_timeout_s = min((t for t in (timeout_s, limit_s) if t is not None), default=None)
         try:
             code, seconds = execute(argv, folder, run_timeout_s)
         except KeyboardInterrupt:
             record(Attempt(proposal.workload, float(cap), relative_folder, EXIT_INTERRUPTED, False,
-                           (time.monotonic() - started) * request.tensor_parallel, fingerprint,
+                           (time.monotonic() - started) * size, fingerprint,
                            "interrupted (Ctrl-C)", interrupted=True))
             raise
-        measurement, reason = (ingest_run(plan, folder) if code == 0
+        measurement, reason = (ingest_run(plan, folder, size if request.across_layouts else None) if code == 0
                                else (None, _exit_reason(code, run_timeout_s, limit_s)))
         result = measurement if measurement is not None else Unusable(
-            seconds * request.tensor_parallel,
+            seconds * size,
             f"check the --run template (the last run's output: {folder / 'stderr.log'})")
         if measurement is None:
             plan.failure_reasons[proposal.candidate] = reason

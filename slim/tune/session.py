@@ -35,7 +35,15 @@ from slim.decision.scenarios import decision_probabilities
 from slim.decision.slo_limits import ResolvedLimits, resolve_limits
 from slim.defaults import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 from slim.errors import AdvisorError
-from slim.tune.belief import Belief, PriorPrediction, ResidualKernel, belief, conformal_multiplier, is_static_batch
+from slim.tune.belief import (
+    Belief,
+    LayoutUncertainty,
+    PriorPrediction,
+    ResidualKernel,
+    belief,
+    conformal_multiplier,
+    is_static_batch,
+)
 from slim.tune.guard import CostAccount, ShadowBisection, cost_account
 from slim.tune.measurement import Measurement
 from slim.tune.workload import WORKLOAD, Workload
@@ -51,7 +59,7 @@ class TuneSettings:
     out-of-sample extrapolation scores (`slim.tune.kernel.extrapolation_scores`: what the intervals'
     multiplier falls back on while the session has too few scores of its own), how many runs of one
     cap a measurement within the noise of an SLO may take (1: never repeat), and the bound's margin
-    over a bisection (`slim.tune.guard`; None: no bound)."""
+    over a bisection (`slim.tune.guard`; None: no bound), and the belief's terms across layouts."""
 
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
@@ -59,6 +67,9 @@ class TuneSettings:
     extrapolation_scores: tuple[float, ...] = ()
     max_runs_per_cap: int = DEFAULT_MAX_RUNS_PER_CAP
     margin: float | None = None
+    layouts: LayoutUncertainty | None = None
+    """The residual's terms across tensor-parallel sizes (`slim.tune.belief.LayoutUncertainty`), where
+    the session decides across layouts; None: the prior's scaling across sizes is not questioned."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,7 @@ class TuneSession:
             self._belief = belief(self.candidates, self.prior, measured,
                                   {i: m.scatter for i, m in self.measurements.items()}, self.settings.confidence,
                                   self.settings.kernel, self.settings.extrapolation_scores,
-                                  {i: m.runs for i, m in self.measurements.items()})
+                                  {i: m.runs for i, m in self.measurements.items()}, self.settings.layouts)
         return self._belief
 
     # --- decisions ------------------------------------------------------------------------
@@ -264,10 +275,13 @@ class TuneSession:
         multiplier = conformal_multiplier(np.zeros(0), CONTRADICTION_CONFIDENCE, self.settings.extrapolation_scores)
         outside = 0
         residuals, caps = [], []
+        layouts = self.settings.layouts
+        across = (layouts.variance(layouts.coordinates(self.candidates)) if layouts is not None
+                  else np.zeros(len(self.candidates)))
         for i in rows:
             measurement = self.measurements[i]
             half = multiplier * float(np.sqrt(kernel.variance(kernel.coordinates(self.candidates.iloc[[i]]))[0]
-                                              + measurement.log_sd ** 2))
+                                              + across[i] + measurement.log_sd ** 2))
             beyond = False
             for name, value in measurement.values().items():
                 prior = self.prior.values.get(name)

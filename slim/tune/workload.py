@@ -31,6 +31,9 @@ class Workload:
     known_cap: float | None = None
     """A cap known to meet every SLO without a run of the session's (the free reference run that set
     them), where the bound's bisection starts; a relative SLO's reference cap is one by itself."""
+    tensor_parallel: int | None = None
+    """The tensor-parallel size of this decision where the session decides across layouts
+    (`slim.tune.layouts`; one workload per layout of a curve), None where it decides the cap alone."""
 
     @property
     def bisection_start(self) -> float | None:
@@ -52,8 +55,14 @@ class Workload:
         return cls(model, input_len, output_len, Slos((bound,), reference_cap=float(reference_cap)), epsilon)
 
     @property
-    def label(self) -> str:
+    def curve(self) -> str:
+        """The model at its lengths, whatever the layout: what the layouts of one decision share."""
         return f"{self.model} IL {self.input_len:g} OL {self.output_len:g}"
+
+    @property
+    def label(self) -> str:
+        """The decision's name: the curve, and its layout where the session decides across layouts."""
+        return self.curve + (f" TP {self.tensor_parallel}" if self.tensor_parallel is not None else "")
 
 
 def curve_label(frame: pd.DataFrame) -> pd.Series:

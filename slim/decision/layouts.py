@@ -1,0 +1,168 @@
+"""The decision across parallel layouts: which (tensor-parallel size, cap) gives the most objective per
+GPU, and whether that is settled, from each layout's own candidates and certificate.
+
+A layout runs one server of ``tensor_parallel`` GPUs per replica, ``gpus`` per server in all
+(tensor parallel x data parallel). Each layout is decided on its own candidates (Eq. 13 and its
+certificate, `slim.decision.certificate.certify`); across layouts the **chosen** one is the layout
+whose certified incumbent (a measured cap within every SLO) has the most objective per GPU
+(total-token throughput, Eq. 6, or goodput, over ``gpus``); a tie goes to fewer GPUs. Another layout is
+**excluded** when its *ceiling* per GPU, the most it could still reach (its incumbent's measured
+objective, or the upper bound of any candidate its certificate does not exclude: the measured value
+where measured, ``Estimates.high`` elsewhere, infinite where nothing predicts it), is at most
+``(1 + tolerance)`` times the chosen one's per GPU; or when its certificate is settled with no
+feasible cap. The decision is **settled** when the chosen layout's certificate is settled and every
+other layout is excluded; with no layout chosen, when every layout is settled with no feasible cap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from slim.decision.candidates import DEFAULT_TOLERANCE, UNITS, CandidateView, cap_number
+from slim.decision.certificate import Certificate
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parallel layout: GPUs per model replica (vLLM's ``--tensor-parallel-size``) and GPUs the
+    server uses in all (``tensor_parallel x data_parallel``), by which the objective is divided."""
+
+    tensor_parallel: int
+    gpus: int
+
+    @classmethod
+    def of_tensor_parallel(cls, tensor_parallel: int) -> Layout:
+        """One replica per server: ``gpus = tensor_parallel``."""
+        return cls(int(tensor_parallel), int(tensor_parallel))
+
+    @property
+    def label(self) -> str:
+        return f"TP {self.tensor_parallel}" + (f" x DP {self.gpus // self.tensor_parallel}"
+                                               if self.gpus != self.tensor_parallel else "")
+
+
+@dataclass(frozen=True)
+class LayoutCandidate:
+    """One layout's evidence: its candidates as the decision judges them and its certificate."""
+
+    layout: Layout
+    view: CandidateView
+    certificate: Certificate
+
+    @property
+    def incumbent_per_gpu(self) -> float:
+        """The certified incumbent's measured objective per GPU (NaN without one)."""
+        return self.certificate.objective / self.layout.gpus if self.certificate.feasible else math.nan
+
+    @property
+    def ceiling_per_gpu(self) -> float:
+        """The most objective per GPU this layout could still reach (module docstring)."""
+        goal = self.view.goal
+        excluded = {float(e.cap) for e in self.certificate.exclusions}
+        best = self.certificate.objective if self.certificate.feasible else -math.inf
+        for position, cap in enumerate(self.view.caps):
+            if float(cap) in excluded or (self.certificate.feasible and float(cap) == self.certificate.batch_cap):
+                continue
+            value = goal.value[position] if goal.measured[position] else goal.high[position]
+            best = max(best, float(value) if np.isfinite(value) else math.inf)
+        return best / self.layout.gpus
+
+
+@dataclass(frozen=True)
+class LayoutVerdict:
+    """One layout in the decision across layouts: whether it is the chosen one, excluded (with why,
+    in words) or still open (it could beat the chosen one, or nothing is chosen yet)."""
+
+    layout: Layout
+    batch_cap: float
+    objective_per_gpu: float
+    ceiling_per_gpu: float
+    chosen: bool
+    excluded: bool
+    reason: str
+    certificate_settled: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensor_parallel_size": self.layout.tensor_parallel, "gpus": self.layout.gpus,
+                "max_num_seqs": cap_number(self.batch_cap), "objective_per_gpu": _finite(self.objective_per_gpu),
+                "ceiling_per_gpu": _finite(self.ceiling_per_gpu), "chosen": self.chosen, "excluded": self.excluded,
+                "reason": self.reason or None}
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    """The decision across layouts: the chosen layout's verdict (None: none has a certified
+    incumbent), whether it is settled, and every layout's verdict, ascending by GPUs."""
+
+    chosen: LayoutVerdict | None
+    settled: bool
+    verdicts: tuple[LayoutVerdict, ...]
+    tolerance: float
+
+    @property
+    def open_layouts(self) -> tuple[Layout, ...]:
+        """The layouts that may still take runs: the chosen one while its own certificate is open,
+        and every other layout not excluded."""
+        return tuple(v.layout for v in self.verdicts if not v.excluded and not (v.chosen and v.certificate_settled))
+
+    def verdict(self, layout: Layout) -> LayoutVerdict:
+        return next(v for v in self.verdicts if v.layout == layout)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def _fmt(value: float) -> str:
+    return "-" if not np.isfinite(value) else f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def decide_layouts(candidates: Sequence[LayoutCandidate], tolerance: float = DEFAULT_TOLERANCE) -> LayoutDecision:
+    """The decision across `candidates` (module docstring). Raises `ValueError` on no layout or two
+    alike."""
+    if not candidates:
+        raise ValueError("decide_layouts needs at least one layout")
+    if len({c.layout for c in candidates}) != len(candidates):
+        raise ValueError("each layout may be given once")
+    ordered = sorted(candidates, key=lambda c: (c.layout.gpus, c.layout.tensor_parallel))
+    feasible = [c for c in ordered if c.certificate.feasible]
+    # The most objective per GPU; on a tie, fewer GPUs (the order of `ordered` and `max` keeps the first).
+    chosen = max(feasible, key=lambda c: c.incumbent_per_gpu, default=None)
+    reference = chosen.incumbent_per_gpu * (1.0 + tolerance) if chosen is not None else math.nan
+    verdicts = []
+    for c in ordered:
+        unit = f"{UNITS[c.view.goal_name]} per GPU"
+        ceiling = c.ceiling_per_gpu
+        if c is chosen:
+            reason = ("chosen" if c.certificate.settled else
+                      "best certified so far; its own cap decision is still open")
+            verdicts.append(LayoutVerdict(c.layout, c.certificate.batch_cap, c.incumbent_per_gpu, ceiling, True,
+                                          False, reason, c.certificate.settled))
+            continue
+        if c.certificate.settled and not c.certificate.feasible:
+            excluded, reason = True, "no cap meets the SLOs and the efficiency floor"
+        elif chosen is not None and ceiling <= reference:
+            excluded = True
+            basis = ("its measured choice" if c.certificate.feasible and ceiling == c.incumbent_per_gpu
+                     else "at most")
+            reason = (f"{basis} {_fmt(ceiling)} {unit} <= {1 + tolerance:g} x the chosen "
+                      f"{chosen.layout.label}'s {_fmt(chosen.incumbent_per_gpu)}")
+        else:
+            excluded = False
+            reason = (f"could reach {_fmt(ceiling)} {unit}" if np.isfinite(ceiling)
+                      else "nothing bounds it yet") + (
+                f" > {1 + tolerance:g} x the chosen {chosen.layout.label}'s {_fmt(chosen.incumbent_per_gpu)}"
+                if chosen is not None else "")
+        verdicts.append(LayoutVerdict(c.layout, c.certificate.batch_cap, c.incumbent_per_gpu, ceiling, False,
+                                      excluded, reason, c.certificate.settled))
+    others_excluded = all(v.excluded for v in verdicts if not v.chosen)
+    if chosen is not None:
+        settled = chosen.certificate.settled and others_excluded
+    else:
+        settled = all(c.certificate.settled and not c.certificate.feasible for c in ordered)
+    chosen_verdict = next((v for v in verdicts if v.chosen), None)
+    return LayoutDecision(chosen_verdict, settled, tuple(verdicts), tolerance)

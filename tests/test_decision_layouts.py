@@ -1,0 +1,107 @@
+"""The decision across parallel layouts (`slim.decision.layouts`) on hand-built views: the choice by
+objective per GPU, the exclusion by a layout's ceiling per GPU or by having no feasible cap, and when
+it is settled."""
+
+import math
+
+import numpy as np
+import pytest
+
+from slim.decision.candidates import CandidateView, Constraint, Estimates
+from slim.decision.certificate import certify
+from slim.decision.layouts import Layout, LayoutCandidate, decide_layouts
+from slim.specs.slo import IN_BATCH_E2E
+
+CAPS = np.array([1.0, 8.0, 16.0, 32.0])
+EPSILON = 0.1
+
+
+def _estimates(measured, values, low=None, high=None) -> Estimates:
+    measured = np.asarray(measured, dtype=bool)
+    values = np.asarray(values, dtype=float)
+    low = values * 0.9 if low is None else np.asarray(low, dtype=float)
+    high = values * 1.1 if high is None else np.asarray(high, dtype=float)
+    return Estimates(measured, np.where(measured, values, np.nan), values, np.where(measured, values, low),
+                     np.where(measured, values, high), np.where(measured, 0.0, 0.05))
+
+
+def layout(tp: int, throughput, measured, e2e_ms, slo_ms=1000.0, high=None) -> LayoutCandidate:
+    """A layout whose throughput (tokens/s per server) and E2E are given per cap: measured where
+    `measured`, else predicted with +-10 % intervals (`high`: another upper bound of throughput)."""
+    view = CandidateView(CAPS, np.zeros(len(CAPS), dtype=bool), _estimates(measured, throughput, high=high),
+                         (Constraint(IN_BATCH_E2E, slo_ms, _estimates(measured, e2e_ms)),))
+    return LayoutCandidate(Layout.of_tensor_parallel(tp), view, certify(view, EPSILON))
+
+
+ALL = [True] * 4
+E2E = [100.0, 400.0, 800.0, 1600.0]    # cap 32 is over the 1,000 ms SLO at every layout
+
+
+def test_the_layout_of_most_throughput_per_gpu_is_chosen_and_the_others_excluded_by_measurement():
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)       # cap 16: 1,200 per GPU
+    tp2 = layout(2, [180.0, 1300.0, 2200.0, 3800.0], ALL, E2E)      # cap 16: 1,100 per GPU
+    decision = decide_layouts([tp2, tp1], tolerance=0.01)
+    assert decision.settled and decision.chosen.layout == Layout(1, 1) and decision.chosen.batch_cap == 16
+    assert decision.chosen.objective_per_gpu == 1200.0
+    other = decision.verdict(Layout(2, 2))
+    assert other.excluded and "1,100 tokens/s per GPU <= 1.01 x the chosen TP 1's 1,200" in other.reason
+    assert decision.open_layouts == ()
+    assert [v.layout.tensor_parallel for v in decision.verdicts] == [1, 2]
+
+
+def test_a_layout_whose_upper_bound_per_gpu_could_beat_the_choice_stays_open():
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)
+    # TP 2 measured only at cap 1; cap 16's upper bound 2,640 tokens/s is 1,320 per GPU > 1.01 x 1,200.
+    tp2 = layout(2, [180.0, 1300.0, 2400.0, 3800.0], [True, False, False, False], E2E)
+    decision = decide_layouts([tp1, tp2], tolerance=0.01)
+    assert not decision.settled and decision.chosen.layout.tensor_parallel == 1
+    verdict = decision.verdict(Layout(2, 2))
+    assert not verdict.excluded and verdict.ceiling_per_gpu == pytest.approx(1320.0)
+    assert decision.open_layouts == (Layout(2, 2),)
+
+
+def test_an_upper_bound_under_the_choice_per_gpu_excludes_a_layout_without_a_run():
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)
+    # TP 2's best upper bound within its own certificate: cap 16 at 2,200 x 1.1 = 2,420, i.e. 1,210 per GPU.
+    tp2 = layout(2, [180.0, 1300.0, 2200.0, 3800.0], [False] * 4, E2E)
+    assert decide_layouts([tp1, tp2], tolerance=0.01).verdict(Layout(2, 2)).excluded
+    assert not decide_layouts([tp1, tp2], tolerance=0.0).verdict(Layout(2, 2)).excluded, \
+        "1,210 > 1,200: the tolerance is what excludes it"
+
+
+def test_an_unpredicted_candidate_keeps_its_layout_open():
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)
+    high = [np.inf, 0.0, 0.0, 0.0]
+    tp2 = layout(2, [np.nan, 10.0, 10.0, 10.0], [False] * 4, [np.nan, 10.0, 10.0, 10.0], high=high)
+    verdict = decide_layouts([tp1, tp2]).verdict(Layout(2, 2))
+    assert not verdict.excluded and math.isinf(verdict.ceiling_per_gpu) and verdict.reason.startswith("nothing")
+
+
+def test_a_layout_settled_with_no_feasible_cap_is_excluded_and_all_infeasible_settles_on_none():
+    over = [2000.0, 4000.0, 8000.0, 9000.0]
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)
+    tp4 = layout(4, [400.0, 2800.0, 4800.0, 8000.0], ALL, over)
+    decision = decide_layouts([tp1, tp4])
+    assert decision.settled and decision.verdict(Layout(4, 4)).reason.startswith("no cap meets")
+    none = decide_layouts([tp4, layout(2, [180.0, 1300.0, 2200.0, 3800.0], ALL, over)])
+    assert none.settled and none.chosen is None
+
+
+def test_the_choice_waits_for_its_own_certificate():
+    # TP 1's incumbent (cap 8) is measured, but cap 16 is not: its own decision is open.
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], [True, True, False, True], E2E)
+    tp2 = layout(2, [180.0, 600.0, 700.0, 900.0], ALL, E2E)
+    decision = decide_layouts([tp1, tp2])
+    assert decision.chosen.layout.tensor_parallel == 1 and not decision.settled
+    assert decision.verdict(Layout(2, 2)).excluded and decision.open_layouts == (Layout(1, 1),)
+
+
+def test_a_tie_per_gpu_goes_to_fewer_gpus_and_data_parallel_divides_by_every_gpu():
+    tp1 = layout(1, [100.0, 700.0, 1200.0, 2000.0], ALL, E2E)
+    tp2 = layout(2, [200.0, 1400.0, 2400.0, 4000.0], ALL, E2E)
+    decision = decide_layouts([tp2, tp1], tolerance=0.0)
+    assert decision.chosen.layout.tensor_parallel == 1 and decision.verdict(Layout(2, 2)).excluded
+    replicated = LayoutCandidate(Layout(1, 2), tp2.view, tp2.certificate)    # TP 1 x DP 2: 2 GPUs
+    assert replicated.incumbent_per_gpu == 1200.0 and replicated.layout.label == "TP 1 x DP 2"
+    with pytest.raises(ValueError):
+        decide_layouts([tp1, tp1])
