@@ -21,7 +21,7 @@ from slim.paper.replay.searches import MODEL_FREE_SEARCHES
 WITHIN_REGRET_PCT, SHARE_GOAL = 1.0, 0.95
 LAYOUT_GOALS = {"vs_bisection": 0.5, "vs_exhaustive": 0.2, "worst_vs_bisection": 1.5}
 """The GPU-time goals of a tuning policy across layouts (ratios of total GPU time; the worst workload's)."""
-LAYOUT_TUNE_POLICIES = ("tune_per_layout",)
+LAYOUT_TUNE_POLICIES = ("tune_layouts", "tune_per_layout")
 """The tuning policies across layouts the goals judge."""
 
 

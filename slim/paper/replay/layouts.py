@@ -15,6 +15,10 @@ among the caps it chose per layout (through the replay's run-to-run noise, `RunN
   `slim.paper.replay.searches.bisect_caps`);
 - ``tune_per_layout``: `slim tune` at each layout on its own, from an out-of-sample prior
   (`TabledPrior`; `slim.paper.replay.tune_policy.replay_tune`);
+- ``tune_layouts``: `slim tune --tensor-parallel-sizes`, one session deciding across the layouts
+  (`slim.tune.layouts`: layouts that cannot beat the chosen one per GPU take no more runs, the bound
+  pooled over a bisection per layout), from the same prior; on workloads whose layouts are
+  tensor-parallel sizes alone;
 - ``hindsight_layout``: the bisection at the layout that turned out best only (a user who knew the
   layout);
 - ``floor``: the best (layout, cap) measured alone (nothing that must measure its choice spends less).
@@ -44,11 +48,17 @@ from slim.paper.replay.curves import ReplayCurve, RunNoise, SloKind, replay_curv
 from slim.paper.replay.priors import ReplayPrior
 from slim.paper.replay.scoring import OUT_OF_SAMPLE, REPLAY_COLUMNS, ReplayRun, replay_row
 from slim.paper.replay.searches import MODEL_FREE_SEARCHES, full_profile_choice, model_free_caps, slo_binds
-from slim.paper.replay.tune_policy import replay_tune
+from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, oracle, replay_tune
 from slim.specs.hardware import Hardware
-from slim.tune.session import TuneSettings
+from slim.specs.slo import SloBound, SloMetric, Slos
+from slim.tune.belief import LayoutUncertainty, roofline_gpu_seconds
+from slim.tune.layouts import layout_decisions
+from slim.tune.loop import run_loop
+from slim.tune.session import TuneSession, TuneSettings
+from slim.tune.workload import Workload
 
-LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "hindsight_layout", "floor")
+LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "hindsight_layout",
+                   "floor")
 LAYOUT_COLUMNS = ("slo_kind", "workload", "layouts", "policy", "seed", "noise", "runs", "gpu_seconds",
                   "exhaustive_gpu_seconds", "bisection_gpu_seconds", "floor_gpu_seconds", "chosen_layout",
                   "chosen_cap", "best_layout", "best_cap", "regret_pct", "slo_violated")
@@ -226,6 +236,9 @@ def replay_workload(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, ep
         cap_rows += tuned
         add("tune_per_layout", *_decide(workload, [float(r["chosen_cap"]) for r in tuned], noise),
             sum(int(r["runs"]) for r in tuned), sum(float(r["gpu_seconds"]) for r in tuned))
+    across = _tune_across_layouts(workload, kind, noise, epsilon, tuning)
+    if across is not None:
+        add("tune_layouts", *across)
     if truth.layout >= 0:
         caps, cap = bisected[truth.layout]
         hindsight = [cap if i == truth.layout else math.nan for i in range(len(layouts))]
@@ -251,6 +264,40 @@ def _tune_per_layout(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, e
                              {lc.curve.label: binds[i]}, tuning.architectures, hw, tuning.scatter)
         cap_rows.append({"layout": lc.layout, **replay.rows[0]})
     return cap_rows
+
+
+def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, epsilon: float,
+                         tuning: LayoutReplayInputs) -> tuple[int, float, int, float] | None:
+    """`slim tune --tensor-parallel-sizes` on the workload (one session, a workload per layout, the
+    decision across layouts and its pooled bound: `slim.tune.layouts`): the chosen layout's index
+    (-1: none), its cap, the charged runs and their GPU time; None without a prior for the model, or
+    where two layouts share a tensor-parallel size or use data parallelism (tune's layouts are
+    tensor-parallel sizes alone)."""
+    prior, layouts = tuning.prior, workload.layouts
+    sizes = [int(lc.curve.rows[col.TENSOR_PARALLEL].iloc[0]) for lc in layouts]
+    if (prior is None or layouts[0].curve.curve.model not in prior.by_model or len(set(sizes)) < len(sizes)
+            or any(lc.gpus != size for lc, size in zip(layouts, sizes))):
+        return None
+    curves = [lc.curve for lc in layouts]
+    first = curves[0].curve
+    workloads = [Workload(first.model, first.input_len_nominal, first.output_len_nominal,
+                          Slos(tuple(SloBound(SloMetric.parse(name), limit_ms=limit)
+                                     for name, limit in curve.limits_ms.items())), epsilon, curve.reference_cap,
+                          tensor_parallel=size) for curve, size in zip(curves, sizes)]
+    candidates = candidates_of(curves)
+    candidates[WORKLOAD] = np.concatenate([[w.label] * len(c.rows) for w, c in zip(workloads, curves)])
+    metrics = tuple({m.name: m for c in curves for m in c.metrics}.values())
+    hw = tuning.hardware[str(curves[0].rows[col.HARDWARE].iloc[0])]
+    session = TuneSession(workloads, candidates, prior.predict(candidates, metrics),
+                          replace(tuning.settings, layouts=LayoutUncertainty()),
+                          run_floor_gpu_seconds=roofline_gpu_seconds(candidates, tuning.architectures, hw))
+    outcome = run_loop(session, oracle(curves, noise, tuning.scatter, [w.label for w in workloads]))
+    decision = layout_decisions(session)[workloads[0].curve]
+    runs = sum(1 for step in outcome.steps if step.gpu_seconds > 0)
+    spent = float(sum(step.gpu_seconds for step in outcome.steps))
+    if decision.chosen is None or not np.isfinite(decision.chosen.batch_cap):
+        return -1, math.nan, runs, spent
+    return sizes.index(decision.chosen.layout.tensor_parallel), float(decision.chosen.batch_cap), runs, spent
 
 
 def replay_layouts(frame: pd.DataFrame, kinds: Sequence[SloKind], epsilon: float, noises: Sequence[RunNoise],

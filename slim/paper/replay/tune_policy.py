@@ -58,13 +58,14 @@ def _measurement(values: dict[str, float], gpu_seconds: float, scatter: float, c
                        charged=charged)
 
 
-def oracle(curves: list[ReplayCurve], noise: RunNoise = RunNoise(),
-           scatter: float = DEFAULT_NOISE_SD) -> Callable[[Proposal], Measurement | Unusable | None]:
+def oracle(curves: list[ReplayCurve], noise: RunNoise = RunNoise(), scatter: float = DEFAULT_NOISE_SD,
+           labels: list[str] | None = None) -> Callable[[Proposal], Measurement | Unusable | None]:
     """Reveals a recorded run (through the noise; a repeated cap's further runs are new draws) when
     the loop asks for it; the charge is its recorded GPU time, or the proposal's limit where the run
     would take longer (stopped there, nothing measured). Each measurement carries `scatter`, the
-    run-to-run scatter a user states."""
-    by_label = {curve.label: curve for curve in curves}
+    run-to-run scatter a user states. `labels`: the workload each curve is asked for by (default
+    its own label; a layout's where the session decides across layouts)."""
+    by_label = dict(zip(labels if labels is not None else [curve.label for curve in curves], curves))
     asked: dict[tuple[str, float], int] = {}
 
     def measure(proposal: Proposal) -> Measurement | Unusable | None:
@@ -74,7 +75,7 @@ def oracle(curves: list[ReplayCurve], noise: RunNoise = RunNoise(),
         seconds = curve.run_gpu_seconds(proposal.max_num_seqs)
         if proposal.limit_gpu_seconds is not None and seconds > proposal.limit_gpu_seconds:
             return Unusable(proposal.limit_gpu_seconds, "stopped at the bound's limit")
-        key = (curve.label, proposal.max_num_seqs)
+        key = (proposal.workload, proposal.max_num_seqs)
         repeat = asked.get(key, 1 if proposal.max_num_seqs == curve.reference_cap else 0)
         asked[key] = repeat + 1
         return _measurement(observed(curve, proposal.max_num_seqs, noise, repeat), seconds, scatter)
