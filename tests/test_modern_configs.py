@@ -42,3 +42,36 @@ def test_a_modern_checkpoint_gets_a_prediction_a_memory_plan_and_a_knee(capsys, 
 def test_a_checkpoint_too_big_for_one_gpu_is_named_in_one_line(capsys, config):
     code, document = _advise(capsys, config)
     assert code == cli.EXIT_NO_FEASIBLE_CAP and "does not fit the KV cache" in document["message"]
+
+
+def _tune(capsys, tmp_path, config: str, *extra: str) -> tuple[int, dict | str]:
+    name = json.loads((REPO / "tests" / "data" / "hf_configs" / config / "config.json").read_text()).get(
+        "_name_or_path", config)
+    code = cli.main(["tune", "--traces", str(tmp_path), "--model-config",
+                     str(REPO / "tests" / "data" / "hf_configs" / config / "config.json"), "--workload",
+                     f"{name}:256:256", "--hardware", "a100-80gb", "--slo-ms", "60000", "--json", *extra])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 else out.err)
+
+
+@pytest.mark.parametrize("config", FITS_ONE_GPU)
+def test_tune_plans_a_modern_checkpoint_from_its_prediction(capsys, tmp_path, config):
+    for kv in ((), ("--kv-cache-dtype", "fp8")):
+        code, body = _tune(capsys, tmp_path, config, *kv)
+        assert code == 0, body
+        recommendation = body["workloads"][0]["recommendation"]
+        assert recommendation["total_token_throughput"] > 0 and not recommendation["measured"]
+        assert body["next"][0]["commands"]["server"].startswith("vllm serve ")
+
+
+@pytest.mark.parametrize("config", TOO_BIG)
+def test_tune_names_a_checkpoint_too_big_for_its_layout_in_one_line(capsys, tmp_path, config):
+    code, err = _tune(capsys, tmp_path, config)
+    assert code == 2 and "at tensor parallel 1" in err and "--tensor-parallel-size" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_tune_plans_mixtral_across_two_gpus(capsys, tmp_path):
+    code, body = _tune(capsys, tmp_path, "mixtral-8x7b", "--tensor-parallel-size", "2")
+    assert code == 0, body
+    assert "--tensor-parallel-size 2" in body["next"][0]["commands"]["server"]

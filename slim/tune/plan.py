@@ -143,7 +143,7 @@ def layout_exclusion(arch: Architecture, hw: Hardware, spec: WorkloadSpec, tenso
         return f"needs {tensor_parallel} GPUs, {gpus} available (--gpus)"
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
     if not fit.weights_fit:
-        return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on a {hw.name}"
+        return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on each {hw.name}"
     if not fit.fits:
         return (f"one request needs {fit.kv_tokens_needed:,} KV tokens per rank, {fit.kv_capacity_tokens:,} fit on "
                 f"a {hw.name} at tensor parallel {tensor_parallel}")
@@ -183,7 +183,10 @@ def build_plan(request: TuneRequest) -> TunePlan:
                             tensor_parallel=size if request.across_layouts else None)
         if workload.label in specs:
             raise AdvisorError(f"workload {workload.label} is named twice")
-        excluded = layout_exclusion(arch, hw, spec, size, request.gpus) if request.across_layouts else None
+        excluded = layout_exclusion(arch, hw, spec, size, request.gpus if request.across_layouts else None)
+        if excluded is not None and not request.across_layouts:
+            raise AdvisorError(f"{arch.name} at tensor parallel {size}: {excluded}; give a larger "
+                               "--tensor-parallel-size (or --tensor-parallel-sizes 2,4,8 to compare layouts)")
         if excluded is not None:
             exclusions.setdefault(workload.curve, {})[size] = excluded
             continue
