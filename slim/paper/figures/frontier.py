@@ -253,8 +253,7 @@ def frontier_points(rows: pd.DataFrame, predictor: str, axis: str = DEFAULT_AXIS
         return {name: float(run.get(f"{prefix}_{name}{suffix}", math.nan)) for name in names}
 
     points = []
-    tensor_parallel = rows[col.TENSOR_PARALLEL].fillna(1).astype(float)
-    for (_, run), gpus in zip(rows.iterrows(), tensor_parallel):
+    for (_, run), gpus in zip(rows.iterrows(), server_gpus(rows)):
         ol, cap = float(run[col.OUTPUT_LEN_MEAN]), float(run[col.MAX_NUM_SEQS])
         points.append(FrontierPoint(cap, interactivity(latencies(run, "measured"), axis, ol),
                                     float(run["measured_throughput"]) / gpus, True))
@@ -266,6 +265,14 @@ def frontier_points(rows: pd.DataFrame, predictor: str, axis: str = DEFAULT_AXIS
                                     (float(run[f"{predictor}_throughput_low"]) / gpus,
                                      float(run[f"{predictor}_throughput_high"]) / gpus)))
     return tuple(points)
+
+
+def server_gpus(rows: pd.DataFrame) -> np.ndarray:
+    """The GPUs each run's server occupies: `columns.GPUS_PER_SERVER` where recorded, else tensor x
+    data parallel (1 where unrecorded)."""
+    recorded = rows.reindex(columns=[col.GPUS_PER_SERVER])[col.GPUS_PER_SERVER].to_numpy(dtype=float)
+    sizes = rows.reindex(columns=[col.TENSOR_PARALLEL, col.DATA_PARALLEL]).fillna(1).to_numpy(dtype=float)
+    return np.where(np.isfinite(recorded) & (recorded > 0), recorded, sizes.prod(axis=1))
 
 
 def unpredicted_note(points: Sequence[FrontierPoint], predictor: str, axis: str) -> str:
@@ -321,24 +328,31 @@ def dataset_frontiers(table: pd.DataFrame, slos, predictor: str, min_caps: int =
     return frontiers
 
 
+def advice_points(advice, axis: str) -> tuple[FrontierPoint, ...]:
+    """An advice's candidates on `axis`: measured where measured, and predicted (refused ones marked),
+    their throughput over the GPUs its server occupies (`Advice.gpus_per_server`)."""
+    ol, gpus = advice.output_len, float(advice.gpus_per_server)
+    points = []
+    for row in advice.candidates:
+        if "throughput" in row.measured:
+            points.append(FrontierPoint(row.max_num_seqs, interactivity(row.measured, axis, ol),
+                                        row.measured["throughput"] / gpus, True))
+        points.append(FrontierPoint(row.max_num_seqs, interactivity(row.predicted, axis, ol),
+                                    row.predicted.get("throughput", math.nan) / gpus, False, refused=row.refused))
+    return tuple(points)
+
+
 def advice_frontier_figure(advice) -> Figure:
     """`slim advise --plot`: the frontier of the advised workload (900 x 600 px as a PNG), from its
     candidates' measured and predicted values (no interval: advise's predictors hold none but a
     confident SLIM's E2E bound) on the axis of its SLOs (`axis_metric`), the caps the predictor
     refused marked apart."""
     axis = axis_metric(list(advice.limits_ms))
-    ol = advice.output_len
-    points = []
-    for row in advice.candidates:
-        if "throughput" in row.measured:
-            points.append(FrontierPoint(row.max_num_seqs, interactivity(row.measured, axis, ol),
-                                        row.measured["throughput"], True))
-        points.append(FrontierPoint(row.max_num_seqs, interactivity(row.predicted, axis, ol),
-                                    row.predicted.get("throughput", math.nan), False, refused=row.refused))
     predictor = advice.predictor.upper()
     title = f"{advice.model} IL {advice.input_len:g} OL {advice.output_len:g} on {advice.hardware}"
-    bounds, others = bound_lines(advice.limits_ms, ol, axis)
-    frontier = Frontier(title, tuple(points), bounds, advice.recommendation.batch_cap,
+    points = advice_points(advice, axis)
+    bounds, others = bound_lines(advice.limits_ms, advice.output_len, axis)
+    frontier = Frontier(title, points, bounds, advice.recommendation.batch_cap,
                         f"predicted: {predictor}" + unpredicted_note(points, predictor, axis), axis, others, predictor)
     return frontier_figure([frontier], columns=1, panel_inches=ADVICE_INCHES, font_size=ADVICE_FONT_SIZE,
                            legend_inches=ADVICE_LEGEND_INCHES)
