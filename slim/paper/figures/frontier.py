@@ -177,12 +177,14 @@ def frontier_figure(frontiers: Sequence[Frontier], columns: int = 4, panel_inche
     return figure
 
 
-def _drawn(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
+def drawn_points(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
+    """The points with both coordinates finite, in cap order."""
     return sorted((p for p in points if np.isfinite(p.interactivity) and np.isfinite(p.throughput_per_gpu)),
                   key=lambda p: p.cap)
 
 
-def _errors(points: Sequence[FrontierPoint], value, low_high) -> np.ndarray:
+def interval_errors(points: Sequence[FrontierPoint], value, low_high) -> np.ndarray:
+    """Error-bar lengths (below, above) of each point's `value` from its interval `low_high` (0 where none)."""
     return np.array([[max(value(p) - low_high(p)[0], 0.0) if np.isfinite(low_high(p)[0]) else 0.0 for p in points],
                      [max(low_high(p)[1] - value(p), 0.0) if np.isfinite(low_high(p)[1]) else 0.0 for p in points]])
 
@@ -192,16 +194,16 @@ def _panel(ax, frontier: Frontier, title: str, font_size: float) -> None:
     series = ((MEASURED_STYLE, [p for p in frontier.points if p.measured]),
               (PREDICTED_STYLE, [p for p in frontier.points if not p.measured and not p.refused]))
     for style, points in series:
-        points = _drawn(points)
+        points = drawn_points(points)
         if not points:
             continue
         x = np.array([p.interactivity for p in points])
         y = np.array([p.throughput_per_gpu for p in points])
-        ax.errorbar(x, y, xerr=_errors(points, lambda p: p.interactivity, lambda p: p.interactivity_range),
-                    yerr=_errors(points, lambda p: p.throughput_per_gpu, lambda p: p.throughput_range),
+        ax.errorbar(x, y, xerr=interval_errors(points, lambda p: p.interactivity, lambda p: p.interactivity_range),
+                    yerr=interval_errors(points, lambda p: p.throughput_per_gpu, lambda p: p.throughput_range),
                     linestyle="-" if style is MEASURED_STYLE else ":", linewidth=0.8 * font_size / 7,
                     markersize=marker_size, capsize=2, elinewidth=0.6, **style)
-    refused = _drawn([p for p in frontier.points if p.refused and not p.measured])
+    refused = drawn_points([p for p in frontier.points if p.refused and not p.measured])
     if refused:
         ax.plot([p.interactivity for p in refused], [p.throughput_per_gpu for p in refused],
                 markersize=1.6 * marker_size, label=f"refused by {frontier.refused_by} (simulated preemption)",
@@ -209,7 +211,7 @@ def _panel(ax, frontier: Frontier, title: str, font_size: float) -> None:
     for value, label in frontier.bounds:
         ax.axvline(value, color="0.4", linestyle="--", linewidth=0.8 * font_size / 7,
                    label=f"{label} (admissible to its right)")
-    chosen = [p for p in _drawn(frontier.points) if p.cap == frontier.chosen_cap]
+    chosen = [p for p in drawn_points(frontier.points) if p.cap == frontier.chosen_cap]
     chosen = [p for p in chosen if p.measured] or chosen
     if chosen:
         ax.plot([chosen[0].interactivity], [chosen[0].throughput_per_gpu], marker="o", markersize=2.7 * marker_size,
@@ -234,7 +236,7 @@ def _label_caps(ax, points: Sequence[FrontierPoint], font_size: float, marker_si
         color = "tab:red" if p.refused else MEASURED_STYLE["color"] if p.measured else PREDICTED_STYLE["color"]
         return PointLabel(p.interactivity, p.throughput_per_gpu, f"{p.cap:g}", color, radius_points)
 
-    drawn = _drawn(points)
+    drawn = drawn_points(points)
     radius, ring = marker_size / 2 + 1.5, 1.4 * marker_size
     ordered = ([p for p in drawn if p.measured] + [p for p in drawn if not p.measured and not p.refused]
                + [p for p in drawn if p.refused])
