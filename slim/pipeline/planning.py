@@ -436,6 +436,12 @@ class Plan:
         """`pattern` (with {name}) for each dataset the accuracy beyond the paper scores."""
         return [pattern.format(name=name) for name in self.beyond_paper_datasets()]
 
+    def beyond_paper_frontier_datasets(self) -> list[str]:
+        """The datasets of config beyond_paper.frontiers that the accuracy beyond the paper scores in
+        this run, in order."""
+        scored = self.beyond_paper_datasets()
+        return [name for name in self.config.get("beyond_paper", {}).get("frontiers", []) if name in scored]
+
     # The tuning replay (rules in tuning.smk): every dataset with an advisor config.
 
     def tuning_files(self, pattern: str) -> list[str]:
