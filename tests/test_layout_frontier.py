@@ -94,6 +94,13 @@ def test_the_chosen_layout_and_cap_is_ringed_and_named():
 def test_a_layout_without_advice_is_named_with_its_reason():
     ax = layout_frontier_figure(advice_layout_frontier(_layouts())).axes[0]
     assert "TP 8: no advice (needs 8 GPUs, 4 available)" in _legend(ax)
+    none_advised = LayoutAdvice((LayoutOutcome(2, None, "no batch cap meets the constraints"),
+                                 LayoutOutcome(4, None, "no usable run at --tensor-parallel-size 4")),
+                                None, None, None, 2048.0)
+    ax = layout_frontier_figure(advice_layout_frontier(none_advised)).axes[0]
+    assert _legend(ax)[-2:] == ["TP 2: no advice (no batch cap meets the constraints)",
+                                "TP 4: no advice (no usable run at --tensor-parallel-size 4)"]
+    assert not ax.containers
 
 
 def test_the_bound_is_one_grey_line_where_every_layout_shares_it_else_one_per_layout():
