@@ -98,8 +98,6 @@ class Advice:
     predicted_bounds: tuple[str, ...] = ()
     served_model: str = ""
     """The model as the user named it (a Hugging Face id, a catalog name, or a local folder)."""
-    tensor_parallel: int = 1
-    data_parallel: int = 1
     gpus_per_server: int = 1
     """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
     runs, else tensor x data parallel): what its throughput is per GPU over."""
@@ -234,8 +232,7 @@ def advise(request: AdviceRequest) -> Advice:
                   + unstated_statistic_warnings(r.slos, runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
-                  predicted_bounds=resolved.predicted, served_model=served, tensor_parallel=tensor_parallel,
-                  data_parallel=data_parallel,
+                  predicted_bounds=resolved.predicted, served_model=served,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel))
 
 
