@@ -217,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "against output tokens/s per user (from the metric of the first bound on a TPOT, "
                                     "ITL or in-batch E2E statistic, so that the bound is drawn against its own "
                                     "metric; else 1000 / mean TPOT) at every candidate cap, measured and predicted, "
-                                    "the caps SIM refused and the chosen cap")
+                                    "the caps SIM refused and the chosen cap; comparing layouts "
+                                    "(--tensor-parallel-sizes), one curve per layout, per GPU of its whole server, "
+                                    "the chosen layout and cap ringed and the layouts without advice named")
     advise_parser.add_argument("--no-plan", action="store_true",
                                help="skip slim tune's session on the same runs (whether the decision is settled, "
                                     "the next benchmark)")
@@ -376,6 +378,11 @@ def _advise_layouts(args: argparse.Namespace) -> int:
 
     sizes = args.tensor_parallel_sizes or tuple(t for t in (1, 2, 4, 8) if args.gpus is None or t <= args.gpus)
     layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)
+    if args.plot is not None:
+        from slim.paper.figures.frontier import save_frontier
+        from slim.paper.figures.layout_frontier import advice_layout_frontier, layout_frontier_figure
+
+        save_frontier(layout_frontier_figure(advice_layout_frontier(layouts)), args.plot)
     code = EXIT_OK if layouts.chosen is not None else EXIT_NO_FEASIBLE_CAP
     if args.json:
         print(json.dumps({"slim_version": __version__, "status": "ok" if code == EXIT_OK else "no_feasible_cap",

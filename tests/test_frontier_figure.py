@@ -36,13 +36,13 @@ def values(throughput: float, mean_tpot_ms: float, p99_tpot_ms: float) -> dict[s
             "mean_in_batch_e2e_ms": 256 * mean_tpot_ms}
 
 
-def advice(limits_ms=LIMITS_MS, chosen: float = 16.0):
+def advice(limits_ms=LIMITS_MS, chosen: float = 16.0, gpus_per_server: int = 1):
     rows = tuple(CandidateRow(float(cap), values(*MEASURED[cap]) if cap in MEASURED else {}, values(*predicted),
                               runs=int(cap in MEASURED), refused=float(cap) in REFUSED)
                  for cap, predicted in PREDICTED.items())
     return SimpleNamespace(model="opt-2.7b", input_len=256.0, output_len=256.0, hardware="a100-80gb",
                            predictor="sim", limits_ms=dict(limits_ms), candidates=rows,
-                           recommendation=SimpleNamespace(batch_cap=chosen))
+                           recommendation=SimpleNamespace(batch_cap=chosen), gpus_per_server=gpus_per_server)
 
 
 def series(ax, label: str):
@@ -121,3 +121,12 @@ def test_the_same_advice_draws_the_same_bytes():
         advice_frontier_figure(advice()).savefig(buffer, format="png", dpi=100, metadata={"Software": None})
         drawn.append(buffer.getvalue())
     assert drawn[0] == drawn[1]
+
+
+def test_throughput_is_per_gpu_of_the_whole_server():
+    """A server of tensor-parallel 2 x data-parallel 2 occupies 4 GPUs: every point's throughput is over 4."""
+    on_one = advice_frontier_figure(advice()).axes[0]
+    on_four = advice_frontier_figure(advice(gpus_per_server=4)).axes[0]
+    for label in ("measured", "predicted"):
+        assert list(series(on_four, label).get_ydata()) == pytest.approx(
+            [value / 4 for value in series(on_one, label).get_ydata()])

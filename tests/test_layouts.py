@@ -4,12 +4,15 @@ sizes on NVIDIA's Llama-3.1-70B FP8 sweep."""
 
 import json
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from slim import cli
 from slim.advisor.layouts import LayoutAdvice, LayoutOutcome, layout_lines
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
@@ -18,7 +21,7 @@ def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
     recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
     return LayoutOutcome(tensor_parallel, SimpleNamespace(
         recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
-        max_model_len=2048, served_model="m"))
+        max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel))
 
 
 def test_the_deployment_on_gpus_and_for_a_request_rate():
@@ -82,3 +85,61 @@ def test_a_layout_above_the_gpus_loses_with_its_reason_and_the_rate_sizes_the_fl
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=5", "--tensor-parallel-sizes", "2,4,8"]) == \
         cli.EXIT_NO_FEASIBLE_CAP
     assert "No layout meets the SLOs." in capsys.readouterr().out
+
+
+def test_a_layout_is_charged_the_gpus_of_its_whole_server():
+    """TP 4 at data-parallel 4 occupies 16 GPUs: the same total throughput is a quarter per GPU."""
+    alone = _outcome(4, 6400.0)
+    ranked = LayoutOutcome(4, SimpleNamespace(**{**vars(alone.advice), "gpus_per_server": 16}), None, 4)
+    assert (alone.throughput_per_gpu, ranked.throughput_per_gpu) == (1600.0, 400.0)
+    assert (ranked.name, ranked.gpus_per_replica) == ("TP 4 x DP 4", 16)
+    advice = LayoutAdvice((ranked,), ranked, 32, None, 2048.0)
+    assert (advice.replicas, advice.gpus_needed) == (2, 32)
+    assert "--tensor-parallel-size 4 --data-parallel-size 4 --max-num-seqs 16 " in layout_lines(advice)[-1]
+
+
+SWEEP_HEADER = (REPO / "tests" / "data" / "aiconfigurator_silicon" / "sweep.csv").read_text().splitlines()[0]
+IN_FLIGHT = (4, 8, 16, 32, 64)
+
+
+def _sweep_row(data_parallel: int, in_flight: int) -> dict[str, str]:
+    """A made-up closed-loop row of MiniMax-M2.5 at TP 4: TPOT 10 + 0.25 N ms, 1 ms slower at DP 4."""
+    tpot_ms = 10.0 + 0.25 * in_flight + (1.0 if data_parallel > 1 else 0.0)
+    return {"id": f"dp{data_parallel}_c{in_flight}", "silicon_data_source": f"silicon_concurrency={in_flight}",
+            "backend": "vllm", "backend_version": "0.12.0", "model_path": "MiniMaxAI/MiniMax-M2.5",
+            "system": "h100_sxm", "precision": "fp8", "mode": "agg", "isl": "1024", "osl": "1024",
+            "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "batch_size": str(in_flight // data_parallel),
+            "tp_size": "4", "pp_size": "1", "attention_dp_size": str(data_parallel), "moe_tp_size": "1",
+            "moe_ep_size": str(4 * data_parallel), "silicon_ttft_ms": "100.0", "silicon_tpot_ms": f"{tpot_ms}"}
+
+
+def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
+    """A sweep of TP 4 at DP 1 (4 GPUs) and DP 4 (16 GPUs): each layout is judged on its own runs and
+    its throughput is per GPU of its whole server, so DP 1 wins on 16 GPUs."""
+    import csv
+
+    from slim.advisor.layouts import advise_layouts
+    from slim.advisor.request import AdviceRequest
+    from slim.specs.slo import Slos
+
+    fields = SWEEP_HEADER.split(",")
+    with (tmp_path / "sweep.csv").open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fields, restval="")
+        writer.writeheader()
+        writer.writerows(_sweep_row(dp, n) for dp in (1, 4) for n in IN_FLIGHT)
+    request = AdviceRequest(tmp_path, "minimax-m2.5", 1024, 1024, slos=Slos.of(["mean_tpot_ms=20"]),
+                            hardware="h100-sxm-80gb", predictor="sim", candidates=IN_FLIGHT, plan=False)
+    layouts = advise_layouts(request, (4,), gpus=16)
+    by_size = {outcome.data_parallel: outcome for outcome in layouts.outcomes}
+    assert sorted(by_size) == [1, 4] and layouts.chosen is by_size[1]
+    for data_parallel, gpus in ((1, 4), (4, 16)):
+        outcome = by_size[data_parallel]
+        recommendation = outcome.advice.recommendation
+        # Under 20 ms the best cap is 32 at both sizes (TPOT 18 ms at DP 1, 19 ms at DP 4; 64 measures 26 ms).
+        assert recommendation.measured and recommendation.batch_cap == 32 and outcome.gpus_per_replica == gpus
+        measured = next(row for row in outcome.advice.candidates if row.max_num_seqs == recommendation.batch_cap)
+        assert measured.runs == 1, "one run per cap: the other data-parallel size's are not averaged in"
+        tpot_ms = 10.0 + 0.25 * recommendation.batch_cap + (1.0 if data_parallel > 1 else 0.0)
+        e2e_s = (100.0 + 1023 * tpot_ms) / 1000
+        assert outcome.throughput_per_gpu == pytest.approx(recommendation.batch_cap * 2048 / e2e_s / gpus)
+    assert layouts.replicas == 4 and layouts.gpus_needed == 16

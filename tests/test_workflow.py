@@ -67,6 +67,7 @@ def test_dry_run_of_all_plans_every_stage(shared_traces_dir):
          "beyond_paper.layout_replay.slo_kinds.nvidia"),
         ({"beyond_paper": {"layout_replay": {"seeds": 1, "slo_kinds": {"aiconfigurator-h100": {
             "fast": ["mean_tpot_ms=quick"]}}}}}, "beyond_paper.layout_replay.slo_kinds.aiconfigurator-h100.fast"),
+        ({"beyond_paper": {"frontiers": ["aiconfigurator-h100", "h100-public"]}}, "beyond_paper.frontiers[1]"),
     ],
 )
 @pytest.mark.integration
@@ -176,7 +177,9 @@ def test_the_accuracy_beyond_the_paper_is_planned_with_its_overlay_and_explained
     result = _snakemake("-n", "beyond_paper", "--configfile", "config/config.yaml", "config/beyond_paper.yaml",
                         "--forceall")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert {"ingest", "beyond_paper_accuracy", "layout_replay"} <= _planned_rules(result.stdout)
+    planned = _planned_rules(result.stdout)
+    assert {"ingest", "beyond_paper_accuracy", "layout_replay", "beyond_paper_frontiers"} <= planned
+    assert "output: results/beyond_paper/frontiers\n" in result.stdout
     without = _snakemake("-n", "beyond_paper")
     assert without.returncode != 0
     assert "config/beyond_paper.yaml" in without.stdout + without.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,7 @@ from slim.advisor.training_runs import HeldOutCheck, held_out_check, select_trai
 from slim.advisor.warnings import (
     AdviceWarning,
     advice_warnings,
+    data_parallel_warnings,
     tensor_parallel_warnings,
     unstated_statistic_warnings,
 )
@@ -46,7 +48,14 @@ from slim.specs.architecture import Architecture, ArchitectureCatalog, load_arch
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
-from slim.traces.usable import SkippedRun, single_tensor_parallel_degree, skipped_runs, trace_options, usable_runs
+from slim.traces.usable import (
+    SkippedRun,
+    single_data_parallel_size,
+    single_tensor_parallel_degree,
+    skipped_runs,
+    trace_options,
+    usable_runs,
+)
 from slim.tune.outlook import TuneOutlook, tune_outlook
 from slim.tune.request import OFFLINE, ONLINE, TuneRequest, WorkloadSpec
 
@@ -89,6 +98,9 @@ class Advice:
     predicted_bounds: tuple[str, ...] = ()
     served_model: str = ""
     """The model as the user named it (a Hugging Face id, a catalog name, or a local folder)."""
+    gpus_per_server: int = 1
+    """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
+    runs, else tensor x data parallel): what its throughput is per GPU over."""
 
 
 def model_directory(model: str | None) -> Path | None:
@@ -182,8 +194,12 @@ def advise(request: AdviceRequest) -> Advice:
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
-    kept = runs[~runs[col.RUN_ID].map(lambda run: any(fnmatch.fnmatchcase(str(run), glob) for glob in r.exclude_runs))]
-    measured_runs = workload_runs(kept, arch.name, r.input_len, r.output_len)   # --exclude-runs: not facts either
+    kept = without_excluded(runs, r.exclude_runs)
+    every_size = workload_runs(kept, arch.name, r.input_len, r.output_len)   # --exclude-runs: not facts either
+    # One layout's measurements: a server at another data-parallel size uses other GPUs.
+    measured_runs, other_sizes = single_data_parallel_size(every_size, r.data_parallel)
+    data_parallel = int(measured_runs[col.DATA_PARALLEL].fillna(1).iloc[0]) if len(measured_runs) \
+        and col.DATA_PARALLEL in measured_runs else int(r.data_parallel or 1)
     throttled = col.MAX_CONCURRENCY in measured_runs and measured_runs[col.MAX_CONCURRENCY].notna().any()
     advice = predictor_advice(advise_predictors()[r.predictor], r, train, catalog, hw, arch, capacity_tokens,
                               measured_runs, throttled, tensor_parallel, recorded_version(measured_runs, runs))
@@ -212,10 +228,37 @@ def advise(request: AdviceRequest) -> Advice:
                   warnings=advice_warnings(arch, runs, train, recommendation, capacity, capacity_source, advice.curve,
                                            memory, r.input_len + r.output_len)
                   + tensor_parallel_warnings(runs, every_degree, other_degrees)
+                  + data_parallel_warnings(data_parallel, len(measured_runs), len(every_size), other_sizes)
                   + unstated_statistic_warnings(r.slos, runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
-                  predicted_bounds=resolved.predicted, served_model=served)
+                  predicted_bounds=resolved.predicted, served_model=served,
+                  gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel))
+
+
+def without_excluded(runs: pd.DataFrame, globs: Sequence[str]) -> pd.DataFrame:
+    """The runs whose directory matches no glob of `globs` (``--exclude-runs``)."""
+    return runs[~runs[col.RUN_ID].map(lambda run: any(fnmatch.fnmatchcase(str(run), glob) for glob in globs))]
+
+
+def workload_layouts(request: AdviceRequest) -> tuple[tuple[int, int], ...]:
+    """Every (tensor-parallel, data-parallel) size at which a usable run measured the workload, in
+    order (runs that record neither count as 1)."""
+    catalog, arch, hw, hardware_catalog = resolve_target(request)
+    options = trace_options(hardware_catalog, request.hardware, request.table_columns)
+    runs = without_excluded(usable_runs(Path(request.traces), catalog, options, hardware=hw.name),
+                            request.exclude_runs)
+    measured = workload_runs(runs, arch.name, request.input_len, request.output_len)
+    sizes = measured.reindex(columns=[col.TENSOR_PARALLEL, col.DATA_PARALLEL]).fillna(1).astype(int)
+    return tuple(sorted(set(map(tuple, sizes.to_numpy().tolist()))))
+
+
+def server_gpus(measured_runs: pd.DataFrame, tensor_parallel: int, data_parallel: int) -> int:
+    """The GPUs a server of the layout occupies: as its runs record them (`columns.GPUS_PER_SERVER`:
+    tensor x pipeline x data parallel), else ``tensor_parallel x data_parallel``."""
+    recorded = (measured_runs[col.GPUS_PER_SERVER].dropna() if col.GPUS_PER_SERVER in measured_runs
+                else pd.Series(dtype=float))
+    return int(recorded.max()) if len(recorded) else tensor_parallel * data_parallel
 
 
 def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, advised_cap: float) -> TuneOutlook:

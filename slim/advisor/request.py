@@ -63,6 +63,7 @@ class AdviceRequest:
     quantization: str | None = None      # vLLM --quantization the server applies (None: not given)
     kv_cache_dtype: str | None = None    # vLLM --kv-cache-dtype (None: not given, i.e. auto)
     tensor_parallel: int | None = None   # the runs' tensor-parallel size to advise for (None: their smallest)
+    data_parallel: int | None = None     # the data-parallel size whose runs measure the workload (None: their smallest)
     train_models: Sequence[str] | None = None
     exclude_runs: Sequence[str] = ()
     predictor: str | None = None

@@ -1,7 +1,7 @@
 """What a user should know about an advice beyond the recommendation: the target was never profiled
 or left out of training, the cap exceeds the KV capacity or vLLM's reservation, runs at another
-tensor-parallel degree were left out, the runs' latencies are central values of unstated statistic
-(`AdviceWarning`, each with a stable code)."""
+tensor-parallel degree (or the workload's at another data-parallel size) were left out, the runs'
+latencies are central values of unstated statistic (`AdviceWarning`, each with a stable code)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,19 @@ def tensor_parallel_warnings(runs: pd.DataFrame, every_degree: pd.DataFrame,
         f"{len(every_degree) - len(runs)} usable run(s) at tensor_parallel {', '.join(map(str, other_degrees))} "
         f"are left out: the advice is fitted on the {len(runs)} run(s) at tensor_parallel {kept} and holds for "
         "that degree (SLIM has no tensor-parallel term); pass traces of one degree to advise on another"),)
+
+
+def data_parallel_warnings(data_parallel: int, measured: int, every_size: int,
+                           other_sizes: tuple[int, ...]) -> tuple[AdviceWarning, ...]:
+    """A warning where `single_data_parallel_size` left the workload's runs at other data-parallel
+    sizes out of its `measured` runs at `data_parallel` (of `every_size` runs)."""
+    if not other_sizes:
+        return ()
+    return (AdviceWarning(
+        "other_data_parallel_left_out",
+        f"{every_size - measured} run(s) of the workload at data_parallel {', '.join(map(str, other_sizes))} are "
+        f"left out of its measurements: they measure a server of other GPUs than data_parallel {data_parallel}; "
+        "compare the layouts with --tensor-parallel-sizes"),)
 
 
 def unstated_statistic_warnings(slos: Slos, runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:

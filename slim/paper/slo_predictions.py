@@ -41,7 +41,8 @@ SLO_METRICS = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", 
 PREDICTORS = (SIM, SLIM)
 THROUGHPUT = "throughput"
 """The table's name for total token throughput (tokens/s), measured and predicted."""
-RUN_KEYS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.TENSOR_PARALLEL)
+RUN_KEYS = (col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN, col.MAX_NUM_SEQS, col.TENSOR_PARALLEL,
+            col.GPUS_PER_SERVER)
 
 
 def measured_value(runs: pd.DataFrame, name: str) -> np.ndarray:

@@ -184,6 +184,11 @@ def _check_figure_sections(config: dict[str, Any], catalog: ArchitectureCatalog,
                 raise ConfigError(f"beyond_paper.datasets.{name}[{position}] = '{model}' is not a model the "
                                   "models file describes")
     _check_layout_replay(config.get("beyond_paper", {}))
+    scored = config.get("beyond_paper", {}).get("datasets", {})
+    for position, name in enumerate(config.get("beyond_paper", {}).get("frontiers", [])):
+        if name not in scored:
+            raise ConfigError(f"beyond_paper.frontiers[{position}] = '{name}' is not a dataset of "
+                              f"beyond_paper.datasets ({', '.join(scored)})")
     if config.get("characterisation"):
         if "simulator" not in config:
             raise ConfigError("characterisation (Figs. 3-6) is modelled with the simulator's constants: "

@@ -454,6 +454,12 @@ class Plan:
         return {"slo_kinds": replay["slo_kinds"], "seeds": int(replay["seeds"]), "epsilon": DEFAULT_EPSILON,
                 "confidence": tuning["confidence"], "tolerance": tuning["tolerance"], "margin": tuning["margin"]}
 
+    def beyond_paper_frontier_datasets(self) -> list[str]:
+        """The datasets of config beyond_paper.frontiers that the accuracy beyond the paper scores in
+        this run, in order."""
+        scored = self.beyond_paper_datasets()
+        return [name for name in self.config.get("beyond_paper", {}).get("frontiers", []) if name in scored]
+
     # The tuning replay (rules in tuning.smk): every dataset with an advisor config.
 
     def tuning_files(self, pattern: str) -> list[str]:

@@ -104,9 +104,22 @@ def single_tensor_parallel_degree(usable: pd.DataFrame,
     term, and the plan is each rank's at one size), so one fit must not mix degrees: runs at TP 2
     or 4 would read as faster runs of the same configuration.
     Runs that record no degree count as TP 1 (`columns.TENSOR_PARALLEL`)."""
-    if col.TENSOR_PARALLEL not in usable:
-        return usable, ()
-    degrees = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
-    chosen = int(degrees.min()) if degree is None else int(degree)
-    others = tuple(sorted(int(d) for d in degrees.unique() if d != chosen))
-    return usable[degrees == chosen].reset_index(drop=True), others
+    return _one_size(usable, col.TENSOR_PARALLEL, degree)
+
+
+def single_data_parallel_size(runs: pd.DataFrame, size: int | None = None) -> tuple[pd.DataFrame, tuple[int, ...]]:
+    """The runs at data-parallel `size` (None: their smallest), and the other sizes left out.
+
+    A measurement holds for the GPUs its server used: runs of TP 4 at DP 4 measure a server of 16
+    GPUs, at DP 1 one of 4, so a workload's measurements must not mix sizes.
+    Runs that record no size count as DP 1 (`columns.DATA_PARALLEL`)."""
+    return _one_size(runs, col.DATA_PARALLEL, size)
+
+
+def _one_size(runs: pd.DataFrame, column: str, size: int | None) -> tuple[pd.DataFrame, tuple[int, ...]]:
+    if column not in runs:
+        return runs, ()
+    sizes = runs[column].fillna(1).astype(int)
+    chosen = int(sizes.min()) if size is None and len(sizes) else int(size or 1)
+    others = tuple(sorted(int(s) for s in sizes.unique() if s != chosen))
+    return runs[sizes == chosen].reset_index(drop=True), others

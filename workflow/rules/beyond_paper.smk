@@ -5,6 +5,7 @@
 
 localrules:
     beyond_paper,
+    beyond_paper_frontiers,
 
 
 rule beyond_paper_accuracy:
@@ -66,6 +67,32 @@ rule layout_replay:
         "../../environment.yml"
     script:
         "../scripts/layout_replay.py"
+# The per-GPU frontier of each cell (model as served, input and output length) of the datasets of config
+# `beyond_paper.frontiers` with runs at several layouts: one curve per layout (slim.paper.figures.
+# layout_frontier), measured, and the accuracy's zero-shot prediction of each run (no simulation here).
+
+
+rule beyond_paper_frontiers:
+    input:
+        clean=beyond_paper_frontier_clean,
+        predictions=rules.beyond_paper_accuracy.output.predictions,
+    output:
+        frontiers=report(
+            directory("results/beyond_paper/frontiers"),
+            patterns=["{cell}.png"],
+            caption="../report/beyond_paper_frontiers.rst",
+            category="Beyond the paper",
+        ),
+    params:
+        datasets=beyond_paper_frontier_datasets,
+    log:
+        "logs/beyond_paper/frontiers.log",
+    benchmark:
+        "benchmarks/beyond_paper/frontiers.tsv"
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/beyond_paper_frontiers.py"
 
 
 rule beyond_paper:
@@ -73,3 +100,4 @@ rule beyond_paper:
         lambda wildcards: PLAN.beyond_paper_files("results/{name}/cleaning_report.md"),
         rules.beyond_paper_accuracy.output,
         rules.layout_replay.output,
+        rules.beyond_paper_frontiers.output,

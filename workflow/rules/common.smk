@@ -132,3 +132,13 @@ def tuning_other_residuals(wildcards):
 
 def tuning_sim_constants(wildcards):
     return PLAN.tuning_sim_constants()
+
+
+def beyond_paper_frontier_datasets(wildcards):
+    """The datasets whose cells get a per-GPU frontier per layout (config beyond_paper.frontiers)."""
+    return PLAN.beyond_paper_frontier_datasets()
+
+
+def beyond_paper_frontier_clean(wildcards):
+    """The clean runs of each dataset of `beyond_paper_frontier_datasets`, in its order."""
+    return [f"results/{name}/clean.parquet" for name in PLAN.beyond_paper_frontier_datasets()]

@@ -177,12 +177,14 @@ def frontier_figure(frontiers: Sequence[Frontier], columns: int = 4, panel_inche
     return figure
 
 
-def _drawn(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
+def drawn_points(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
+    """The points with both coordinates finite, in cap order."""
     return sorted((p for p in points if np.isfinite(p.interactivity) and np.isfinite(p.throughput_per_gpu)),
                   key=lambda p: p.cap)
 
 
-def _errors(points: Sequence[FrontierPoint], value, low_high) -> np.ndarray:
+def interval_errors(points: Sequence[FrontierPoint], value, low_high) -> np.ndarray:
+    """Error-bar lengths (below, above) of each point's `value` from its interval `low_high` (0 where none)."""
     return np.array([[max(value(p) - low_high(p)[0], 0.0) if np.isfinite(low_high(p)[0]) else 0.0 for p in points],
                      [max(low_high(p)[1] - value(p), 0.0) if np.isfinite(low_high(p)[1]) else 0.0 for p in points]])
 
@@ -192,16 +194,16 @@ def _panel(ax, frontier: Frontier, title: str, font_size: float) -> None:
     series = ((MEASURED_STYLE, [p for p in frontier.points if p.measured]),
               (PREDICTED_STYLE, [p for p in frontier.points if not p.measured and not p.refused]))
     for style, points in series:
-        points = _drawn(points)
+        points = drawn_points(points)
         if not points:
             continue
         x = np.array([p.interactivity for p in points])
         y = np.array([p.throughput_per_gpu for p in points])
-        ax.errorbar(x, y, xerr=_errors(points, lambda p: p.interactivity, lambda p: p.interactivity_range),
-                    yerr=_errors(points, lambda p: p.throughput_per_gpu, lambda p: p.throughput_range),
+        ax.errorbar(x, y, xerr=interval_errors(points, lambda p: p.interactivity, lambda p: p.interactivity_range),
+                    yerr=interval_errors(points, lambda p: p.throughput_per_gpu, lambda p: p.throughput_range),
                     linestyle="-" if style is MEASURED_STYLE else ":", linewidth=0.8 * font_size / 7,
                     markersize=marker_size, capsize=2, elinewidth=0.6, **style)
-    refused = _drawn([p for p in frontier.points if p.refused and not p.measured])
+    refused = drawn_points([p for p in frontier.points if p.refused and not p.measured])
     if refused:
         ax.plot([p.interactivity for p in refused], [p.throughput_per_gpu for p in refused],
                 markersize=1.6 * marker_size, label=f"refused by {frontier.refused_by} (simulated preemption)",
@@ -209,7 +211,7 @@ def _panel(ax, frontier: Frontier, title: str, font_size: float) -> None:
     for value, label in frontier.bounds:
         ax.axvline(value, color="0.4", linestyle="--", linewidth=0.8 * font_size / 7,
                    label=f"{label} (admissible to its right)")
-    chosen = [p for p in _drawn(frontier.points) if p.cap == frontier.chosen_cap]
+    chosen = [p for p in drawn_points(frontier.points) if p.cap == frontier.chosen_cap]
     chosen = [p for p in chosen if p.measured] or chosen
     if chosen:
         ax.plot([chosen[0].interactivity], [chosen[0].throughput_per_gpu], marker="o", markersize=2.7 * marker_size,
@@ -234,7 +236,7 @@ def _label_caps(ax, points: Sequence[FrontierPoint], font_size: float, marker_si
         color = "tab:red" if p.refused else MEASURED_STYLE["color"] if p.measured else PREDICTED_STYLE["color"]
         return PointLabel(p.interactivity, p.throughput_per_gpu, f"{p.cap:g}", color, radius_points)
 
-    drawn = _drawn(points)
+    drawn = drawn_points(points)
     radius, ring = marker_size / 2 + 1.5, 1.4 * marker_size
     ordered = ([p for p in drawn if p.measured] + [p for p in drawn if not p.measured and not p.refused]
                + [p for p in drawn if p.refused])
@@ -253,8 +255,7 @@ def frontier_points(rows: pd.DataFrame, predictor: str, axis: str = DEFAULT_AXIS
         return {name: float(run.get(f"{prefix}_{name}{suffix}", math.nan)) for name in names}
 
     points = []
-    tensor_parallel = rows[col.TENSOR_PARALLEL].fillna(1).astype(float)
-    for (_, run), gpus in zip(rows.iterrows(), tensor_parallel):
+    for (_, run), gpus in zip(rows.iterrows(), server_gpus(rows)):
         ol, cap = float(run[col.OUTPUT_LEN_MEAN]), float(run[col.MAX_NUM_SEQS])
         points.append(FrontierPoint(cap, interactivity(latencies(run, "measured"), axis, ol),
                                     float(run["measured_throughput"]) / gpus, True))
@@ -266,6 +267,14 @@ def frontier_points(rows: pd.DataFrame, predictor: str, axis: str = DEFAULT_AXIS
                                     (float(run[f"{predictor}_throughput_low"]) / gpus,
                                      float(run[f"{predictor}_throughput_high"]) / gpus)))
     return tuple(points)
+
+
+def server_gpus(rows: pd.DataFrame) -> np.ndarray:
+    """The GPUs each run's server occupies: `columns.GPUS_PER_SERVER` where recorded, else tensor x
+    data parallel (1 where unrecorded)."""
+    recorded = rows.reindex(columns=[col.GPUS_PER_SERVER])[col.GPUS_PER_SERVER].to_numpy(dtype=float)
+    sizes = rows.reindex(columns=[col.TENSOR_PARALLEL, col.DATA_PARALLEL]).fillna(1).to_numpy(dtype=float)
+    return np.where(np.isfinite(recorded) & (recorded > 0), recorded, sizes.prod(axis=1))
 
 
 def unpredicted_note(points: Sequence[FrontierPoint], predictor: str, axis: str) -> str:
@@ -321,24 +330,31 @@ def dataset_frontiers(table: pd.DataFrame, slos, predictor: str, min_caps: int =
     return frontiers
 
 
+def advice_points(advice, axis: str) -> tuple[FrontierPoint, ...]:
+    """An advice's candidates on `axis`: measured where measured, and predicted (refused ones marked),
+    their throughput over the GPUs its server occupies (`Advice.gpus_per_server`)."""
+    ol, gpus = advice.output_len, float(advice.gpus_per_server)
+    points = []
+    for row in advice.candidates:
+        if "throughput" in row.measured:
+            points.append(FrontierPoint(row.max_num_seqs, interactivity(row.measured, axis, ol),
+                                        row.measured["throughput"] / gpus, True))
+        points.append(FrontierPoint(row.max_num_seqs, interactivity(row.predicted, axis, ol),
+                                    row.predicted.get("throughput", math.nan) / gpus, False, refused=row.refused))
+    return tuple(points)
+
+
 def advice_frontier_figure(advice) -> Figure:
     """`slim advise --plot`: the frontier of the advised workload (900 x 600 px as a PNG), from its
     candidates' measured and predicted values (no interval: advise's predictors hold none but a
     confident SLIM's E2E bound) on the axis of its SLOs (`axis_metric`), the caps the predictor
     refused marked apart."""
     axis = axis_metric(list(advice.limits_ms))
-    ol = advice.output_len
-    points = []
-    for row in advice.candidates:
-        if "throughput" in row.measured:
-            points.append(FrontierPoint(row.max_num_seqs, interactivity(row.measured, axis, ol),
-                                        row.measured["throughput"], True))
-        points.append(FrontierPoint(row.max_num_seqs, interactivity(row.predicted, axis, ol),
-                                    row.predicted.get("throughput", math.nan), False, refused=row.refused))
     predictor = advice.predictor.upper()
     title = f"{advice.model} IL {advice.input_len:g} OL {advice.output_len:g} on {advice.hardware}"
-    bounds, others = bound_lines(advice.limits_ms, ol, axis)
-    frontier = Frontier(title, tuple(points), bounds, advice.recommendation.batch_cap,
+    points = advice_points(advice, axis)
+    bounds, others = bound_lines(advice.limits_ms, advice.output_len, axis)
+    frontier = Frontier(title, points, bounds, advice.recommendation.batch_cap,
                         f"predicted: {predictor}" + unpredicted_note(points, predictor, axis), axis, others, predictor)
     return frontier_figure([frontier], columns=1, panel_inches=ADVICE_INCHES, font_size=ADVICE_FONT_SIZE,
                            legend_inches=ADVICE_LEGEND_INCHES)
