@@ -67,6 +67,8 @@ rule layout_replay:
         "../../environment.yml"
     script:
         "../scripts/layout_replay.py"
+
+
 # The per-GPU frontier of each cell (model as served, input and output length) of the datasets of config
 # `beyond_paper.frontiers` with runs at several layouts: one curve per layout (slim.paper.figures.
 # layout_frontier), measured, and the accuracy's zero-shot prediction of each run (no simulation here).
