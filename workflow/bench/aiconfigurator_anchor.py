@@ -5,7 +5,7 @@ Reads the simulator's per-run predictions (default results/beyond_paper/predicti
 `snakemake --cores 2 beyond_paper --configfile config/config.yaml config/beyond_paper.yaml`), asks
 AIConfigurator (installed in a Python of its own, default /tmp/aic/bin/python; the project does not
 depend on it) for the TTFT and TPOT of each run of the sweep through
-`workflow/bench/aiconfigurator_driver.py`, and writes, next to the predictions (or in --output-dir),
+`workflow/bench/aiconfigurator_driver.py`, and writes to results/beyond_paper/ (or --output-dir)
 aiconfigurator_predictions.csv (one row per run; NaN and the error where AIConfigurator gave none)
 and aiconfigurator_anchor.md (MAPE per model and precision of AIConfigurator and the simulator
 zero-shot and at the shipped constants on the same runs; `slim.paper.aiconfigurator_anchor`). The
@@ -41,7 +41,8 @@ from slim.traces.static_batch import AcceleratorLookup  # noqa: E402
 
 DRIVER = Path(__file__).with_name("aiconfigurator_driver.py")
 DEFAULT_PYTHON = Path("/tmp/aic/bin/python")
-DEFAULT_PREDICTIONS = REPO / "results" / "beyond_paper" / "predictions.csv"
+DEFAULT_OUTPUT = REPO / "results" / "beyond_paper"
+DEFAULT_PREDICTIONS = DEFAULT_OUTPUT / "predictions.csv"
 DEFAULT_SWEEP = (REPO / ".." / "shared" / "traces" / "aiconfigurator-silicon" / "vllm_h100_silicon.csv").resolve()
 BUILD_HINT = ("build it with: snakemake --cores 2 beyond_paper --configfile config/config.yaml "
               "config/beyond_paper.yaml")
@@ -68,6 +69,11 @@ def versions_line(answers: pd.DataFrame) -> str:
     return f"release {joined('aiconfigurator_version')}, perf database vllm {joined('perf_database_version')}"
 
 
+def first_sentence(error: str) -> str:
+    """An error's first sentence (AIConfigurator's add advice after it)."""
+    return error.split(". ", 1)[0].rstrip(".")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--predictions", type=Path, default=DEFAULT_PREDICTIONS)
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the sweep's CSV (vllm_h100_silicon.csv), for the experts' layouts")
     parser.add_argument("--aiconfigurator-python", type=Path, default=DEFAULT_PYTHON,
                         help="a Python with the package aiconfigurator installed")
-    parser.add_argument("--output-dir", type=Path, default=None, help="default: the predictions' folder")
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     if not args.predictions.is_file():
         print(f"{args.predictions} does not exist; {BUILD_HINT}", file=sys.stderr)
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     for prefix in ("measured", "zero_shot", "shipped"):
         for metric in METRICS:
             joined[f"{prefix}_{metric}"] = joined[col.RUN_ID].map(simulated[f"{prefix}_{metric}"])
-    output = args.output_dir or args.predictions.parent
+    output = args.output_dir
     output.mkdir(parents=True, exist_ok=True)
     keep = [col.RUN_ID, col.MODEL, "precision", col.TENSOR_PARALLEL, col.DATA_PARALLEL, col.INPUT_LEN_NOMINAL,
             col.OUTPUT_LEN_NOMINAL, "in_flight", *REQUEST_COLUMNS[1:], "gemm_used", "moe_used", "kvcache_used",
@@ -118,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     table = joined[list(dict.fromkeys(keep))].sort_values(col.RUN_ID)
     table.to_csv(output / "aiconfigurator_predictions.csv", index=False, float_format=FLOAT_FORMAT)
     accuracy = anchor_accuracy(joined)
-    unanswered = [f"{row[col.RUN_ID]} ({row[col.MODEL]}): {row['aiconfigurator_error']}"
+    unanswered = [f"{row[col.RUN_ID]} ({row[col.MODEL]}, TP {row[col.TENSOR_PARALLEL]}, "
+                  f"DP {row[col.DATA_PARALLEL]}, {row[col.INPUT_LEN_NOMINAL]} x {row[col.OUTPUT_LEN_NOMINAL]} "
+                  f"tokens, {row['in_flight']} in flight): {first_sentence(row['aiconfigurator_error'])}"
                   for _, row in table.iterrows() if row["aiconfigurator_error"]]
     (output / "aiconfigurator_anchor.md").write_text(anchor_markdown(accuracy, versions_line(answers), unanswered))
     print(accuracy.to_string(index=False, float_format=lambda value: f"{value:.1f}"))
