@@ -94,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"AIConfigurator is not installed: {args.aiconfigurator_python} does not exist (install aiconfigurator "
               "in a venv of its own and pass its python with --aiconfigurator-python)", file=sys.stderr)
         return 1
+    probe = subprocess.run([str(args.aiconfigurator_python), "-c", "import aiconfigurator"], capture_output=True)
+    if probe.returncode != 0:
+        print(f"AIConfigurator is not installed: {args.aiconfigurator_python} cannot import aiconfigurator (pass a "
+              "python that can with --aiconfigurator-python)", file=sys.stderr)
+        return 1
     catalog = load_architectures()
     layouts = expert_layouts(sweep_rows(args.silicon_csv, ".", "sweep", catalog, AcceleratorLookup()))
     predictions = pd.read_csv(args.predictions)
