@@ -20,7 +20,10 @@ REPOSITORY_ROOTS = ("slim/", "baselines/", "workflow/", "config/", "tests/", "do
 GENERATED_ROOTS = ("results/", "figures/", "logs/", "raw_traces/")
 TOP_LEVEL_FILES = ("Snakefile", "pyproject.toml", "environment.yml", "README.md")
 MADE_BY_COMMANDS = {"figures/report.html": "snakemake --report figures/report.html",
-                    "figures/report_screenshot.png": "python workflow/tools/report_check.py"}
+                    "figures/report_screenshot.png": "python workflow/tools/report_check.py",
+                    "results/beyond_paper/aiconfigurator_predictions.csv":
+                        "python workflow/bench/aiconfigurator_anchor.py",
+                    "results/beyond_paper/aiconfigurator_anchor.md": "python workflow/bench/aiconfigurator_anchor.py"}
 """Generated files no rule builds: the commands that write them (pages name both)."""
 _FENCE = re.compile(r"^```(?P<kind>\w*)\n(?P<code>.*?)^```$", re.M | re.S)
 _SPAN = re.compile(r"`([^`\n]+)`")

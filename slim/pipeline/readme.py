@@ -26,14 +26,16 @@ GENERATED_SECTIONS: dict[Path, dict[str, Path]] = {
                    "accelerators": Path("results/accelerators/cross_accelerator.md"),
                    "beyond_paper": Path("results/beyond_paper/accuracy.md"),
                    "layout_replay": Path("results/beyond_paper/layout_replay.md"),
+                   "aiconfigurator_anchor": Path("results/beyond_paper/aiconfigurator_anchor.md"),
                    "tuning": Path("results/tuning/summary.md")},
 }
 """Document -> section name -> the generated file copied into it."""
 
-OPTIONAL_SECTIONS = frozenset({"accelerators", "beyond_paper", "layout_replay", "tuning"})
+OPTIONAL_SECTIONS = frozenset({"accelerators", "beyond_paper", "layout_replay", "aiconfigurator_anchor", "tuning"})
 """Sections whose file only some builds write (the cross-accelerator table: target `accelerators`;
 the accuracy beyond the paper and the layout replay: target `beyond_paper` with config/beyond_paper.yaml;
-the tuning replay: target `tuning`; both with config/accelerators.yaml for every accelerator);
+the tuning replay: target `tuning`; both with config/accelerators.yaml for every accelerator; the
+AIConfigurator anchor: `python workflow/bench/aiconfigurator_anchor.py`, with AIConfigurator installed);
 where it is absent, the section stays as it was."""
 
 
