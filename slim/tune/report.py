@@ -297,8 +297,9 @@ def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         lines += _decision_lines(workload)
         learned = plan.session.learned(next(w for w in plan.workloads if w.label == workload["workload"]))
         if workload["no_prior"] is not None:
-            lines.append(f"  no prior: {workload['no_prior']}; measuring only, in a plain bisection's order; a "
-                         "settled cap's memory flags are left to vLLM's defaults")
+            lines.append(f"  no prior: {workload['no_prior']}; measuring only, in a plain bisection's order (an "
+                         "unmeasured cap's throughput lies between its measured neighbours': it does not fall as the "
+                         "cap grows); a settled cap's memory flags are left to vLLM's defaults")
         elif learned.measured:
             lines.append(f"  prior: {learned.describe()}")
         for exclusion in cert["exclusions"]:
