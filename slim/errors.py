@@ -18,13 +18,24 @@ class UnknownModelError(ConfigError):
     """A model name is not in the models file (`slim/specs/models.yaml` or another)."""
 
 
-class UnsupportedArchitectureError(ConfigError):
+class NotModelledError(ConfigError):
+    """A model the project reads but cannot size: an architecture feature or a quantisation it does
+    not model. `slim tune` still tunes such a model by measurement alone (no prior); every other
+    command refuses it."""
+
+
+class UnsupportedArchitectureError(NotModelledError):
     """A checkpoint feature not modelled at all: a per-layer number of KV heads (DeciLM-7B: ``H_kv``
     varies by layer, an ``unsupported:`` entry of the models file) and the attention variants
     `slim.specs.hf_config` lists, refused naming the key, by the models catalog and for
     `--model-config`; ingest gives such runs the status ``unsupported_model`` with the same reason.
     Routed experts, latent attention, quantised weights and KV caches and sliding windows are modelled
     (`slim.model.modern`, `slim.sim.modern_cost`)."""
+
+
+class UnsupportedQuantizationError(NotModelledError):
+    """A checkpoint's quantisation whose formats are not modelled (`slim.specs.quantization`): a method
+    not listed, a format, a layer split or a quantised KV cache the weight and KV counts do not describe."""
 
 
 class TraceFormatError(SlimError):

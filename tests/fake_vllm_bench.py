@@ -8,10 +8,12 @@ each request) and writes the result file ``vllm bench serve --save-result`` writ
     python tests/fake_vllm_bench.py --model facebook/opt-125m --random-input-len 128 \
         --random-output-len 32 --max-concurrency 8 --num-prompts 64 --result-dir DIR \
         --result-filename result.json --metadata max_num_seqs=64 [--hardware h100-64gb] \
-        [--tensor-parallel-size 2] [--fail-at 16] \
+        [--tensor-parallel-size 2] [--simulate-as mistral-7b] [--fail-at 16] \
         [--corrupt-at 32] [--percentile-metrics ttft,tpot,itl,e2el] [--metric-percentiles 90,99] [--save-detailed]
 
-``--fail-at CAP`` makes the run at that concurrency fail (exit code 1, no result), as a crashed
+``--simulate-as MODEL`` simulates the run with another catalog model's architecture, for a model the
+catalog cannot describe (DeciLM-7B, a checkpoint of a quantisation not modelled): the result still
+names ``--model``. ``--fail-at CAP`` makes the run at that concurrency fail (exit code 1, no result), as a crashed
 benchmark would; ``--corrupt-at CAP`` makes it exit 0 with a result file that is not valid JSON, as
 a benchmark killed while writing it would.
 """
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metadata", nargs="*", default=[])
     parser.add_argument("--hardware", default="h100-64gb")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--simulate-as", default=None)
     parser.add_argument("--fail-at", type=int, default=None)
     parser.add_argument("--corrupt-at", type=int, default=None)
     parser.add_argument("--percentile-metrics", default="ttft,tpot,itl,e2el")
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         args.result_dir.mkdir(parents=True, exist_ok=True)
         (args.result_dir / args.result_filename).write_text('{"date": "20260101-000000", "num_prompts": ')
         return 0
-    arch = load_architectures(MODELS_FILE)[args.model]
+    arch = load_architectures(MODELS_FILE)[args.simulate_as or args.model]
     hw = load_hardware(HARDWARE_FILE)[args.hardware]
     result = simulate_run(arch, hw, load_sim_constants(SIM_CONSTANTS_FILE), args.random_input_len,
                           args.random_output_len, args.max_concurrency, args.num_prompts,

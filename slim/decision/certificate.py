@@ -194,10 +194,12 @@ def _exclusion(view: CandidateView, i: int, cap: float, first_over: dict[str, in
         if smaller < i:
             return Exclusion(float(cap), f"{c.name} measured over its SLO at the smaller cap {view.caps[smaller]:g} "
                                          "(latency grows with the cap)")
+    with np.errstate(divide="ignore", invalid="ignore"):   # T(1) unbounded below (nothing predicts it): no bound
+        efficiency_high = (t.value[i] if t.measured[i] else t.high[i]) / (cap * t_one[0])
     if t.measured[i]:
-        if t.value[i] / (cap * t_one[0]) <= epsilon:
+        if efficiency_high <= epsilon:
             return Exclusion(float(cap), f"measured efficiency <= epsilon {epsilon:g}")
-    elif t.high[i] / (cap * t_one[0]) <= epsilon:
+    elif efficiency_high <= epsilon:
         return Exclusion(float(cap), f"efficiency upper bound <= epsilon {epsilon:g}", by_bound=True)
     for c in view.constraints:
         e = c.estimates

@@ -112,6 +112,8 @@ def recommend(view: CandidateView, epsilon: float, upper: frozenset[str] = froze
             worst = [f"{c.name} (smallest {np.nanmin(np.where(usable, c.estimates.point(c.name in upper), np.nan)):.4g}"
                      f" ms > {c.limit_ms:.4g} ms)" for c in view.constraints if not (usable & meets[c.name]).any()]
             reason = "no candidate meets " + (", ".join(worst) if worst else "every SLO at once")
+        elif np.isnan(efficiency[usable & meets_all]).all():
+            reason = "T(1) is neither measured nor predicted: the efficiency floor cannot be judged yet"
         else:
             reason = (f"no candidate within the SLOs batches efficiently: largest T(B)/(B T(1)) "
                       f"{np.nanmax(np.where(usable & meets_all, efficiency, np.nan)):.4g} <= epsilon {epsilon:g}")

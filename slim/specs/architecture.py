@@ -161,7 +161,8 @@ def _unsupported_from_entry(name: str, entry: dict, source: Path) -> Unsupported
 class ArchitectureCatalog:
     """All architectures of a models file, looked up by name, alias or Hugging Face id, and the models
     it names without describing them: entries with an ``unsupported:`` reason instead of an
-    architecture.
+    architecture. A copy may also know some of those by name only (`measuring`): their runs are
+    read, nothing is predicted for them.
 
     ``catalog[model]`` and ``model in catalog`` answer for every described architecture, dense 16-bit
     or not: one with a `Architecture.dense_formula_gap` (routed experts, latent attention, an explicit
@@ -169,10 +170,15 @@ class ArchitectureCatalog:
     paper (`slim.model.modern`) and the simulator's (`slim.sim.modern_cost`)."""
 
     def __init__(self, architectures: dict[str, Architecture], source: Path | None = None,
-                 unsupported: dict[str, UnsupportedModel] | None = None):
+                 unsupported: dict[str, UnsupportedModel] | None = None,
+                 measured_only: dict[str, UnsupportedModel] | None = None):
         self._by_name = dict(architectures)
         self.source = source
+        self._measured_only = dict(measured_only or {})
         self._alias_to_name: dict[str, str] = {}
+        for model in self._measured_only.values():
+            for alias in (model.name.lower(), *model.aliases):
+                self._alias_to_name[alias] = model.name
         for arch in architectures.values():
             self._alias_to_name[arch.name.lower()] = arch.name
             for alias in arch.aliases:
@@ -204,10 +210,29 @@ class ArchitectureCatalog:
 
     def unsupported(self, model: str) -> UnsupportedModel | None:
         """Why the models file does not describe the model a name, alias or path names (as
-        `resolve_name` matches): its ``unsupported:`` entry; None where it is described or unknown."""
+        `resolve_name` matches): its ``unsupported:`` entry, or the model known by name only
+        (`measured_only`); None where it is described or unknown."""
+        measured_only = self.measured_only(model)
+        if measured_only is not None:
+            return measured_only
         key = model.strip().rstrip("/").lower()
         name = self._unsupported_alias.get(key) or self._unsupported_alias.get(key.rsplit("/", 1)[-1])
         return self._unsupported[name] if name is not None else None
+
+    def measured_only(self, model: str) -> UnsupportedModel | None:
+        """The model a name, alias or path names where this catalog knows it by name only (`measuring`),
+        with why it cannot describe it; None otherwise."""
+        name = self.resolve_name(model)
+        return self._measured_only.get(name) if name is not None else None
+
+    def measuring(self, model: UnsupportedModel) -> "ArchitectureCatalog":
+        """A copy of this catalog that knows `model` (a model it cannot describe: an ``unsupported:``
+        entry, or a checkpoint whose feature or quantisation is not modelled) by its name and aliases
+        without describing it: ``model in catalog`` holds, so the runs of it ingest reads are usable
+        measurements, while ``catalog[model]`` still raises its reason, so nothing predicts them.
+        `slim tune` tunes such a model by measurement alone; the pipeline's catalogs have none."""
+        return ArchitectureCatalog(self._by_name, self.source, self._unsupported,
+                                   {**self._measured_only, model.name: model})
 
     @property
     def names(self) -> list[str]:
@@ -223,7 +248,7 @@ class ArchitectureCatalog:
             aliases = tuple(dict.fromkeys((*old.aliases, arch.name.lower(), *arch.aliases)))
             arch = replace(arch, name=old.name, aliases=tuple(a for a in aliases if a != old.name.lower()))
         kept = {name: entry for name, entry in self._by_name.items() if name != replaced}
-        return ArchitectureCatalog({**kept, arch.name: arch}, self.source, self._unsupported)
+        return ArchitectureCatalog({**kept, arch.name: arch}, self.source, self._unsupported, self._measured_only)
 
     def serving(self, model: str, quantization: str | None = None,
                 kv_cache_dtype: str | None = None) -> "ArchitectureCatalog":
@@ -236,7 +261,7 @@ class ArchitectureCatalog:
 
     def resolve_name(self, model: str) -> str | None:
         """Canonical name for a model name, alias, Hugging Face id or model path (any architecture the
-        file describes); None if unknown.
+        file describes, or a model known by name only: `measuring`); None if unknown.
 
         A path such as ``/models/opt/opt-1.3b`` resolves by its last component.
         """
@@ -258,14 +283,14 @@ class ArchitectureCatalog:
         return list(dict.fromkeys(self._alias_to_name[alias] for alias in close))[:count]
 
     def __contains__(self, model: str) -> bool:
-        """Whether the models file describes the model."""
+        """Whether the models file describes the model, or this catalog knows it by name only (`measuring`)."""
         return self.resolve_name(model) is not None
 
     def architecture(self, model: str) -> Architecture:
         """Any architecture the file describes (routed experts, latent attention and quantised weights
         included), for the decode-step physics; raises for an ``unsupported:`` entry or an unknown model."""
         name = self.resolve_name(model)
-        if name is None:
+        if name is None or name in self._measured_only:
             return self[model]
         return self._by_name[name]
 
@@ -275,6 +300,8 @@ class ArchitectureCatalog:
         `UnsupportedArchitectureError` with the reason for an ``unsupported:`` entry,
         `UnknownModelError` naming the nearest for an unknown one."""
         name = self.resolve_name(model)
+        if name in self._measured_only:
+            raise self._measured_only[name].error()
         if name is None and self.unsupported(model) is not None:
             raise self.unsupported(model).error(self.source)
         if name is None:

@@ -14,8 +14,10 @@ weight formats (`slim.specs.quantization`). The parameter count follows from the
 is left out: vLLM loads it only for speculative decoding.
 
 A feature not modelled is refused in one line naming the key: `UnsupportedArchitectureError` for
-per-layer KV heads (DeciLM-7B) and the attention variants listed in `_UNSUPPORTED_KEYS`, `ConfigError`
-for a quantisation method not listed or a non-16-bit dtype without one.
+per-layer KV heads (DeciLM-7B) and the attention variants listed in `_UNSUPPORTED_KEYS`,
+`UnsupportedQuantizationError` for a quantisation method or format not modelled (both are
+`NotModelledError`s: `slim tune` still measures such a model), `ConfigError` for a non-16-bit dtype
+without a quantisation.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Modules a config leaves unquantised (``ignore``, ``modules_to_not_convert``, ``i
 ``exclude_modules``, ``llm_int8_skip_modules``) are matched by name: the LM head, embeddings and
 routers are 16-bit anyway; attention, dense FFNs or experts listed there stay 16-bit. One format per
 class is modelled, so a list that splits the dense part (attention 16-bit, dense FFN quantised) or
-names single layers is refused naming the key.
+names single layers is refused naming the key: `UnsupportedQuantizationError` for what is not
+modelled (a method, a format, a split), `ConfigError` for a config that is malformed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from slim.errors import ConfigError
+from slim.errors import ConfigError, UnsupportedQuantizationError
 from slim.specs.formats import (
     MXFP4,
     SIXTEEN_BIT,
@@ -53,8 +54,9 @@ def _module_classes(pattern: str, key: str, source: Path) -> frozenset[str]:
             or re.search(r"gate(?![_a-z])", text):
         return frozenset()
     if re.search(r"layers\.\d", text):
-        raise ConfigError(f"{source}: {key} names single layers ('{pattern}'): formats that differ by layer "
-                          "are not modelled (one format per tensor class)")
+        raise UnsupportedQuantizationError(
+            f"{source}: {key} names single layers ('{pattern}'): formats that differ by layer "
+            "are not modelled (one format per tensor class)")
     if "shared_expert" in text:
         return frozenset({"dense_ffn"})
     if "expert" in text:
@@ -63,8 +65,9 @@ def _module_classes(pattern: str, key: str, source: Path) -> frozenset[str]:
         return frozenset({"attention"})
     if re.search(r"mlp|ffn|feed_forward", text):
         return frozenset({"dense_ffn", "experts"})
-    raise ConfigError(f"{source}: {key} names '{pattern}', which matches no tensor class modelled here "
-                      "(attention, dense FFN, experts, LM head, embeddings, routers)")
+    raise UnsupportedQuantizationError(
+        f"{source}: {key} names '{pattern}', which matches no tensor class modelled here "
+        "(attention, dense FFN, experts, LM head, embeddings, routers)")
 
 
 def _class_formats(linear: TensorFormat, excluded: list | None, key: str, source: Path, *,
@@ -81,9 +84,10 @@ def _class_formats(linear: TensorFormat, excluded: list | None, key: str, source
         return linear, experts
     if present <= dense_excluded:
         return SIXTEEN_BIT, experts
-    raise ConfigError(f"{source}: {key} leaves {' and '.join(sorted(dense_excluded & present))} 16-bit while "
-                      f"{' and '.join(sorted(present - dense_excluded))} is quantised: one format for the dense "
-                      "part (attention, dense FFN, shared experts) is modelled")
+    raise UnsupportedQuantizationError(
+        f"{source}: {key} leaves {' and '.join(sorted(dense_excluded & present))} 16-bit while "
+        f"{' and '.join(sorted(present - dense_excluded))} is quantised: one format for the dense "
+        "part (attention, dense FFN, shared experts) is modelled")
 
 
 def _integer(spec: dict, key: str, where: str, source: Path) -> int:
@@ -125,8 +129,9 @@ def _compressed_tensors_format(group: str, spec: dict, source: Path) -> TensorFo
     if activations:
         compute = _CT_COMPUTE.get((activations.get("type", "int"), activations.get("num_bits")))
         if compute is None:
-            raise ConfigError(f"{source}: {where}.input_activations ({activations.get('num_bits')}-bit "
-                              f"{activations.get('type')}) is not modelled; known: fp8, int8, fp4")
+            raise UnsupportedQuantizationError(
+                f"{source}: {where}.input_activations ({activations.get('num_bits')}-bit "
+                f"{activations.get('type')}) is not modelled; known: fp8, int8, fp4")
     else:
         compute = "bf16"
     if kind == "float" and bits == 8:
@@ -138,15 +143,17 @@ def _compressed_tensors_format(group: str, spec: dict, source: Path) -> TensorFo
         group_size = weights.get("group_size") if strategy == "group" else None
         return grouped_int_format(f"int{bits}", bits, group_size, zero_point=not weights.get("symmetric", True),
                                   compute_dtype=compute)
-    raise ConfigError(f"{source}: {where}.weights ({bits}-bit {kind}, strategy {strategy}) is not modelled; "
-                      "known: 8-bit float, 4-bit float (nvfp4), 4- and 8-bit int")
+    raise UnsupportedQuantizationError(
+        f"{source}: {where}.weights ({bits}-bit {kind}, strategy {strategy}) is not modelled; "
+        "known: 8-bit float, 4-bit float (nvfp4), 4- and 8-bit int")
 
 
 def _compressed_tensors(quant: dict, source: Path, has_dense_ffn: bool) -> WeightFormats:
     sparsity = quant.get("sparsity_config")
     if sparsity and sparsity.get("format", "dense") != "dense":
-        raise ConfigError(f"{source}: quantization_config.sparsity_config ({sparsity.get('format')}): sparse "
-                          "weights are not modelled")
+        raise UnsupportedQuantizationError(
+            f"{source}: quantization_config.sparsity_config ({sparsity.get('format')}): sparse "
+            "weights are not modelled")
     groups = quant.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise ConfigError(f"{source}: quantization_config.config_groups is missing")
@@ -156,19 +163,21 @@ def _compressed_tensors(quant: dict, source: Path, has_dense_ffn: bool) -> Weigh
         for target in spec.get("targets", ["Linear"]):
             for name in _module_classes(target, f"quantization_config.config_groups.{group}.targets", source):
                 if by_class.setdefault(name, fmt) != fmt:
-                    raise ConfigError(f"{source}: quantization_config.config_groups give {name} two formats "
-                                      f"({by_class[name].name}, {fmt.name})")
+                    raise UnsupportedQuantizationError(
+                        f"{source}: quantization_config.config_groups give {name} two formats "
+                        f"({by_class[name].name}, {fmt.name})")
     for pattern in quant.get("ignore") or ():
         for name in _module_classes(pattern, "quantization_config.ignore", source):
             by_class[name] = SIXTEEN_BIT
     present = DENSE_CLASSES if has_dense_ffn else ("attention",)
     dense_formats = {by_class.get(name, SIXTEEN_BIT) for name in present}
     if len(dense_formats) > 1:
-        raise ConfigError(f"{source}: quantization_config gives attention and the dense FFN different formats: "
-                          "one format for the dense part is modelled")
+        raise UnsupportedQuantizationError(
+            f"{source}: quantization_config gives attention and the dense FFN different formats: "
+            "one format for the dense part is modelled")
     kv = quant.get("kv_cache_scheme")
     if kv and (kv.get("type"), kv.get("num_bits")) != ("float", 8):
-        raise ConfigError(f"{source}: quantization_config.kv_cache_scheme ({kv.get('num_bits')}-bit "
+        raise UnsupportedQuantizationError(f"{source}: quantization_config.kv_cache_scheme ({kv.get('num_bits')}-bit "
                           f"{kv.get('type')}) is not modelled; known: 8-bit float (fp8)")
     return WeightFormats(dense_formats.pop(), by_class.get("experts", SIXTEEN_BIT), method="compressed-tensors",
                          kv_cache_scheme="fp8" if kv else None)
@@ -181,14 +190,14 @@ def _modelopt(quant: dict, source: Path, has_dense_ffn: bool) -> WeightFormats:
     spec = quant.get("quantization", quant)
     algo = spec.get("quant_algo")
     if algo not in _MODELOPT_ALGOS:
-        raise ConfigError(f"{source}: ModelOpt quant_algo '{algo}' is not modelled; known: "
+        raise UnsupportedQuantizationError(f"{source}: ModelOpt quant_algo '{algo}' is not modelled; known: "
                           f"{', '.join(_MODELOPT_ALGOS)}")
     linear = fp8_format() if algo == "FP8" else nvfp4_format(spec.get("group_size") or 16)
     dense, experts = _class_formats(linear, spec.get("exclude_modules"), "quantization.exclude_modules", source,
                                     has_dense_ffn=has_dense_ffn)
     kv = spec.get("kv_cache_quant_algo")
     if kv not in (None, "FP8"):
-        raise ConfigError(f"{source}: ModelOpt kv_cache_quant_algo '{kv}' is not modelled; known: FP8")
+        raise UnsupportedQuantizationError(f"{source}: ModelOpt kv_cache_quant_algo '{kv}' is not modelled; known: FP8")
     return WeightFormats(dense, experts, method=_MODELOPT_ALGOS[algo], kv_cache_scheme="fp8" if kv else None)
 
 
@@ -210,10 +219,12 @@ def _awq(quant: dict, source: Path, has_dense_ffn: bool) -> WeightFormats:
 
 def _gptq(quant: dict, source: Path, has_dense_ffn: bool) -> WeightFormats:
     if quant.get("dynamic"):
-        raise ConfigError(f"{source}: quantization_config.dynamic gives modules formats of their own: formats that "
-                          "differ by module are not modelled")
+        raise UnsupportedQuantizationError(
+            f"{source}: quantization_config.dynamic gives modules formats of their own: formats that "
+            "differ by module are not modelled")
     if quant.get("lm_head"):
-        raise ConfigError(f"{source}: quantization_config.lm_head: a quantised LM head is not modelled")
+        raise UnsupportedQuantizationError(
+            f"{source}: quantization_config.lm_head: a quantised LM head is not modelled")
     bits = int(quant.get("bits", 4))
     # GPTQ checkpoints store qzeros even for symmetric quantisation.
     linear = grouped_int_format(f"gptq int{bits}", bits, _group_size(quant, "group_size"), zero_point=True)
@@ -259,8 +270,9 @@ def weight_formats_from_config(quant: dict[str, Any] | None, hf_quant_config: di
     else:
         method = str(quant.get("quant_method", "")).lower()
     if method not in _PARSERS:
-        raise ConfigError(f"{source}: quantization_config.quant_method '{method}' is not modelled; known: "
-                          f"{', '.join(_PARSERS)}")
+        raise UnsupportedQuantizationError(
+            f"{source}: quantization_config.quant_method '{method}' is not modelled; known: "
+            f"{', '.join(_PARSERS)}")
     if method == "mxfp4" and not has_experts:
         raise ConfigError(f"{source}: mxfp4 quantises routed experts, and this model has none")
     return _PARSERS[method](quant, source, has_dense_ffn)

@@ -55,6 +55,7 @@ from slim.model.conformal import conformal_quantile
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E
+from slim.tune.no_prior import bisection_order_bounds
 
 if TYPE_CHECKING:
     from slim.predictors import Prediction, RegisteredPredictor
@@ -75,6 +76,9 @@ class PriorPrediction:
     cannot predict it (the quantity is then measure-only)."""
 
     values: dict[str, np.ndarray]
+    no_prior: np.ndarray | None = None
+    """Per candidate, whether no prior describes its model (a model or quantisation slim cannot size,
+    `slim.tune.no_prior`): every quantity is NaN there, and only its curve's measured caps bound it."""
 
     @classmethod
     def of(cls, throughput_per_s: np.ndarray, e2e_latency_s: np.ndarray, **others: np.ndarray) -> PriorPrediction:
@@ -92,7 +96,8 @@ class PriorPrediction:
         return self.values[IN_BATCH_E2E] / 1e3
 
     def take(self, rows: np.ndarray) -> PriorPrediction:
-        return PriorPrediction({name: values[rows] for name, values in self.values.items()})
+        return PriorPrediction({name: values[rows] for name, values in self.values.items()},
+                               None if self.no_prior is None else self.no_prior[rows])
 
 
 class PriorPredictor(Protocol):
@@ -389,8 +394,9 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
     of its `runs` (how many runs its measurement averages; one by default); `reference_scores` the
     kernel's out-of-sample extrapolation scores (`conformal_multiplier`). Every quantity has its own
     residual process on the same kernel; a quantity the prior cannot predict at a candidate is
-    unknown there until measured. With `layouts`, the residual has its terms across tensor-parallel
-    sizes (`LayoutUncertainty`)."""
+    unknown there until measured; at a candidate no prior describes (`PriorPrediction.no_prior`), only
+    its curve's measured caps bound it (`slim.tune.no_prior.bisection_order_bounds`). With `layouts`,
+    the residual has its terms across tensor-parallel sizes (`LayoutUncertainty`)."""
     coordinates = kernel.coordinates(candidates)
     layout_coordinates = layouts.coordinates(candidates) if layouts is not None else None
     models = candidates[col.MODEL].astype(str).to_numpy()
@@ -425,6 +431,13 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
             point, low, high = np.exp(centre), np.exp(centre - half), np.exp(centre + half)
         low = np.where(np.isfinite(centre), low, 0.0)
         high = np.where(np.isfinite(centre), high, np.inf)
+        if prior.no_prior is not None and prior.no_prior.any():
+            measured_values = np.full(len(candidates), np.nan)
+            measured_values[index] = measurement
+            order_low, order_high = bisection_order_bounds(candidates, name, is_measured, measured_values,
+                                                           prior.no_prior)
+            unbounded = prior.no_prior & ~is_measured
+            low, high = np.where(unbounded, order_low, low), np.where(unbounded, order_high, high)
         point[index] = measurement      # a measurement is the fact itself, not exp(log)
         quantities[name] = QuantityBelief(point, low, high, half / z, is_measured, multiplier)
     return Belief(quantities)

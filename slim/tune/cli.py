@@ -264,12 +264,15 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _plan_or_loop(args: argparse.Namespace) -> int:
     """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
+    from slim.tune.models import no_prior_line
     from slim.tune.plan import build_plan
     from slim.tune.proposals import propose, select_proposals
     from slim.tune.report import tune_json, tune_text
     from slim.tune.runner import failure_reason, mark_failed_attempts, run_tuning_loop
 
     plan = build_plan(tune_request(args))
+    for model, why in plan.no_prior.items():
+        print(f"slim tune: {no_prior_line(model, why)}", file=sys.stderr)
     retried = mark_failed_attempts(plan, args.run, args.retry_failed)
     stopped, runs_done = None, 0
     if args.run is not None:

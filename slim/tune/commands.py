@@ -113,10 +113,13 @@ def concurrency_sweep_note(request: TuneRequest) -> str:
             "smaller of the two")
 
 
-def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan:
+def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan | None:
     """The KV memory a cap needs and the flags that reserve only it (`slim.gpu.kv_memory`), for the
-    workload's model at its lengths, on the request's accelerator."""
+    workload's model at its lengths, on the request's accelerator; None where no prior describes the
+    model (`TunePlan.no_prior`: its KV bytes per token are not known)."""
     spec = plan.specs[workload_label]
+    if plan.model_of(workload_label) in plan.no_prior:
+        return None
     arch = plan.catalog[spec.model]
     size = plan.tensor_parallel_of(workload_label)
     runs = plan.measured_runs
@@ -130,14 +133,15 @@ def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan
 
 
 def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
-    """``vllm serve`` at the chosen cap with the memory flags that reserve only its KV cache."""
+    """``vllm serve`` at the chosen cap with the memory flags that reserve only its KV cache; without
+    them (vLLM's defaults) where its size is not known (`memory_plan` None)."""
     spec = plan.specs[workload_label]
     memory = memory_plan(plan, workload_label, cap)
+    flags = [] if memory is None else ["--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
+                                       "--num-gpu-blocks-override", str(memory.num_gpu_blocks_override)]
     return ["vllm", "serve", spec.model, "--max-num-seqs", f"{int(cap)}", "--max-model-len",
-            str(spec.input_len + spec.output_len), "--gpu-memory-utilization",
-            f"{memory.gpu_memory_utilization_needed:.3f}", "--num-gpu-blocks-override",
-            str(memory.num_gpu_blocks_override), "--tensor-parallel-size", str(plan.tensor_parallel_of(workload_label)),
-            *serving_flags(plan.request)]
+            str(spec.input_len + spec.output_len), *flags,
+            "--tensor-parallel-size", str(plan.tensor_parallel_of(workload_label)), *serving_flags(plan.request)]
 
 
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:

@@ -5,7 +5,8 @@ every candidate.
 Runs under the request's results folder are the session's own and count against the bound; the
 other traces are given. A run of a workload's cap that the cleaning left out because the
 configuration itself failed (it preempted, ran out of memory) marks that candidate failed, as the
-loop does for a run it makes; its reason is kept for the report.
+loop does for a run it makes; its reason is kept for the report. A model slim cannot describe has no
+prior (`slim.tune.models`): nothing predicts its candidates, no run floor or memory fit is known.
 """
 
 from __future__ import annotations
@@ -22,15 +23,23 @@ from slim.errors import AdvisorError
 from slim.gpu.kv_memory import static_batch_fit
 from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
-from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
+from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
-from slim.specs.hf_config import architecture_from_hf_config
 from slim.traces.clean import CleaningPolicy, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.usable import SkippedRun, trace_options
-from slim.tune.belief import CONFIG_COLUMNS, LayoutUncertainty, prior_prediction, roofline_gpu_seconds, tune_prior
+from slim.tune.belief import (
+    CONFIG_COLUMNS,
+    LayoutUncertainty,
+    PriorPrediction,
+    prior_prediction,
+    roofline_gpu_seconds,
+    tune_prior,
+)
 from slim.tune.kernel import load_kernels
 from slim.tune.measurement import measurement_of_run
+from slim.tune.models import request_models
+from slim.tune.no_prior import unpredicted_quantities
 from slim.tune.request import OFFLINE, ONLINE, MeasuredPrompts, TuneRequest, WorkloadSpec, most_common, prompts_at
 from slim.tune.session import TuneSession, TuneSettings
 from slim.tune.workload import WORKLOAD, Workload, curve_label
@@ -65,6 +74,12 @@ class TunePlan:
     layout_exclusions: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per curve (`Workload.curve`), the tensor-parallel sizes asked for that take no run, with why
     (more GPUs than given, weights and one request's KV cache do not fit per rank)."""
+    no_prior: dict[str, str] = field(default_factory=dict)
+    """The models no prior describes (catalog name -> why, in one line): tuned by measurement alone."""
+
+    def model_of(self, label: str) -> str:
+        """The catalog name of a workload's model."""
+        return next(w for w in self.workloads if w.label == label).model
 
     def tensor_parallel_of(self, label: str) -> int:
         """The tensor-parallel size a workload runs at."""
@@ -134,13 +149,15 @@ def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, tensor_parall
     return match.to_numpy()
 
 
-def layout_exclusion(arch: Architecture, hw: Hardware, spec: WorkloadSpec, tensor_parallel: int,
+def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, tensor_parallel: int,
                      gpus: int | None) -> str | None:
     """Why a layout takes no run, or None: more GPUs than `gpus`, or the weights and one request's KV
     cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`: the weights and the KV heads
-    split over the ranks)."""
+    split over the ranks; not checked without an architecture, `arch` None: its runs will tell)."""
     if gpus is not None and tensor_parallel > gpus:
         return f"needs {tensor_parallel} GPUs, {gpus} available (--gpus)"
+    if arch is None:
+        return None
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
     if not fit.weights_fit:
         return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on each {hw.name}"
@@ -156,16 +173,12 @@ def build_plan(request: TuneRequest) -> TunePlan:
     first one kept as what a bisection would have seen), the prior of the request's predictor for
     throughput and every quantity the SLOs name. Runs under the results folder are the session's
     own and count against the bound; the other traces are given."""
-    catalog = load_architectures(request.models_file)
-    if request.model_config is not None:
-        catalog = catalog.with_architecture(architecture_from_hf_config(request.model_config,
-                                                                        request.model_config_name))
-    for spec in request.workloads:
-        folder = checkpoint_folder(spec.model)
-        if folder is not None and spec.model not in catalog:     # vllm serve DIR: the folder describes it
-            catalog = catalog.with_architecture(architecture_from_hf_config(folder / "config.json", spec.model))
-    for model in dict.fromkeys(spec.model for spec in request.workloads):
-        catalog = catalog.serving(model, request.quantization, request.kv_cache_dtype)
+    models = request_models(request)
+    catalog = models.catalog
+    if models.no_prior and request.mode == OFFLINE:
+        model, why = next(iter(models.no_prior.items()))
+        raise AdvisorError(f"no prior for {model}: {why}; without one slim tune measures online runs only (an "
+                           "offline static batch is checked against the KV cache its architecture sizes)")
     hardware_catalog = load_hardware_with_shipped(request.hardware_file)
     if request.hardware not in hardware_catalog:
         raise AdvisorError(unknown_hardware_message(request.hardware, hardware_catalog))
@@ -178,26 +191,27 @@ def build_plan(request: TuneRequest) -> TunePlan:
     claimed = np.zeros(len(runs), dtype=bool)
     measured: list[tuple[int, pd.Series]] = []
     for spec, size in [(spec, size) for spec in request.workloads for size in request.layout_sizes]:
-        arch = catalog[spec.model]
-        workload = Workload(arch.name, spec.input_len, spec.output_len, request.slos, request.epsilon,
+        name = model_name(catalog, spec.model)
+        arch = None if name in models.no_prior else catalog[name]
+        workload = Workload(name, spec.input_len, spec.output_len, request.slos, request.epsilon,
                             tensor_parallel=size if request.across_layouts else None)
         if workload.label in specs:
             raise AdvisorError(f"workload {workload.label} is named twice")
         excluded = layout_exclusion(arch, hw, spec, size, request.gpus if request.across_layouts else None)
         if excluded is not None and not request.across_layouts:
-            raise AdvisorError(f"{arch.name} at tensor parallel {size}: {excluded}; give a larger "
+            raise AdvisorError(f"{name} at tensor parallel {size}: {excluded}; give a larger "
                                "--tensor-parallel-size (or --tensor-parallel-sizes 2,4,8 to compare layouts)")
         if excluded is not None:
             exclusions.setdefault(workload.curve, {})[size] = excluded
             continue
         workloads.append(workload)
         specs[workload.label] = spec
-        of_workload = (_matches(runs, arch.name, spec.input_len, spec.output_len, size) if len(runs)
+        of_workload = (_matches(runs, name, spec.input_len, spec.output_len, size) if len(runs)
                        else np.zeros(0, bool))
         capacity = runs.loc[of_workload, col.KV_CAPACITY_TOKENS].max() if of_workload.any() else math.nan
         for cap in request.candidate_caps:
             at_cap = of_workload & (runs[col.MAX_NUM_SEQS].to_numpy(dtype=float) == cap) if len(runs) else of_workload
-            rows.append({col.MODEL: arch.name, col.INPUT_LEN_NOMINAL: float(spec.input_len),
+            rows.append({col.MODEL: name, col.INPUT_LEN_NOMINAL: float(spec.input_len),
                          col.OUTPUT_LEN_NOMINAL: float(spec.output_len), col.INPUT_LEN_MEAN: float(spec.input_len),
                          col.OUTPUT_LEN_MEAN: float(spec.output_len), col.MAX_NUM_SEQS: float(cap),
                          col.NUM_PROMPTS: float(prompts_at(request, spec, cap)),
@@ -222,16 +236,15 @@ def build_plan(request: TuneRequest) -> TunePlan:
             rows.append(row)
             measured += [(len(rows) - 1, run) for _, run in of_cap.sort_values(col.RUN_ID).iterrows()]
     candidates = pd.DataFrame(rows)
-    entry = tune_predictors()[request.predictor]
-    # One simulation of each candidate gives the prior's schedule and its SLO metrics alike.
-    prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
-                       else None, request.simulations if request.simulations is not None else SimulationCache())
+    no_prior = candidates[col.MODEL].isin(list(models.no_prior)).to_numpy()
     settings = load_kernels().settings(request.predictor, TuneSettings(
         confidence=request.confidence, tolerance=request.tolerance, max_runs_per_cap=request.max_runs_per_cap,
         margin=request.margin, layouts=LayoutUncertainty() if request.across_layouts else None))
-    predicted = prior_prediction(prior, candidates, request.slos.metrics, request.slos.goodput)
-    session = TuneSession(workloads, candidates, predicted, settings,
-                          run_floor_gpu_seconds=roofline_gpu_seconds(candidates, catalog, hw))
+    run_floor = np.zeros(len(candidates))
+    if (~no_prior).any():
+        run_floor[~no_prior] = roofline_gpu_seconds(candidates[~no_prior].reset_index(drop=True), catalog, hw)
+    session = TuneSession(workloads, candidates, _prior_of_candidates(request, catalog, hw, candidates, no_prior),
+                          settings, run_floor_gpu_seconds=run_floor)
     own = request.results_folder.resolve()
     by_candidate: dict[int, list[float]] = {}
     for index, run in measured:
@@ -243,18 +256,44 @@ def build_plan(request: TuneRequest) -> TunePlan:
             spread = float(np.std(throughputs) / np.mean(throughputs))
             session.measurements[index] = replace(session.measurements[index],
                                                   scatter=max(spread, session.measurements[index].scatter))
-    plan = TunePlan(request, catalog, hw, workloads, specs, session, runs, readout, layout_exclusions=exclusions)
+    plan = TunePlan(request, catalog, hw, workloads, specs, session, runs, readout, layout_exclusions=exclusions,
+                    no_prior=models.no_prior)
     if not request.retry_failed:
         _record_failed_runs(plan, failed_runs)
     return plan
+
+
+def model_name(catalog: ArchitectureCatalog, model: str) -> str:
+    """The catalog's name of a model (described or known by name only); the catalog's error naming the
+    nearest for an unknown one."""
+    name = catalog.resolve_name(model)
+    return name if name is not None else catalog[model].name
+
+
+def _prior_of_candidates(request: TuneRequest, catalog: ArchitectureCatalog, hw: Hardware, candidates: pd.DataFrame,
+                         no_prior: np.ndarray) -> PriorPrediction:
+    """The request's prior of every candidate: throughput and every quantity the SLOs name; NaN where
+    no prior describes the candidate's model (`no_prior`), the prior built only where one does."""
+    slos = request.slos
+    values = {name: np.full(len(candidates), np.nan) for name in unpredicted_quantities(
+        [metric.name for metric in slos.metrics], slos.goodput is not None)}
+    if (~no_prior).any():
+        entry = tune_predictors()[request.predictor]
+        # One simulation of each candidate gives the prior's schedule and its SLO metrics alike.
+        prior = tune_prior(entry, catalog, hw, _empty_schedules(request.sim_constants_file) if entry.needs_schedules
+                           else None, request.simulations if request.simulations is not None else SimulationCache())
+        predicted = prior_prediction(prior, candidates[~no_prior].reset_index(drop=True), slos.metrics, slos.goodput)
+        for name, of_described in predicted.values.items():
+            values.setdefault(name, np.full(len(candidates), np.nan))[~no_prior] = of_described
+    return PriorPrediction(values, no_prior if no_prior.any() else None)
 
 
 def _measured_prompts(request: TuneRequest, catalog: ArchitectureCatalog, runs: pd.DataFrame) -> MeasuredPrompts:
     """What the measured runs of each workload sent, at each cap and over the workload."""
     by_cap, by_workload = {}, {}
     for spec in request.workloads:
-        of_workload = runs[_matches(runs, catalog[spec.model].name, spec.input_len, spec.output_len)] if len(runs) \
-            else runs
+        of_workload = (runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
+                       if len(runs) else runs)
         if not len(of_workload) or col.NUM_PROMPTS not in of_workload:
             continue
         workload = most_common(of_workload[col.NUM_PROMPTS])
@@ -272,7 +311,7 @@ def _record_failed_runs(plan: TunePlan, failed_runs: pd.DataFrame) -> None:
     memory) is failed, as the loop records a run it makes, with the run's reason."""
     candidates = plan.session.candidates
     for _, run in failed_runs.sort_values(col.RUN_ID).iterrows():
-        model = plan.catalog[str(run[col.MODEL])].name
+        model = model_name(plan.catalog, str(run[col.MODEL]))
         size = int(run[col.TENSOR_PARALLEL]) if pd.notna(run[col.TENSOR_PARALLEL]) else 1
         rows = candidates.index[(candidates[col.MODEL] == model) & candidates[WORKLOAD].isin(list(plan.specs))
                                 & (candidates[col.TENSOR_PARALLEL] == size)
@@ -287,13 +326,6 @@ def _record_failed_runs(plan: TunePlan, failed_runs: pd.DataFrame) -> None:
 
 def _near(nominal: pd.Series, value: float) -> pd.Series:
     return (nominal.astype(float) - value).abs() <= NOMINAL_MATCH * nominal.astype(float)
-
-
-def checkpoint_folder(model: str) -> Path | None:
-    """`model` where it names a local checkpoint folder (one holding a ``config.json``), as ``vllm serve
-    DIR`` takes it."""
-    folder = Path(model).expanduser()
-    return folder if folder.is_dir() and (folder / "config.json").is_file() else None
 
 
 def _empty_schedules(constants_file: Path):

@@ -20,6 +20,10 @@ workload's cap updates the belief of every workload. A relative SLO's reference 
 its cost account admits, the next probe of a shadow bisection or an extra run within the margin;
 where none is, it proposes the bisection's next probe, and stops when that is done too.
 
+**With no prior** (a model slim cannot describe: `slim.tune.no_prior`) nothing scores a challenger,
+so a workload proposes only what its decision itself asks for (a reference run, a repeat, ``T(1)``)
+and the bisection's next probe: it measures what a plain bisection would.
+
 **Across layouts** (`slim.tune.layouts`): only the layouts the decision across layouts leaves open
 propose, each proposal's score weighed by its layout's predicted standing, against the account
 pooled over the curve's layouts.
@@ -27,6 +31,7 @@ pooled over the curve's layouts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -68,10 +73,15 @@ class Proposal:
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "max_num_seqs": cap_number(self.max_num_seqs), "score": self.score,
-                "predicted_gpu_seconds": self.predicted_gpu_seconds,
-                "predicted_total_token_throughput": self.predicted_throughput_per_s,
-                "predicted_mean_in_batch_e2e_ms": 1e3 * self.predicted_e2e_latency_s, "reason": self.reason,
+                "predicted_gpu_seconds": _finite(self.predicted_gpu_seconds),
+                "predicted_total_token_throughput": _finite(self.predicted_throughput_per_s),
+                "predicted_mean_in_batch_e2e_ms": _finite(1e3 * self.predicted_e2e_latency_s), "reason": self.reason,
                 "limit_gpu_seconds": self.limit_gpu_seconds}
+
+
+def _finite(value: float) -> float | None:
+    """A prediction as JSON writes it: None where nothing predicts it."""
+    return value if math.isfinite(value) else None
 
 
 
@@ -91,10 +101,15 @@ def propose(session: TuneSession) -> list[Proposal]:
         if cert.settled:
             continue
         proposals = _workload_proposals(session, workload, cert, gpu_seconds)
+        unpredicted = session.unpredicted(workload)
+        if unpredicted:     # nothing scores a challenger: the bisection's order (module docstring)
+            proposals = [p for p in proposals if p.kind != "challenger"]
         if weights[workload.label] != 1.0:
             proposals = [replace(p, score=p.score * weights[workload.label]) for p in proposals]
         account = pooled_account(session, workload)
         if account is None:
+            if unpredicted and not proposals and session.limits_ms(workload) is not None:
+                proposals = _bisection_probe(session, workload, gpu_seconds)
             out += proposals
             continue
         rows = session.rows(workload)
@@ -122,12 +137,25 @@ def propose(session: TuneSession) -> list[Proposal]:
                    for p in admitted) and account.next_probe is not None:
             probe = int(rows[account.next_probe])
             if probe not in session.failed and not judged(probe):
+                why = "no prior: measuring only" if unpredicted else "the bound"
                 admitted.append(_proposal(session, probe, workload, 1e-12 / gpu_seconds[probe], gpu_seconds[probe],
-                                          "the bisection's next probe (the bound)", "probe"))
+                                          f"the bisection's next probe ({why})", "probe"))
         if not admitted:
             session.stopped_by_bound[workload.label] = account.describe()
         out += admitted
     return sorted(out, key=lambda p: (-p.score, p.workload, p.max_num_seqs))
+
+
+def _bisection_probe(session: TuneSession, workload: Workload, gpu_seconds: np.ndarray) -> list[Proposal]:
+    """The bisection's next probe of a workload no prior describes and no bound keeps to it; none when
+    the bisection is done."""
+    rows = session.rows(workload)
+    position = session.bisection(workload).next_probe(session._outcomes(session.limits_ms(workload) or {}, rows))
+    if position is None or int(rows[position]) in session.failed:
+        return []
+    probe = int(rows[position])
+    return [_proposal(session, probe, workload, 0.0, gpu_seconds[probe],
+                      "the bisection's next probe (no prior: measuring only)", "probe")]
 
 
 def _outlook(session: TuneSession, workload: Workload, seconds: np.ndarray) -> BisectionOutlook:
@@ -231,6 +259,8 @@ def _unjudged_note(session: TuneSession, workload: Workload, candidate: int) -> 
 def _proposal(session: TuneSession, i: int, workload: Workload, score: float, seconds: float, reason: str,
           kind: str = "challenger") -> Proposal:
     b = session.belief
+    # With no prior nothing predicts a run's cost, so nothing scores it: it ranks after every scored one.
+    score = 0.0 if math.isnan(score) else score
     return Proposal(int(i), workload.label, float(session.candidates.at[i, col.MAX_NUM_SEQS]), float(score),
                     float(seconds), float(b.throughput_per_s[i]), float(b.e2e_latency_s[i]), reason, kind=kind)
 

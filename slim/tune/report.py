@@ -89,9 +89,14 @@ def _recommendation(plan: TunePlan, workload: Workload) -> dict[str, Any] | None
 
 
 def _serve(plan: TunePlan, workload: Workload, cap: float) -> dict[str, Any]:
+    """The serve command of a settled cap and its memory plan (None throughout where the model's KV
+    size is not known: the flags are left to vLLM's defaults)."""
     memory = memory_plan(plan, workload.label, cap)
-    return {"command": shlex.join(serve_command(plan, workload.label, cap)),
-            "kv_bytes_needed": memory.kv_bytes_needed, "kv_reservation_bytes": memory.kv_reservation_bytes,
+    command = {"command": shlex.join(serve_command(plan, workload.label, cap))}
+    if memory is None:
+        return {**command, **dict.fromkeys(("kv_bytes_needed", "kv_reservation_bytes", "memory_saved_bytes",
+                                            "gpu_memory_utilization", "num_gpu_blocks_override"))}
+    return {**command, "kv_bytes_needed": memory.kv_bytes_needed, "kv_reservation_bytes": memory.kv_reservation_bytes,
             "memory_saved_bytes": memory.memory_saved_bytes,
             "gpu_memory_utilization": memory.gpu_memory_utilization_needed,
             "num_gpu_blocks_override": memory.num_gpu_blocks_override}
@@ -119,6 +124,7 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         settled_cap = certificate.batch_cap if certificate.settled and certificate.feasible else None
         workloads.append({
             "workload": workload.label, "model": plan.specs[workload.label].model,
+            "no_prior": plan.no_prior.get(workload.model),
             "input_len": workload.input_len, "output_len": workload.output_len,
             "slo_ms": {name: _json(value) for name, value in (session.limits_ms(workload) or {}).items()},
             "recommendation": _recommendation(plan, workload), "certificate": _certificate(certificate),
@@ -274,8 +280,9 @@ def _table(workload: dict[str, Any]) -> list[str]:
 def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None = None, runs_done: int = 0) -> str:
     body = tune_json(plan, proposals, stopped, runs_done)
     bound = f"; bound {1 + body['margin']:g} x a bisection's GPU time" if body["margin"] is not None else ""
+    prior = "none" if all(w["no_prior"] is not None for w in body["workloads"]) else body["predictor"].upper()
     lines = [f"slim tune: {len(body['workloads'])} workload(s) on {body['hardware']} ({body['mode']}), prior "
-             f"{body['predictor'].upper()}, {body['measured_runs']} measured run(s); intervals at "
+             f"{prior}, {body['measured_runs']} measured run(s); intervals at "
              f"{100 * body['confidence']:.0f}%, tolerance {100 * body['tolerance']:g}% of the objective{bound}"]
     readout = readout_line(body)
     if readout is not None:
@@ -289,7 +296,11 @@ def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         lines += ["", f"{workload['workload']}  (SLO {_slo_text(body, workload)}; epsilon {cert['epsilon']:g})"]
         lines += _decision_lines(workload)
         learned = plan.session.learned(next(w for w in plan.workloads if w.label == workload["workload"]))
-        if learned.measured:
+        if workload["no_prior"] is not None:
+            lines.append(f"  no prior: {workload['no_prior']}; measuring only, in a plain bisection's order (an "
+                         "unmeasured cap's throughput lies between its measured neighbours': it does not fall as the "
+                         "cap grows); a settled cap's memory flags are left to vLLM's defaults")
+        elif learned.measured:
             lines.append(f"  prior: {learned.describe()}")
         for exclusion in cert["exclusions"]:
             lines.append(f"    cap {exclusion['cap']:g}: {exclusion['reason']}")

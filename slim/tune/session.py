@@ -345,6 +345,11 @@ class TuneSession:
         return ShadowBisection(len(caps), int(np.flatnonzero(caps == start)[0])
                                if start is not None and (caps == start).any() else None)
 
+    def unpredicted(self, workload: Workload) -> bool:
+        """Whether no prior describes the workload's model (`PriorPrediction.no_prior`): it is tuned by
+        measurement alone."""
+        return self.prior.no_prior is not None and bool(self.prior.no_prior[self.rows(workload)].all())
+
     def complete(self, workload: Workload, candidate: int) -> bool:
         """Whether a candidate's runs judged throughput and every quantity of the workload's SLOs."""
         measurement = self.measurements.get(candidate)
