@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from slim import cli
-from slim.advisor.layouts import LayoutAdvice, LayoutOutcome, layout_lines
+from slim.advisor.layout_report import layout_lines
+from slim.advisor.layouts import LayoutAdvice, LayoutOutcome
 
 REPO = Path(__file__).resolve().parents[1]
 
