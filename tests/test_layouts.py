@@ -5,6 +5,7 @@ Llama-3.1-70B FP8 sweep."""
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -285,3 +286,16 @@ def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next
     assert (tp4_entry["status"], tp4_entry["next_max_num_seqs"], tp4_entry["max_num_seqs"]) == (OPEN, 32, 32)
     assert tp4_entry["reason"] == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's 1,300"
     assert json.loads(json.dumps(open_document)) == open_document
+
+
+def documented_layout_fields() -> set[str]:
+    """The field names of docs/advisor.md's table of the ``--json`` document across layouts."""
+    section = (REPO / "docs" / "advisor.md").read_text().split("## The layout", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+
+
+def test_every_layout_json_field_is_documented_and_every_documented_field_exists(decide):
+    document = layout_fields(decide({2: TP2, 4: _server(4, TP4_MEASURED, TP4_TPOT)}))
+    actual = set(document) | {f"layouts[].{key}" for layout in document["layouts"] for key in layout}
+    slo_metrics = {f"layouts[].{metric.name}" for metric in SLOS.metrics}
+    assert documented_layout_fields() == actual - slo_metrics | {"layouts[].<SLO metric>"}
