@@ -267,10 +267,20 @@ def test_with_no_cap_measured_the_choice_rests_on_predictions_and_stays_open(dec
                      4: _server(4, TP4_MEASURED, TP4_TPOT, unmeasured)})
     by_size = _by_size(advice)
     assert not advice.settled and advice.chosen is by_size[4]
-    assert by_size[4].verdict.startswith("chosen on predictions") and by_size[4].next_cap == 32.0
+    assert by_size[4].verdict.startswith("on predictions: no layout has a cap measured") and by_size[4].next_cap == 32.0
     assert by_size[2].status == OPEN and by_size[2].next_cap == 16.0
     assert layout_lines(advice)[3] == ("Layout decision: open; the runs that would settle it: TP 2 --max-num-seqs 16 "
                                        "(could still win), TP 4 --max-num-seqs 32 (the choice rests on predictions)")
+    assert layout_lines(advice)[2].endswith("(predicted), mean_tpot_ms 24.0 ms: chosen: on predictions: no layout "
+                                            "has a cap measured within every SLO yet; run --max-num-seqs 32 next")
+
+
+def test_every_layout_measured_over_the_slos_settles_on_none(decide):
+    advice = decide({1: TP1, 2: _server(2, (200.0, 1500.0, 2600.0, 4000.0), (31.0, 35.0, 40.0, 50.0))})
+    assert advice.settled and advice.chosen is None and advice.replicas is None
+    assert {outcome.status for outcome in advice.outcomes} == {EXCLUDED}
+    assert layout_lines(advice)[-2:] == ["No layout meets the SLOs.", "Layout decision: settled: no layout can meet "
+                                         "the SLOs (each one's reason above)"]
 
 
 def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next_run(decide):

@@ -58,7 +58,7 @@ def decision_line(advice: LayoutAdvice) -> str:
     """Whether the decision across layouts is settled, and else the runs that would settle it."""
     if advice.settled:
         if advice.decision is None or advice.decision.chosen is None:
-            return "Layout decision: settled: no layout has a cap within the SLOs and the efficiency floor"
+            return "Layout decision: settled: no layout can meet the SLOs (each one's reason above)"
         chosen = advice.decision.chosen
         return (f"Layout decision: settled: {advice.chosen.name} at --max-num-seqs {chosen.batch_cap:g} was measured "
                 f"within every SLO, and no other layout or cap can beat it by more than {100 * advice.tolerance:g}% "
@@ -83,10 +83,7 @@ def layout_lines(advice: LayoutAdvice) -> list[str]:
     lines = ["Layouts compared on tokens/s per GPU (each advised on its own runs):"]
     lines += [_outcome_line(advice, outcome) for outcome in advice.outcomes]
     if advice.chosen is None:
-        lines.append("No layout meets the SLOs.")
-        if advice.decision is not None or advice.settled:
-            lines.append(decision_line(advice))
-        return lines
+        return [*lines, "No layout meets the SLOs.", decision_line(advice)]
     lines.append(decision_line(advice))
     replicas, chosen = advice.replicas, advice.chosen
     lines.append("")

@@ -49,7 +49,7 @@ from slim.errors import AdvisorError, NoFeasibleCapError
 
 CHOSEN, EXCLUDED, OPEN = "chosen", "excluded", "open"
 """A layout's status in the decision across layouts."""
-PREDICTED_CHOICE = "chosen on predictions: no layout has a cap measured within every SLO yet"
+PREDICTED_CHOICE = "on predictions: no layout has a cap measured within every SLO yet"
 """Why the chosen layout is chosen where no layout has a certified cap to choose by."""
 
 
@@ -221,6 +221,6 @@ def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...
     outcomes = [_judged(outcome, decision, chosen) for outcome in outcomes]
     chosen = next((outcome for outcome in outcomes if outcome.status == CHOSEN), None)
     settled = (decision.settled and all(outcome.status != OPEN for outcome in outcomes)
-               and (chosen is None) == (certified is None))
+               and (chosen.candidate.layout if chosen is not None else None) == certified)
     return LayoutAdvice(tuple(outcomes), chosen, gpus, request_rate, tokens_per_request, settled,
                         request.tolerance, decision)
