@@ -374,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _advise_layouts(args: argparse.Namespace) -> int:
     """``slim advise`` across tensor-parallel sizes (`slim.advisor.layouts`)."""
-    from slim.advisor.layouts import advise_layouts, layout_fields, layout_lines
+    from slim.advisor.layout_report import layout_fields, layout_lines
+    from slim.advisor.layouts import advise_layouts
 
     sizes = args.tensor_parallel_sizes or tuple(t for t in (1, 2, 4, 8) if args.gpus is None or t <= args.gpus)
     layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)

@@ -1,16 +1,26 @@
-"""The layout as the decision (`slim.advisor.layouts`): the choice by tokens/s per GPU, the
-deployment on the GPUs available or for a request rate, and `slim advise` across tensor-parallel
-sizes on NVIDIA's Llama-3.1-70B FP8 sweep."""
+"""The layout as the decision (`slim.advisor.layouts`): the choice by tokens/s per GPU across the
+layouts' certificates, whether it is settled and the run that would settle it, the deployment on the
+GPUs available or for a request rate, and `slim advise` across tensor-parallel sizes on NVIDIA's
+Llama-3.1-70B FP8 sweep."""
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from slim import cli
-from slim.advisor.layouts import LayoutAdvice, LayoutOutcome, layout_lines
+from slim.advisor import layouts as layouts_module
+from slim.advisor.candidates import CandidateRow, advice_view
+from slim.advisor.layout_report import layout_fields, layout_lines
+from slim.advisor.layouts import CHOSEN, EXCLUDED, OPEN, LayoutAdvice, LayoutOutcome, advise_layouts
+from slim.advisor.request import AdviceRequest
+from slim.decision.certificate import certify
+from slim.decision.rule import recommend
+from slim.errors import NoFeasibleCapError
+from slim.specs.slo import Slos
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,6 +75,12 @@ def test_the_layout_changes_with_the_bound(silicon, capsys):
         assert document["replicas"] == 8 // chosen[bound]
         assert document["serve"].startswith("vllm serve llama-3.1-70b-fp8")
         assert all(layout["mean_tpot_ms"] <= bound for layout in layouts.values())
+        # Every layout's best cap is measured or predicted below the choice per GPU: the decision is settled.
+        assert document["settled"] is True and document["tolerance"] == 0.01
+        assert {size: layout["status"] for size, layout in layouts.items()} == {
+            size: "chosen" if size == chosen[bound] else "excluded" for size in (2, 4, 8)}
+        assert all(f"<= 1.01 x the chosen TP {chosen[bound]}'s" in layout["reason"] and
+                   layout["next_max_num_seqs"] is None for size, layout in layouts.items() if size != chosen[bound])
     assert chosen == {25: 4, 40: 2}
 
 
@@ -75,6 +91,8 @@ def test_a_layout_above_the_gpus_loses_with_its_reason_and_the_rate_sizes_the_fl
     assert "TP 4: no cap (needs 4 GPUs, 2 available)" not in out      # default sizes stop at the GPUs
     # TP 1 holds the 70 GB of fp8 weights with room for a couple of sequences: predicted, far behind.
     assert "TP 1: --max-num-seqs" in out and "(predicted)" in out and "On 2 GPUs: 1 replica(s) x TP 2" in out
+    assert "; excluded: at most 139 tokens/s per GPU <= 1.01 x the chosen TP 2's 2,196" in out
+    assert "Layout decision: settled: TP 2 at --max-num-seqs 64 was measured within every SLO" in out
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2,4", "--gpus", "2"]) == 0
     assert "TP 4: no cap (needs 4 GPUs, 2 available)" in capsys.readouterr().out
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2", "--request-rate", "20",
@@ -118,10 +136,6 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
     its throughput is per GPU of its whole server, so DP 1 wins on 16 GPUs."""
     import csv
 
-    from slim.advisor.layouts import advise_layouts
-    from slim.advisor.request import AdviceRequest
-    from slim.specs.slo import Slos
-
     fields = SWEEP_HEADER.split(",")
     with (tmp_path / "sweep.csv").open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fields, restval="")
@@ -143,3 +157,155 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
         e2e_s = (100.0 + 1023 * tpot_ms) / 1000
         assert outcome.throughput_per_gpu == pytest.approx(recommendation.batch_cap * 2048 / e2e_s / gpus)
     assert layouts.replicas == 4 and layouts.gpus_needed == 16
+    # Both measured at every cap: settled, DP 4's measured choice a quarter per GPU of its 16.
+    assert layouts.settled and by_size[4].status == "excluded"
+    assert by_size[4].verdict.startswith("its measured choice 210 tokens/s per GPU <= 1.01 x the chosen TP 4's")
+
+
+# --- the decision across layouts on made-up servers: each layout's advice built as `advise` builds it --------
+
+SLOS = Slos.of(["mean_tpot_ms=30"])
+CAPS = (1.0, 8.0, 16.0, 32.0)
+MEASURED = (True, True, True, True)
+
+
+def _server(gpus: int, throughput: tuple[float, ...], tpot_ms: tuple[float, ...],
+            measured: tuple[bool, ...] = MEASURED) -> tuple[int, tuple[CandidateRow, ...]]:
+    """A layout of `gpus` GPUs: per cap its tokens/s and TPOT, measured where `measured`, else predicted."""
+    rows = tuple(CandidateRow(cap, {"throughput": t, "mean_tpot_ms": m} if known else {},
+                              {"throughput": t, "mean_tpot_ms": m}, runs=int(known))
+                 for cap, t, m, known in zip(CAPS, throughput, tpot_ms, measured))
+    return gpus, rows
+
+
+def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
+    """`advise` on the made-up servers: the view, Eq. 13 and the certificate of the real one."""
+    def advise(request: AdviceRequest) -> SimpleNamespace:
+        gpus, rows = servers[request.tensor_parallel]
+        view = advice_view(rows, request.slos, {"mean_tpot_ms": 30.0})
+        recommendation = recommend(view, request.epsilon)
+        if not recommendation.feasible:
+            raise NoFeasibleCapError(f"no batch cap meets the constraints: {recommendation.reason}", rows)
+        return SimpleNamespace(recommendation=recommendation, gpus_per_server=gpus, view=view,
+                               certificate=certify(view, request.epsilon, request.tolerance), max_model_len=2048,
+                               memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m")
+    return advise
+
+
+@pytest.fixture
+def decide(monkeypatch, tmp_path):
+    """`advise_layouts` over made-up servers by tensor-parallel size, on 8 GPUs."""
+    def run(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]) -> LayoutAdvice:
+        monkeypatch.setattr(layouts_module, "advise", _fake_advise(servers))
+        monkeypatch.setattr(layouts_module, "workload_layouts", lambda request: tuple((t, 1) for t in servers))
+        request = AdviceRequest(tmp_path, "m", 1024, 1024, slos=SLOS, hardware="h100-sxm-80gb", predictor="sim",
+                                candidates=CAPS, plan=False)
+        return advise_layouts(request, tuple(servers), gpus=8)
+    return run
+
+
+# TP 2: cap 16 measured at 2,600 tokens/s, 1,300 per GPU (cap 32 is over the 30 ms TPOT).
+TP2 = _server(2, (200.0, 1500.0, 2600.0, 4000.0), (10.0, 15.0, 20.0, 40.0))
+# TP 4: cap 32 at 5,600 tokens/s, 1,400 per GPU.
+TP4_MEASURED = (300.0, 2200.0, 4000.0, 5600.0)
+TP4_TPOT = (8.0, 12.0, 16.0, 24.0)
+# TP 8: cap 32 not measured, predicted at 9,600 tokens/s: at most 1,200 per GPU.
+TP8 = _server(8, (500.0, 3600.0, 6400.0, 9600.0), (6.0, 9.0, 12.0, 20.0), (True, True, True, False))
+# TP 1: over the TPOT at every cap, all measured.
+TP1 = _server(1, (100.0, 700.0, 1200.0, 2000.0), (40.0, 45.0, 50.0, 60.0))
+
+
+def _by_size(advice: LayoutAdvice) -> dict[int, LayoutOutcome]:
+    return {outcome.tensor_parallel: outcome for outcome in advice.outcomes}
+
+
+def test_every_cap_measured_and_the_choice_best_per_gpu_settles_the_layout(decide):
+    advice = decide({1: TP1, 2: TP2, 4: _server(4, TP4_MEASURED, TP4_TPOT), 8: TP8})
+    by_size = _by_size(advice)
+    assert advice.settled and advice.chosen is by_size[4] and by_size[4].status == CHOSEN
+    assert advice.chosen.advice.recommendation.batch_cap == 32 and advice.chosen.next_cap is None
+    assert [by_size[t].status for t in (1, 2, 8)] == [EXCLUDED] * 3
+    assert by_size[1].verdict == "no cap meets the SLOs and the efficiency floor"
+    assert by_size[2].verdict == "its measured choice 1,300 tokens/s per GPU <= 1.01 x the chosen TP 4's 1,400"
+    # The excluded-by-ceiling case: TP 8's unmeasured cap 32 could reach 1,200 per GPU at most.
+    assert by_size[8].verdict == "at most 1,200 tokens/s per GPU <= 1.01 x the chosen TP 4's 1,400"
+    assert by_size[8].next_cap is None
+    lines = layout_lines(advice)
+    assert "  TP 1: no cap (no batch cap meets the constraints" in lines[1]
+    assert lines[1].endswith(": excluded: no cap meets the SLOs and the efficiency floor")
+    assert lines[2].endswith("7% fewer tokens/s per GPU; excluded: its measured choice 1,300 tokens/s per GPU "
+                             "<= 1.01 x the chosen TP 4's 1,400")
+    assert lines[3].endswith("(measured), mean_tpot_ms 24.0 ms: chosen")
+    assert lines[5] == ("Layout decision: settled: TP 4 at --max-num-seqs 32 was measured within every SLO, and no "
+                        "other layout or cap can beat it by more than 1% per GPU (an unmeasured cap on its predicted "
+                        "throughput)")
+    assert lines[-1].startswith("  vllm serve m --tensor-parallel-size 4 --max-num-seqs 32 ")
+
+
+def test_a_layout_whose_unmeasured_cap_could_beat_the_choice_per_gpu_is_open_with_the_cap_to_run(decide):
+    """TP 4's cap 32 is predicted at 1,500 tokens/s per GPU, more than the best measured layout's 1,300;
+    its measured cap 16 gives 1,000. The choice is the measured one, TP 2; TP 4 is open, to run at 32."""
+    tp4 = _server(4, (300.0, 2200.0, 4000.0, 6000.0), TP4_TPOT, (True, True, True, False))
+    advice = decide({2: TP2, 4: tp4, 8: TP8})
+    by_size = _by_size(advice)
+    assert not advice.settled and advice.chosen is by_size[2]
+    # Choosing by the advised caps alone would take TP 4's prediction; the decision chooses what was measured.
+    assert by_size[4].throughput_per_gpu == 1500.0 > by_size[2].throughput_per_gpu
+    assert (by_size[4].status, by_size[4].next_cap) == (OPEN, 32.0)
+    assert by_size[4].verdict == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's 1,300"
+    assert by_size[8].status == EXCLUDED and by_size[2].next_cap is None
+    lines = layout_lines(advice)
+    assert lines[2].endswith("15% more tokens/s per GPU; open: could reach 1,500 tokens/s per GPU > 1.01 x the "
+                             "chosen TP 2's 1,300; run --max-num-seqs 32 next")
+    assert lines[4] == "Layout decision: open; the runs that would settle it: TP 4 --max-num-seqs 32 (could still win)"
+    assert "--tensor-parallel-size 2 --max-num-seqs 16 " in lines[-1]
+
+
+def test_with_no_cap_measured_the_choice_rests_on_predictions_and_stays_open(decide):
+    unmeasured = (False,) * len(CAPS)
+    advice = decide({2: _server(2, (200.0, 1500.0, 2600.0, 4000.0), (10.0, 15.0, 20.0, 40.0), unmeasured),
+                     4: _server(4, TP4_MEASURED, TP4_TPOT, unmeasured)})
+    by_size = _by_size(advice)
+    assert not advice.settled and advice.chosen is by_size[4]
+    assert by_size[4].verdict.startswith("on predictions: no layout has a cap measured") and by_size[4].next_cap == 32.0
+    assert by_size[2].status == OPEN and by_size[2].next_cap == 16.0
+    assert layout_lines(advice)[3] == ("Layout decision: open; the runs that would settle it: TP 2 --max-num-seqs 16 "
+                                       "(could still win), TP 4 --max-num-seqs 32 (the choice rests on predictions)")
+    assert layout_lines(advice)[2].endswith("(predicted), mean_tpot_ms 24.0 ms: chosen: on predictions: no layout "
+                                            "has a cap measured within every SLO yet; run --max-num-seqs 32 next")
+
+
+def test_every_layout_measured_over_the_slos_settles_on_none(decide):
+    advice = decide({1: TP1, 2: _server(2, (200.0, 1500.0, 2600.0, 4000.0), (31.0, 35.0, 40.0, 50.0))})
+    assert advice.settled and advice.chosen is None and advice.replicas is None
+    assert {outcome.status for outcome in advice.outcomes} == {EXCLUDED}
+    assert layout_lines(advice)[-2:] == ["No layout meets the SLOs.", "Layout decision: settled: no layout can meet "
+                                         "the SLOs (each one's reason above)"]
+
+
+def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next_run(decide):
+    settled = layout_fields(decide({2: TP2, 4: _server(4, TP4_MEASURED, TP4_TPOT), 8: TP8}))
+    assert (settled["settled"], settled["tolerance"], settled["chosen_tensor_parallel_size"]) == (True, 0.01, 4)
+    assert [(layout["status"], layout["next_max_num_seqs"]) for layout in settled["layouts"]] == [
+        (EXCLUDED, None), (CHOSEN, None), (EXCLUDED, None)]
+    assert settled["layouts"][2]["reason"].startswith("at most 1,200 tokens/s per GPU")
+    tp4 = _server(4, (300.0, 2200.0, 4000.0, 6000.0), TP4_TPOT, (True, True, True, False))
+    open_document = layout_fields(decide({2: TP2, 4: tp4}))
+    assert open_document["settled"] is False and open_document["chosen_tensor_parallel_size"] == 2
+    tp4_entry = open_document["layouts"][1]
+    assert (tp4_entry["status"], tp4_entry["next_max_num_seqs"], tp4_entry["max_num_seqs"]) == (OPEN, 32, 32)
+    assert tp4_entry["reason"] == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's 1,300"
+    assert json.loads(json.dumps(open_document)) == open_document
+
+
+def documented_layout_fields() -> set[str]:
+    """The field names of docs/advisor.md's table of the ``--json`` document across layouts."""
+    section = (REPO / "docs" / "advisor.md").read_text().split("## The layout", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+
+
+def test_every_layout_json_field_is_documented_and_every_documented_field_exists(decide):
+    document = layout_fields(decide({2: TP2, 4: _server(4, TP4_MEASURED, TP4_TPOT)}))
+    actual = set(document) | {f"layouts[].{key}" for layout in document["layouts"] for key in layout}
+    slo_metrics = {f"layouts[].{metric.name}" for metric in SLOS.metrics}
+    assert documented_layout_fields() == actual - slo_metrics | {"layouts[].<SLO metric>"}

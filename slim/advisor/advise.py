@@ -37,6 +37,8 @@ from slim.advisor.warnings import (
     tensor_parallel_warnings,
     unstated_statistic_warnings,
 )
+from slim.decision.candidates import CandidateView
+from slim.decision.certificate import Certificate, certify
 from slim.decision.rule import Recommendation, recommend
 from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
@@ -101,6 +103,11 @@ class Advice:
     gpus_per_server: int = 1
     """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
     runs, else tensor x data parallel): what its throughput is per GPU over."""
+    view: CandidateView | None = None
+    """The candidates as the decision judged them (`slim.advisor.candidates.advice_view`)."""
+    certificate: Certificate | None = None
+    """Whether the cap decision is settled on the view (`slim.decision.certificate.certify`, at the
+    request's tolerance): its measured incumbent, and what could still beat it."""
 
 
 def model_directory(model: str | None) -> Path | None:
@@ -207,7 +214,8 @@ def advise(request: AdviceRequest) -> Advice:
     resolved = advice_limits(r.slos, rows)
     limits = resolved.limits_ms
     upper = frozenset({IN_BATCH_E2E}) if r.confidence is not None else frozenset()
-    recommendation = recommend(advice_view(rows, r.slos, limits), r.epsilon, upper)
+    view = advice_view(rows, r.slos, limits)
+    recommendation = recommend(view, r.epsilon, upper)
     if not recommendation.feasible:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {recommendation.reason}", rows)
     blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
@@ -233,7 +241,8 @@ def advise(request: AdviceRequest) -> Advice:
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,
-                  gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel))
+                  gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
+                  certificate=certify(view, r.epsilon, r.tolerance))
 
 
 def without_excluded(runs: pd.DataFrame, globs: Sequence[str]) -> pd.DataFrame:

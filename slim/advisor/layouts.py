@@ -1,16 +1,29 @@
 """The layout as the decision: which tensor-parallel size (and data-parallel size, where the runs
-hold several), with which cap, gives the most tokens per second per GPU under the SLOs, and the
-deployment it makes of the GPUs available or of a target load.
+hold several), with which cap, gives the most tokens per second per GPU under the SLOs, whether that
+choice is settled, and the deployment it makes of the GPUs available or of a target load.
 
 A layout is a server's tensor-parallel size ``t`` and data-parallel size ``d``: each ``t`` of
 `--tensor-parallel-sizes` at every ``d`` the workload's runs at ``t`` hold (``d = 1`` where none
 does), advised on its own runs (`slim.advisor.advise.advise` with ``tensor_parallel = t`` and
-``data_parallel = d``: Eq. 13 over its caps, its memory plan per rank; the predictor's fit uses every
-run at ``t``). The layouts are then compared on the objective per GPU, the chosen cap's throughput
-(measured where measured, else predicted) over the GPUs one server occupies (its runs'
-``gpus_per_server``, ``t x pipeline x d``; ``t x d`` where none measured it); a layout none of whose
-caps meets the SLOs, or that needs more GPUs than `gpus`, loses with its reason. The deployment is
-``gpus // (t x d)`` independent replicas of ``vllm serve MODEL --tensor-parallel-size t
+``data_parallel = d``: Eq. 13 over its caps, its memory plan per rank, its certificate; the
+predictor's fit uses every run at ``t``). Per GPU means over the GPUs one server occupies (its runs'
+``gpus_per_server``, ``t x pipeline x d``; ``t x d`` where none measured it).
+
+**The choice** is the decision across layouts (`slim.decision.layouts.decide_layouts`, at the
+request's tolerance) on each layout's candidates and certificate: the layout whose cap measured
+within every SLO gives the most tokens/s per GPU; a tie goes to fewer GPUs. Only where no layout has
+such a cap does the choice rest on predictions: the layout whose advised cap (Eq. 13 on measurements
+and predictions) gives the most tokens/s per GPU. The chosen layout is deployed at its advised cap.
+
+**Settled** means the decision across layouts is: the chosen cap was measured within every SLO and
+its own certificate is settled, and every other layout is *excluded*: its measured choice, or the most
+any of its caps not ruled out could reach (an unmeasured cap at its predicted throughput), is within
+``(1 + tolerance)`` of the choice per GPU; or no cap of it meets the SLOs and the efficiency floor.
+A layout not excluded is *open*, with the run that would settle it (`next_cap`). A layout above
+`gpus`, or where one sequence does not fit its KV cache, is excluded with its reason; one the runs
+cannot judge (no usable run at its size) is open.
+
+The deployment is ``gpus // (t x d)`` independent replicas of ``vllm serve MODEL --tensor-parallel-size t
 [--data-parallel-size d] --max-num-seqs B``, where with ``d > 1`` the cap is each rank's, ``B / d``
 of the ``B`` requests in flight the server's runs measured; with a `request_rate`, the replicas
 needed assume a load balancer spreading requests evenly over independent replicas, each carrying the
@@ -22,20 +35,39 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
 
 from slim.advisor.advise import Advice, advise, workload_layouts
+from slim.advisor.candidates import CandidateRow, advice_limits, advice_view
 from slim.advisor.request import AdviceRequest
+from slim.decision.candidates import DEFAULT_TOLERANCE
+from slim.decision.certificate import certify
+from slim.decision.layouts import Layout, LayoutCandidate, LayoutDecision, decide_layouts
 from slim.errors import AdvisorError, NoFeasibleCapError
+
+CHOSEN, EXCLUDED, OPEN = "chosen", "excluded", "open"
+"""A layout's status in the decision across layouts."""
+PREDICTED_CHOICE = "on predictions: no layout has a cap measured within every SLO yet"
+"""Why the chosen layout is chosen where no layout has a certified cap to choose by."""
 
 
 @dataclass(frozen=True)
 class LayoutOutcome:
-    """One layout, tensor-parallel x data-parallel size: its advice, or why it has none."""
+    """One layout, tensor-parallel x data-parallel size: its advice, or why it has none (`reason`);
+    its evidence in the decision across layouts (`candidate`: None where the decision cannot judge
+    it), its `status` there (`CHOSEN`, `EXCLUDED`, `OPEN`; None where nothing decided), the
+    decision's words on it (`verdict`) and the cap whose run would settle it (`next_cap`)."""
 
     tensor_parallel: int
     advice: Advice | None
     reason: str | None = None
     data_parallel: int = 1
+    candidate: LayoutCandidate | None = None
+    status: str | None = None
+    verdict: str | None = None
+    next_cap: float | None = None
 
     @property
     def name(self) -> str:
@@ -59,13 +91,17 @@ class LayoutOutcome:
 
 @dataclass(frozen=True)
 class LayoutAdvice:
-    """Every layout's outcome, the chosen one (None: no layout meets the SLOs) and the deployment."""
+    """Every layout's outcome, the chosen one (None: no layout meets the SLOs), the deployment, and
+    whether the decision across layouts is `settled` (`decision`: None where no layout was judged)."""
 
     outcomes: tuple[LayoutOutcome, ...]
     chosen: LayoutOutcome | None
     gpus: int | None
     request_rate: float | None
     tokens_per_request: float
+    settled: bool = False
+    tolerance: float = DEFAULT_TOLERANCE
+    decision: LayoutDecision | None = None
 
     @property
     def replicas(self) -> int | None:
@@ -93,11 +129,72 @@ class LayoutAdvice:
         return self.replicas * self.requests_per_replica / self.request_rate - 1.0
 
 
+def next_cap(candidate: LayoutCandidate) -> float | None:
+    """The cap whose run would settle an open layout: of its certificate's challengers, the one whose
+    throughput could reach furthest (its measurement, else its predicted upper bound; one nothing
+    bounds first, then the smaller cap); else a measured cap to repeat; else the smallest cap, where
+    the efficiency floor waits for ``T(1)``. None where nothing is left to run."""
+    certificate, goal, caps = candidate.certificate, candidate.view.goal, [float(c) for c in candidate.view.caps]
+
+    def reach(cap: float) -> float:
+        position = caps.index(cap)
+        value = goal.value[position] if goal.measured[position] else goal.high[position]
+        return float(value) if np.isfinite(value) else math.inf
+
+    if certificate.challengers:
+        return max(certificate.challengers, key=lambda cap: (reach(cap), -cap))
+    if certificate.repeat:
+        return float(certificate.repeat[0])
+    return caps[0] if certificate.needs_throughput_at_one else None
+
+
+def _infeasible_candidate(request: AdviceRequest, rows: Sequence[CandidateRow], layout: Layout) -> LayoutCandidate:
+    """The evidence of a layout none of whose caps meets the SLOs on its measurements and predictions:
+    the same view and certificate `advise` builds, which say whether that is settled."""
+    view = advice_view(rows, request.slos, advice_limits(request.slos, rows).limits_ms)
+    return LayoutCandidate(layout, view, certify(view, request.epsilon, request.tolerance))
+
+
+def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: int | None) -> LayoutOutcome:
+    """One layout advised on its own runs, with its evidence for the decision across layouts."""
+    if gpus is not None and size * data_parallel > gpus:
+        return LayoutOutcome(size, None, f"needs {size * data_parallel} GPUs, {gpus} available", data_parallel,
+                             status=EXCLUDED)
+    at_layout = replace(request, tensor_parallel=size, data_parallel=data_parallel, plan=False)
+    try:
+        advice = advise(at_layout)
+    except NoFeasibleCapError as error:
+        reason = " ".join(str(error).split())
+        if not error.decision:      # one sequence does not fit the KV cache: no cap can run
+            return LayoutOutcome(size, None, reason, data_parallel, status=EXCLUDED)
+        candidate = _infeasible_candidate(at_layout, error.decision, Layout(size, size * data_parallel))
+        return LayoutOutcome(size, None, reason, data_parallel, candidate)
+    except AdvisorError as error:   # the runs cannot judge it: it could still win
+        return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN)
+    candidate = LayoutCandidate(Layout(size, int(advice.gpus_per_server)), advice.view, advice.certificate)
+    return LayoutOutcome(size, advice, None, data_parallel, candidate)
+
+
+def _judged(outcome: LayoutOutcome, decision: LayoutDecision, chosen: LayoutOutcome | None) -> LayoutOutcome:
+    """`outcome` with its status, the decision's words on it and its next run."""
+    if outcome.candidate is None:
+        return outcome
+    verdict = decision.verdict(outcome.candidate.layout)
+    if outcome is chosen:
+        status, words = CHOSEN, verdict.reason if verdict.chosen else PREDICTED_CHOICE
+        settled_itself = verdict.chosen and verdict.certificate_settled
+    else:
+        status, words = (EXCLUDED if verdict.excluded else OPEN), verdict.reason
+        settled_itself = verdict.excluded
+    return replace(outcome, status=status, verdict=words,
+                   next_cap=None if settled_itself else next_cap(outcome.candidate))
+
+
 def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...], gpus: int | None = None,
                    request_rate: float | None = None) -> LayoutAdvice:
-    """Advise each layout on its own runs and choose by throughput per GPU (module docstring). Raises
-    `AdvisorError` on no sizes, or a non-positive `gpus` or `request_rate`, and what reading the
-    traces raises (`workload_layouts`)."""
+    """Advise each layout on its own runs, choose across them and say whether that is settled (module
+    docstring). Raises `AdvisorError` on no sizes, or a non-positive `gpus` or `request_rate`, and
+    what reading the traces raises (`workload_layouts`)."""
     if not tensor_parallel_sizes:
         raise AdvisorError("give the tensor-parallel sizes to compare (--tensor-parallel-sizes 1,2,4,8)")
     if gpus is not None and gpus < 1:
@@ -105,89 +202,25 @@ def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...
     if request_rate is not None and not request_rate > 0:
         raise AdvisorError(f"--request-rate must be positive requests per second, got {request_rate}")
     measured_layouts = workload_layouts(request)
-    outcomes = []
-    for size in sorted(set(tensor_parallel_sizes)):
-        for data_parallel in sorted({d for t, d in measured_layouts if t == size}) or [1]:
-            if gpus is not None and size * data_parallel > gpus:
-                outcomes.append(LayoutOutcome(size, None, f"needs {size * data_parallel} GPUs, {gpus} available",
-                                              data_parallel))
-                continue
-            try:
-                advice = advise(replace(request, tensor_parallel=size, data_parallel=data_parallel, plan=False))
-                outcomes.append(LayoutOutcome(size, advice, None, data_parallel))
-            except (NoFeasibleCapError, AdvisorError) as error:
-                outcomes.append(LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel))
-    advised = [outcome for outcome in outcomes if outcome.advice is not None]
-    # The most tokens per GPU; on a tie the smaller layout (fewer GPUs per replica).
-    chosen = max(advised, key=lambda o: (o.throughput_per_gpu, -o.gpus_per_replica, -o.tensor_parallel),
-                 default=None)
-    return LayoutAdvice(tuple(outcomes), chosen, gpus, request_rate,
-                        float(request.input_len) + float(request.output_len))
-
-
-def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
-    chosen = advice.chosen
-    memory = chosen.advice.memory
-    cap, ranks = int(chosen.advice.recommendation.batch_cap), chosen.data_parallel
-    # vLLM's --max-num-seqs holds per data-parallel rank: the runs' cap is the server's requests in flight.
-    data_parallel = f" --data-parallel-size {ranks}" if ranks > 1 else ""
-    return (f"vllm serve {served_model} --tensor-parallel-size {chosen.tensor_parallel}{data_parallel} "
-            f"--max-num-seqs {math.ceil(cap / ranks)} --max-model-len {chosen.advice.max_model_len} "
-            f"--gpu-memory-utilization {memory.gpu_memory_utilization_needed:.3f}")
-
-
-def layout_lines(advice: LayoutAdvice) -> list[str]:
-    """The report: per layout its cap, tokens/s per GPU (measured or predicted) and the SLO metrics
-    there, or why it lost; the deployment."""
-    lines = ["Layouts compared on tokens/s per GPU (each advised on its own runs):"]
-    best = advice.chosen.throughput_per_gpu if advice.chosen is not None else math.nan
-    for outcome in advice.outcomes:
-        if outcome.advice is None:
-            lines.append(f"  {outcome.name}: no cap ({outcome.reason})")
-            continue
-        r = outcome.advice.recommendation
-        basis = "measured" if r.measured else "predicted"
-        slos = ", ".join(f"{name} {value:,.1f} ms" for name, value in r.values_ms.items())
-        verdict = ("chosen" if outcome is advice.chosen
-                   else f"{100 * (1 - outcome.throughput_per_gpu / best):.0f}% fewer tokens/s per GPU")
-        lines.append(f"  {outcome.name}: --max-num-seqs {int(r.batch_cap)}, "
-                     f"{outcome.throughput_per_gpu:,.0f} tokens/s per GPU ({basis}){', ' + slos if slos else ''}"
-                     f": {verdict}")
-    if advice.chosen is None:
-        lines.append("No layout meets the SLOs.")
-        return lines
-    replicas, chosen = advice.replicas, advice.chosen
-    lines.append("")
-    if advice.request_rate is not None:
-        short = (f"; more than the {advice.gpus} GPUs available" if advice.gpus is not None
-                 and advice.gpus_needed > advice.gpus else "")
-        lines.append(f"For {advice.request_rate:g} requests/s: {replicas} replica(s) x {chosen.name} = "
-                     f"{advice.gpus_needed} GPUs, each replica serving {advice.requests_per_replica:.2f} requests/s "
-                     f"(headroom {100 * advice.headroom:.0f}%; independent replicas behind a load balancer{short})")
-    elif replicas is not None:
-        lines.append(f"On {advice.gpus} GPUs: {replicas} replica(s) x {chosen.name} "
-                     f"({replicas * chosen.gpus_per_replica} GPUs used)")
-    lines.append("  " + _serve_line(advice, chosen.advice.served_model))
-    return lines
-
-
-def layout_fields(advice: LayoutAdvice) -> dict:
-    """`slim advise --json`'s ``layouts`` document."""
-    def outcome(o: LayoutOutcome) -> dict:
-        layout = {"tensor_parallel_size": o.tensor_parallel, "data_parallel_size": o.data_parallel,
-                  "gpus_per_replica": o.gpus_per_replica}
-        if o.advice is None:
-            return {**layout, "max_num_seqs": None, "reason": o.reason}
-        r = o.advice.recommendation
-        return {**layout, "max_num_seqs": int(r.batch_cap),
-                "measured": bool(r.measured), "total_token_throughput": float(r.throughput_per_s),
-                "total_token_throughput_per_gpu": o.throughput_per_gpu,
-                **{name: float(value) for name, value in r.values_ms.items()}, "reason": None}
-
-    chosen = advice.chosen
-    return {"layouts": [outcome(o) for o in advice.outcomes],
-            "chosen_tensor_parallel_size": chosen.tensor_parallel if chosen is not None else None,
-            "chosen_data_parallel_size": chosen.data_parallel if chosen is not None else None,
-            "gpus": advice.gpus, "request_rate": advice.request_rate, "replicas": advice.replicas,
-            "gpus_needed": advice.gpus_needed, "headroom": advice.headroom,
-            "serve": _serve_line(advice, chosen.advice.served_model) if chosen is not None else None}
+    outcomes = [_advise_layout(request, size, data_parallel, gpus)
+                for size in sorted(set(tensor_parallel_sizes))
+                for data_parallel in sorted({d for t, d in measured_layouts if t == size}) or [1]]
+    tokens_per_request = float(request.input_len) + float(request.output_len)
+    judged = [outcome.candidate for outcome in outcomes if outcome.candidate is not None]
+    if not judged:   # settled only where no layout can run at all
+        return LayoutAdvice(tuple(outcomes), None, gpus, request_rate, tokens_per_request,
+                            all(outcome.status == EXCLUDED for outcome in outcomes), request.tolerance)
+    decision = decide_layouts(judged, request.tolerance)
+    certified = decision.chosen.layout if decision.chosen is not None else None
+    chosen = next((o for o in outcomes if o.advice is not None and o.candidate.layout == certified), None)
+    if chosen is None:
+        # No layout measured a cap within every SLO: the most predicted tokens per GPU, fewer GPUs on a tie.
+        advised = [outcome for outcome in outcomes if outcome.advice is not None]
+        chosen = max(advised, key=lambda o: (o.throughput_per_gpu, -o.gpus_per_replica, -o.tensor_parallel),
+                     default=None)
+    outcomes = [_judged(outcome, decision, chosen) for outcome in outcomes]
+    chosen = next((outcome for outcome in outcomes if outcome.status == CHOSEN), None)
+    settled = (decision.settled and all(outcome.status != OPEN for outcome in outcomes)
+               and (chosen.candidate.layout if chosen is not None else None) == certified)
+    return LayoutAdvice(tuple(outcomes), chosen, gpus, request_rate, tokens_per_request, settled,
+                        request.tolerance, decision)

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON
+from slim.decision.candidates import DEFAULT_CANDIDATE_CAPS, DEFAULT_EPSILON, DEFAULT_TOLERANCE
 from slim.errors import AdvisorError
 from slim.predictors import advise_predictors
 from slim.predictors.slim_model import SLIM_SLO_METRICS
@@ -36,15 +36,16 @@ class AdviceRequest:
     `model_config` (``config.json``) describes, named `model` if given. The SLOs are `slos`
     (`slim.specs.slo.Slos`), or `slo_s`, the paper's in-batch E2E in seconds; `epsilon` is the
     batching-efficiency floor of Eq. 13, over the `candidates` caps (cap 1 always added, for
-    ``T(1)``, as `slim tune` adds it). `hardware` is the accelerator the runs ran on (a key of
-    `hardware_file`; no default). SLIM (or SIM) is trained on the usable runs of `train_models`
-    (None: every model) less those matching a glob of `exclude_runs`. `max_model_len` is vLLM's
-    (None: ``IL + OL``). `sim_constants_file` and `num_prompts` are SIM's; `confidence` is SLIM's
-    only. `plan` also builds `slim tune`'s session on the same runs, to say whether the decision is
-    settled and which benchmark would settle it.
+    ``T(1)``, as `slim tune` adds it); `tolerance` is how much more objective (a fraction) another
+    cap or layout must be able to give to keep the decision open (its certificate). `hardware` is
+    the accelerator the runs ran on (a key of `hardware_file`; no default). SLIM (or SIM) is
+    trained on the usable runs of `train_models` (None: every model) less those matching a glob of
+    `exclude_runs`. `max_model_len` is vLLM's (None: ``IL + OL``). `sim_constants_file` and
+    `num_prompts` are SIM's; `confidence` is SLIM's only. `plan` also builds `slim tune`'s session on
+    the same runs, to say whether the decision is settled and which benchmark would settle it.
 
-    Raises `AdvisorError` for an unknown predictor, a confidence outside (0, 1) or with SIM, or no
-    objective at all.
+    Raises `AdvisorError` for an unknown predictor, a confidence outside (0, 1) or with SIM, a
+    negative tolerance, or no objective at all.
     """
 
     traces: str | Path
@@ -76,6 +77,7 @@ class AdviceRequest:
     confidence: float | None = None
     table_columns: str | Path | None = None
     """A YAML file with a summary table's ``columns`` (and ``hardware_map``), as a dataset's ``table:``."""
+    tolerance: float = DEFAULT_TOLERANCE
     plan: bool = True
     simulations: SimulationCache | None = field(default=None, compare=False, repr=False)
     """The simulated runs to read from and keep (`slim.sim.run_cache`): a caller advising on the same
@@ -96,6 +98,8 @@ class AdviceRequest:
             if offered[self.predictor].simulated:
                 raise AdvisorError(f"--confidence bounds a predicted curve; --predictor {self.predictor} has no "
                                    "prediction band")
+        if not (np.isfinite(self.tolerance) and self.tolerance >= 0):
+            raise AdvisorError(f"tolerance must be a non-negative fraction, got {self.tolerance}")
         if self.slos is None:
             raise AdvisorError("state an objective: --slo NAME=VALUE (e.g. p99_tpot_ms=50), --slo-ms or --goodput")
         for name in ("candidates", "exclude_runs", "train_models"):   # frozen means immutable all the way down

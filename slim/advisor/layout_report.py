@@ -1,0 +1,125 @@
+"""What `slim advise --tensor-parallel-sizes` prints for a `slim.advisor.layouts.LayoutAdvice`: the
+report (`layout_lines`) and its ``--json`` document's body (`layout_fields`). Each layout's cap and
+tokens/s per GPU (measured or predicted), its status in the decision across layouts and why, the
+run that would settle it, whether the decision is settled, and the deployment."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from slim.advisor.layouts import CHOSEN, OPEN, LayoutAdvice, LayoutOutcome
+from slim.decision.candidates import cap_number
+
+
+def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
+    chosen = advice.chosen
+    memory = chosen.advice.memory
+    cap, ranks = int(chosen.advice.recommendation.batch_cap), chosen.data_parallel
+    # vLLM's --max-num-seqs holds per data-parallel rank: the runs' cap is the server's requests in flight.
+    data_parallel = f" --data-parallel-size {ranks}" if ranks > 1 else ""
+    return (f"vllm serve {served_model} --tensor-parallel-size {chosen.tensor_parallel}{data_parallel} "
+            f"--max-num-seqs {math.ceil(cap / ranks)} --max-model-len {chosen.advice.max_model_len} "
+            f"--gpu-memory-utilization {memory.gpu_memory_utilization_needed:.3f}")
+
+
+def _next_run(outcome: LayoutOutcome) -> str:
+    return f"; run --max-num-seqs {outcome.next_cap:g} next" if outcome.next_cap is not None else ""
+
+
+def _judgement(outcome: LayoutOutcome) -> str:
+    """The decision's words on a layout, after its figures: its status, why, and its next run."""
+    if outcome.status is None:
+        return ""
+    if outcome.verdict is None or outcome.verdict == outcome.status:
+        return outcome.status
+    return f"{outcome.status}: {outcome.verdict}{_next_run(outcome)}"
+
+
+def _outcome_line(advice: LayoutAdvice, outcome: LayoutOutcome) -> str:
+    if outcome.advice is None:
+        shown = outcome.verdict is not None or outcome.status == OPEN
+        return f"  {outcome.name}: no cap ({outcome.reason})" + (f": {_judgement(outcome)}" if shown else "")
+    r = outcome.advice.recommendation
+    basis = "measured" if r.measured else "predicted"
+    slos = ", ".join(f"{name} {value:,.1f} ms" for name, value in r.values_ms.items())
+    if outcome is advice.chosen:
+        verdict = _judgement(outcome) or CHOSEN
+    else:
+        share = 1 - outcome.throughput_per_gpu / advice.chosen.throughput_per_gpu if advice.chosen else math.nan
+        gap = (f"{100 * abs(share):.0f}% {'fewer' if share >= 0 else 'more'} tokens/s per GPU"
+               if math.isfinite(share) else "")
+        verdict = "; ".join(part for part in (gap, _judgement(outcome)) if part)
+    return (f"  {outcome.name}: --max-num-seqs {int(r.batch_cap)}, {outcome.throughput_per_gpu:,.0f} tokens/s per GPU "
+            f"({basis}){', ' + slos if slos else ''}: {verdict}")
+
+
+def decision_line(advice: LayoutAdvice) -> str:
+    """Whether the decision across layouts is settled, and else the runs that would settle it."""
+    if advice.settled:
+        if advice.decision is None or advice.decision.chosen is None:
+            return "Layout decision: settled: no layout can meet the SLOs (each one's reason above)"
+        chosen = advice.decision.chosen
+        return (f"Layout decision: settled: {advice.chosen.name} at --max-num-seqs {chosen.batch_cap:g} was measured "
+                f"within every SLO, and no other layout or cap can beat it by more than {100 * advice.tolerance:g}% "
+                "per GPU (an unmeasured cap on its predicted throughput)")
+    runs = []
+    for outcome in advice.outcomes:
+        if outcome.status not in (CHOSEN, OPEN):
+            continue
+        why = ("could still win" if outcome.status == OPEN else "the choice rests on predictions"
+               if advice.decision is None or advice.decision.chosen is None else "its own cap is open")
+        if outcome.next_cap is not None:
+            runs.append(f"{outcome.name} --max-num-seqs {outcome.next_cap:g} ({why})")
+        elif outcome.status == OPEN:
+            runs.append(f"{outcome.name} (no run of it judges it yet)")
+    return "Layout decision: open" + ("; the runs that would settle it: " + ", ".join(runs) if runs else "")
+
+
+def layout_lines(advice: LayoutAdvice) -> list[str]:
+    """The report: per layout its cap, tokens/s per GPU (measured or predicted) and the SLO metrics
+    there, or why it has none, and its status in the decision across layouts with why; whether that
+    decision is settled; the deployment."""
+    lines = ["Layouts compared on tokens/s per GPU (each advised on its own runs):"]
+    lines += [_outcome_line(advice, outcome) for outcome in advice.outcomes]
+    if advice.chosen is None:
+        return [*lines, "No layout meets the SLOs.", decision_line(advice)]
+    lines.append(decision_line(advice))
+    replicas, chosen = advice.replicas, advice.chosen
+    lines.append("")
+    if advice.request_rate is not None:
+        short = (f"; more than the {advice.gpus} GPUs available" if advice.gpus is not None
+                 and advice.gpus_needed > advice.gpus else "")
+        lines.append(f"For {advice.request_rate:g} requests/s: {replicas} replica(s) x {chosen.name} = "
+                     f"{advice.gpus_needed} GPUs, each replica serving {advice.requests_per_replica:.2f} requests/s "
+                     f"(headroom {100 * advice.headroom:.0f}%; independent replicas behind a load balancer{short})")
+    elif replicas is not None:
+        lines.append(f"On {advice.gpus} GPUs: {replicas} replica(s) x {chosen.name} "
+                     f"({replicas * chosen.gpus_per_replica} GPUs used)")
+    lines.append("  " + _serve_line(advice, chosen.advice.served_model))
+    return lines
+
+
+def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
+    """`slim advise --json`'s ``layouts`` document (docs/advisor.md, "The layout")."""
+    def outcome(o: LayoutOutcome) -> dict[str, Any]:
+        layout = {"tensor_parallel_size": o.tensor_parallel, "data_parallel_size": o.data_parallel,
+                  "gpus_per_replica": o.gpus_per_replica, "status": o.status,
+                  "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None}
+        reason = o.verdict if o.verdict is not None else o.reason
+        if o.advice is None:
+            return {**layout, "max_num_seqs": None, "reason": reason}
+        r = o.advice.recommendation
+        return {**layout, "max_num_seqs": int(r.batch_cap),
+                "measured": bool(r.measured), "total_token_throughput": float(r.throughput_per_s),
+                "total_token_throughput_per_gpu": o.throughput_per_gpu,
+                **{name: float(value) for name, value in r.values_ms.items()}, "reason": reason}
+
+    chosen = advice.chosen
+    return {"layouts": [outcome(o) for o in advice.outcomes],
+            "chosen_tensor_parallel_size": chosen.tensor_parallel if chosen is not None else None,
+            "chosen_data_parallel_size": chosen.data_parallel if chosen is not None else None,
+            "settled": advice.settled, "tolerance": advice.tolerance,
+            "gpus": advice.gpus, "request_rate": advice.request_rate, "replicas": advice.replicas,
+            "gpus_needed": advice.gpus_needed, "headroom": advice.headroom,
+            "serve": _serve_line(advice, chosen.advice.served_model) if chosen is not None else None}
