@@ -283,6 +283,15 @@ def test_every_layout_measured_over_the_slos_settles_on_none(decide):
                                          "the SLOs (each one's reason above)"]
 
 
+def test_a_layout_whose_runs_server_uses_more_gpus_than_available_is_excluded(decide):
+    """TP 4 whose runs record 16 GPUs per server (pipeline parallel beyond t x d) cannot be deployed on
+    8: it is excluded with why, not chosen as zero replicas."""
+    advice = decide({2: TP2, 4: _server(16, (3000.0, 22000.0, 40000.0, 56000.0), TP4_TPOT)})
+    by_size = _by_size(advice)
+    assert advice.chosen is by_size[2] and (advice.replicas, advice.gpus_needed) == (4, 8)
+    assert by_size[4].status == EXCLUDED and by_size[4].reason == "its runs' server uses 16 GPUs, 8 available"
+
+
 def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next_run(decide):
     settled = layout_fields(decide({2: TP2, 4: _server(4, TP4_MEASURED, TP4_TPOT), 8: TP8}))
     assert (settled["settled"], settled["tolerance"], settled["chosen_tensor_parallel_size"]) == (True, 0.01, 4)

@@ -20,7 +20,8 @@ its own certificate is settled, and every other layout is *excluded*: its measur
 any of its caps not ruled out could reach (an unmeasured cap at its predicted throughput), is within
 ``(1 + tolerance)`` of the choice per GPU; or no cap of it meets the SLOs and the efficiency floor.
 A layout not excluded is *open*, with the run that would settle it (`next_cap`). A layout above
-`gpus`, or where one sequence does not fit its KV cache, is excluded with its reason; one the runs
+`gpus` (``t x d``, or its runs' ``gpus_per_server`` where larger), or where one sequence does not fit
+its KV cache, is excluded with its reason; one the runs
 cannot judge (no usable run at its size) is open.
 
 The deployment is ``gpus // (t x d)`` independent replicas of ``vllm serve MODEL --tensor-parallel-size t
@@ -171,6 +172,9 @@ def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: 
         return LayoutOutcome(size, None, reason, data_parallel, candidate)
     except AdvisorError as error:   # the runs cannot judge it: it could still win
         return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN)
+    if gpus is not None and advice.gpus_per_server > gpus:    # pipeline parallel: more than t x d per server
+        return LayoutOutcome(size, None, f"its runs' server uses {advice.gpus_per_server} GPUs, {gpus} available",
+                             data_parallel, status=EXCLUDED)
     candidate = LayoutCandidate(Layout(size, int(advice.gpus_per_server)), advice.view, advice.certificate)
     return LayoutOutcome(size, advice, None, data_parallel, candidate)
 
