@@ -105,3 +105,13 @@ def test_a_tie_per_gpu_goes_to_fewer_gpus_and_data_parallel_divides_by_every_gpu
     assert replicated.incumbent_per_gpu == 1200.0 and replicated.layout.label == "TP 1 x DP 2"
     with pytest.raises(ValueError):
         decide_layouts([tp1, tp1])
+
+
+def test_a_pipelined_server_and_a_data_parallel_one_of_as_many_gpus_are_two_layouts_named_apart():
+    """TP 4 x PP 4 and TP 4 x DP 4 both occupy 16 GPUs: the data-parallel size tells them apart."""
+    tp4 = layout(4, [400.0, 2800.0, 4800.0, 8000.0], ALL, E2E)
+    pipelined = LayoutCandidate(Layout(4, 16, data_parallel=1), tp4.view, tp4.certificate)
+    replicated = LayoutCandidate(Layout(4, 16, data_parallel=4), tp4.view, tp4.certificate)
+    decision = decide_layouts([replicated, pipelined], tolerance=0.0)
+    assert [verdict.layout.label for verdict in decision.verdicts] == ["TP 4", "TP 4 x DP 4"]
+    assert decision.chosen.layout == pipelined.layout and decision.verdict(replicated.layout).excluded

@@ -168,14 +168,16 @@ def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: 
         reason = " ".join(str(error).split())
         if not error.decision:      # one sequence does not fit the KV cache: no cap can run
             return LayoutOutcome(size, None, reason, data_parallel, status=EXCLUDED)
-        candidate = _infeasible_candidate(at_layout, error.decision, Layout(size, size * data_parallel))
+        candidate = _infeasible_candidate(at_layout, error.decision, Layout(size, size * data_parallel,
+                                                                            data_parallel))
         return LayoutOutcome(size, None, reason, data_parallel, candidate)
     except AdvisorError as error:   # the runs cannot judge it: it could still win
         return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN)
     if gpus is not None and advice.gpus_per_server > gpus:    # pipeline parallel: more than t x d per server
         return LayoutOutcome(size, None, f"its runs' server uses {advice.gpus_per_server} GPUs, {gpus} available",
                              data_parallel, status=EXCLUDED)
-    candidate = LayoutCandidate(Layout(size, int(advice.gpus_per_server)), advice.view, advice.certificate)
+    layout = Layout(size, int(advice.gpus_per_server), data_parallel)
+    candidate = LayoutCandidate(layout, advice.view, advice.certificate)
     return LayoutOutcome(size, advice, None, data_parallel, candidate)
 
 

@@ -2,7 +2,7 @@
 GPU, and whether that is settled, from each layout's own candidates and certificate.
 
 A layout runs one server of ``tensor_parallel`` GPUs per replica, ``gpus`` per server in all
-(tensor parallel x data parallel). Each layout is decided on its own candidates (Eq. 13 and its
+(tensor x pipeline x data parallel). Each layout is decided on its own candidates (Eq. 13 and its
 certificate, `slim.decision.certificate.certify`); across layouts the **chosen** one is the layout
 whose certified incumbent (a measured cap within every SLO) has the most objective per GPU
 (total-token throughput, Eq. 6, or goodput, over ``gpus``); a tie goes to fewer GPUs. Another layout is
@@ -28,11 +28,13 @@ from slim.decision.certificate import Certificate
 
 @dataclass(frozen=True)
 class Layout:
-    """A parallel layout: GPUs per model replica (vLLM's ``--tensor-parallel-size``) and GPUs the
-    server uses in all (``tensor_parallel x data_parallel``), by which the objective is divided."""
+    """A parallel layout: GPUs per model replica (vLLM's ``--tensor-parallel-size``), GPUs the server
+    uses in all (``tensor x pipeline x data parallel``), by which the objective is divided, and its
+    data-parallel size (None: ``gpus / tensor_parallel``, a server without pipeline parallelism)."""
 
     tensor_parallel: int
     gpus: int
+    data_parallel: int | None = None
 
     @classmethod
     def of_tensor_parallel(cls, tensor_parallel: int) -> Layout:
@@ -41,8 +43,9 @@ class Layout:
 
     @property
     def label(self) -> str:
-        return f"TP {self.tensor_parallel}" + (f" x DP {self.gpus // self.tensor_parallel}"
-                                               if self.gpus != self.tensor_parallel else "")
+        """``TP t``, or ``TP t x DP d`` with data parallelism."""
+        ranks = self.gpus // self.tensor_parallel if self.data_parallel is None else self.data_parallel
+        return f"TP {self.tensor_parallel}" + (f" x DP {ranks}" if ranks > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def decide_layouts(candidates: Sequence[LayoutCandidate], tolerance: float = DEF
         raise ValueError("decide_layouts needs at least one layout")
     if len({c.layout for c in candidates}) != len(candidates):
         raise ValueError("each layout may be given once")
-    ordered = sorted(candidates, key=lambda c: (c.layout.gpus, c.layout.tensor_parallel))
+    ordered = sorted(candidates, key=lambda c: (c.layout.gpus, c.layout.tensor_parallel, c.layout.label))
     feasible = [c for c in ordered if c.certificate.feasible]
     # The most objective per GPU; on a tie, fewer GPUs (the order of `ordered` and `max` keeps the first).
     chosen = max(feasible, key=lambda c: c.incumbent_per_gpu, default=None)
