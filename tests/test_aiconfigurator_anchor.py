@@ -11,10 +11,12 @@ import pytest
 from slim import columns as col
 from slim.paper.aiconfigurator_anchor import (
     DATASET,
+    REQUEST_COLUMNS,
     aiconfigurator_quant_mode,
     anchor_accuracy,
     anchor_markdown,
     anchor_requests,
+    expert_layouts,
 )
 from slim.specs.architecture import load_architectures
 from slim.specs.formats import MXFP4, SIXTEEN_BIT, fp8_format, nvfp4_format
@@ -81,3 +83,12 @@ def test_questions_carry_the_served_precision_the_per_rank_batch_and_the_sweeps_
     assert (minimax["batch_size"], minimax["moe_ep_size"], minimax["moe_tp_size"]) == (8, 16, 1)
     assert minimax["gemm_quant_mode"] == minimax["moe_quant_mode"] == "fp8_block"
     assert "expert layout" in unlaid["request_error"]
+
+
+def test_no_run_of_the_sweep_gives_no_question_rather_than_an_error():
+    """The bench script says how to build predictions.csv where it has no run of the sweep."""
+    runs = pd.DataFrame([{col.RUN_ID: "o[0]", col.MODEL: "qwen3-32b", col.TENSOR_PARALLEL: 2, col.DATA_PARALLEL: 1,
+                          col.INPUT_LEN_NOMINAL: 1024, col.OUTPUT_LEN_NOMINAL: 128, "in_flight": 8,
+                          "sim_status": "ok", "dataset": "other"}])
+    questions = anchor_requests(runs, load_architectures(), expert_layouts([]))
+    assert questions.empty and set(REQUEST_COLUMNS) <= set(questions.columns)

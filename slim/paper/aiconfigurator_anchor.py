@@ -139,7 +139,9 @@ def anchor_requests(predictions: pd.DataFrame, catalog: ArchitectureCatalog, lay
             row["batch_size"] = int(run["in_flight"] // run[col.DATA_PARALLEL])
         row["request_error"] = "; ".join(problems)
         rows.append(row)
-    return pd.DataFrame(rows).astype({"batch_size": "Int64", "moe_tp_size": "Int64", "moe_ep_size": "Int64"})
+    columns = [col.RUN_ID, *JOIN_KEY, "precision", *REQUEST_COLUMNS[1:], "request_error"]
+    return pd.DataFrame(rows, columns=columns).astype({"batch_size": "Int64", "moe_tp_size": "Int64",
+                                                       "moe_ep_size": "Int64"})
 
 
 def anchor_accuracy(frame: pd.DataFrame) -> pd.DataFrame:
