@@ -252,3 +252,18 @@ def test_the_loop_across_layouts_settles_a_layout_and_a_rerun_runs_nothing(tmp_p
     again, resumed, _ = _tune(capsys, traces, *arguments)
     assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
     assert resumed["layouts"][0]["deployment"] == deployment
+
+
+def test_a_curve_no_layout_of_which_can_run_is_not_reported_settled(monkeypatch):
+    """Every other decision settled, one curve with every layout excluded: no cap, exit 3, not 0."""
+    from types import SimpleNamespace
+
+    import slim.tune.layouts as layouts
+    from slim.tune import cli as tune_cli
+
+    monkeypatch.setattr(layouts, "all_settled", lambda session: True)
+    monkeypatch.setattr(layouts, "layout_decisions", lambda session: {})
+    plan = SimpleNamespace(session=None, workloads=[],
+                           layout_exclusions={"big IL 256 OL 256": {8: "needs 8 GPUs, 4 available (--gpus)"}})
+    assert tune_cli.tune_exit_code(plan, ran=True) == tune_cli.EXIT_INFEASIBLE
+    assert tune_cli.tune_exit_code(SimpleNamespace(session=None, workloads=[], layout_exclusions={}), ran=True) == 0

@@ -298,14 +298,17 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
 
 def tune_exit_code(plan, ran: bool) -> int:
     """`EXIT_INFEASIBLE` when every decision is settled and some workload (across layouts: every
-    layout of a curve) has no cap within its SLOs, `EXIT_OPEN` when the loop ran and stopped with a
-    decision open, else 0."""
+    layout of a curve) has no cap within its SLOs or no layout that can run, `EXIT_OPEN` when the loop
+    ran and stopped with a decision open, else 0."""
     from slim.tune.layouts import all_settled, layout_decisions
 
     alone = [plan.session.certificate(w) for w in plan.workloads if w.tensor_parallel is None]
     settled = all_settled(plan.session)
-    feasible = (all(c.feasible for c in alone)
-                and all(d.chosen is not None for d in layout_decisions(plan.session).values()))
+    decisions = layout_decisions(plan.session)
+    # A curve every layout of which was excluded (more GPUs than given, no fit per rank) has no decision.
+    unrunnable = [curve for curve in plan.layout_exclusions if curve not in decisions]
+    feasible = (all(c.feasible for c in alone) and not unrunnable
+                and all(d.chosen is not None for d in decisions.values()))
     if settled and not feasible:
         return EXIT_INFEASIBLE
     return 0 if not ran or settled else EXIT_OPEN

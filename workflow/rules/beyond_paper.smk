@@ -42,7 +42,7 @@ rule beyond_paper_accuracy:
 # zero-shot predictions.
 rule layout_replay:
     input:
-        clean=lambda wildcards: PLAN.layout_replay_files("results/{name}/clean.parquet"),
+        clean=layout_replay_clean,
         predictions=rules.beyond_paper_accuracy.output.predictions,
         models=config["models_file"],
         hardware=config["hardware_file"],
@@ -52,9 +52,9 @@ rule layout_replay:
         goals="results/beyond_paper/layout_goals.csv",
         summary="results/beyond_paper/layout_replay.md",
     params:
-        datasets=lambda wildcards: list(PLAN.layout_replay_datasets()),
-        labels=lambda wildcards: [PLAN.datasets[name].label for name in PLAN.layout_replay_datasets()],
-        options=lambda wildcards: PLAN.layout_replay_options(),
+        datasets=layout_replay_datasets,
+        labels=layout_replay_labels,
+        options=layout_replay_options,
     log:
         "logs/beyond_paper/layout_replay.log",
     benchmark:

@@ -142,3 +142,20 @@ def beyond_paper_frontier_datasets(wildcards):
 def beyond_paper_frontier_clean(wildcards):
     """The clean runs of each dataset of `beyond_paper_frontier_datasets`, in its order."""
     return [f"results/{name}/clean.parquet" for name in PLAN.beyond_paper_frontier_datasets()]
+
+
+def layout_replay_clean(wildcards):
+    """The clean runs of each dataset the layout replay covers (config beyond_paper.layout_replay)."""
+    return PLAN.layout_replay_files("results/{name}/clean.parquet")
+
+
+def layout_replay_datasets(wildcards):
+    return PLAN.layout_replay_datasets()
+
+
+def layout_replay_labels(wildcards):
+    return [PLAN.datasets[name].label for name in PLAN.layout_replay_datasets()]
+
+
+def layout_replay_options(wildcards):
+    return PLAN.layout_replay_options()

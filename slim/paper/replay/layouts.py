@@ -44,8 +44,8 @@ import pandas as pd
 from slim import columns as col
 from slim.decision.candidates import THROUGHPUT
 from slim.model.equations import ArchitectureLookup
-from slim.paper.replay.curves import ReplayCurve, RunNoise, SloKind, replay_curves
-from slim.paper.replay.priors import ReplayPrior
+from slim.paper.replay.curves import ReplayCurve, RunNoise, SloKind, repeat_scatter, replay_curves
+from slim.paper.replay.priors import ReplayPrior, tabled_replay_prior
 from slim.paper.replay.scoring import OUT_OF_SAMPLE, REPLAY_COLUMNS, ReplayRun, replay_row
 from slim.paper.replay.searches import MODEL_FREE_SEARCHES, full_profile_choice, model_free_caps, slo_binds
 from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, oracle, replay_tune
@@ -331,3 +331,26 @@ def replay_layouts(frame: pd.DataFrame, kinds: Sequence[SloKind], epsilon: float
                      f"(e.g. {single[0]})")
     return (pd.DataFrame(rows, columns=list(LAYOUT_COLUMNS)), pd.DataFrame(cap_rows, columns=list(CAP_COLUMNS)),
             notes)
+
+
+def replay_dataset_layouts(runs: pd.DataFrame, predictions: pd.DataFrame, dataset: str,
+                           kinds: Sequence[SloKind], epsilon: float, seeds: int, settings: TuneSettings,
+                           architectures: ArchitectureLookup, hardware: dict[str, Hardware]
+                           ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """`replay_layouts` on a dataset's usable runs, accelerator by accelerator (tune's prior: each
+    model's zero-shot prediction in `predictions`, `slim.paper.replay.priors.tabled_replay_prior`),
+    noise-free and under `seeds` noisy seeds at the dataset's repeat scatter; the tables carry the
+    dataset's name."""
+    runs = runs[runs[col.STATUS] == "ok"]
+    scatter = repeat_scatter(runs)[0]
+    noises = [RunNoise()] + [RunNoise(scatter, seed) for seed in range(1, seeds + 1)]
+    layouts, caps, notes = [], [], []
+    for name, on_hardware in runs.groupby(col.HARDWARE, sort=True):
+        prior = tabled_replay_prior(predictions[predictions["dataset"] == dataset], on_hardware, "zero_shot_",
+                                    str(name), "SIM zero-shot (constants calibrated on the other models)")
+        inputs = LayoutReplayInputs(prior, settings, architectures, hardware, scatter)
+        part, cap_part, lines = replay_layouts(on_hardware, kinds, epsilon, noises, inputs)
+        layouts.append(part.assign(dataset=dataset))
+        caps.append(cap_part.assign(dataset=dataset))
+        notes += [f"{dataset}: {line}" for line in lines]
+    return pd.concat(layouts, ignore_index=True), pd.concat(caps, ignore_index=True), notes
