@@ -43,6 +43,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.decision.candidates import THROUGHPUT
+from slim.decision.layouts import Layout
 from slim.model.equations import ArchitectureLookup
 from slim.paper.replay.curves import ReplayCurve, RunNoise, SloKind, repeat_scatter, replay_curves
 from slim.paper.replay.priors import ReplayPrior, tabled_replay_prior
@@ -67,11 +68,6 @@ SINGLE_LAYOUT = "single layout: "
 """How `layout_workloads` marks a workload with a curve at fewer than two layouts (counted, not listed)."""
 TUNE_POLICY = "tune_sim"
 """The per-layout tuning policy's name in `cap_rows` (its prior is SIM's zero-shot prediction)."""
-
-
-def layout_label(tensor_parallel: int, data_parallel: int = 1) -> str:
-    """A layout as a table names it: ``TP 4``, or ``TP 4 x DP 4`` where data parallelism is used."""
-    return f"TP {tensor_parallel}" + (f" x DP {data_parallel}" if data_parallel > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -111,10 +107,11 @@ def layout_workloads(frame: pd.DataFrame, kind: SloKind) -> tuple[list[LayoutWor
         layouts = []
         for (tp, dp), runs in rows.groupby(["_tp", "_dp"], sort=True):
             curves, lines = replay_curves(runs.drop(columns=["_tp", "_dp"]), kind)
-            skipped += [f"{label} {layout_label(tp, dp)}: {line}" for line in lines]
+            gpus = _int(runs[col.GPUS_PER_SERVER].iloc[0], tp * dp) if col.GPUS_PER_SERVER in runs else tp * dp
+            name = Layout(tp, gpus, dp).label      # TP 4, or TP 4 x DP 4 where data parallelism is used
+            skipped += [f"{label} {name}: {line}" for line in lines]
             for curve in curves:
-                gpus = _int(runs[col.GPUS_PER_SERVER].iloc[0], tp * dp) if col.GPUS_PER_SERVER in runs else tp * dp
-                layouts.append(LayoutCurve(layout_label(tp, dp), gpus, replace(curve, index=index)))
+                layouts.append(LayoutCurve(name, gpus, replace(curve, index=index)))
                 index += 1
         if len(layouts) < 2:
             skipped.append(f"{SINGLE_LAYOUT}{label}")
