@@ -72,8 +72,8 @@ class LayoutOutcome:
 
     @property
     def name(self) -> str:
-        """``TP t``, or ``TP t x DP d`` with data parallelism."""
-        return f"TP {self.tensor_parallel}" + (f" x DP {self.data_parallel}" if self.data_parallel > 1 else "")
+        """``TP t``, or ``TP t x DP d`` with data parallelism (`Layout.label`)."""
+        return Layout(self.tensor_parallel, self.tensor_parallel * self.data_parallel, self.data_parallel).label
 
     @property
     def gpus_per_replica(self) -> int:

@@ -28,6 +28,7 @@ from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from slim import columns as col
 from slim.advisor.layouts import LayoutAdvice
+from slim.decision.layouts import Layout
 from slim.errors import PlotInputError
 from slim.paper.figures.frontier import (
     ADVICE_FONT_SIZE,
@@ -276,7 +277,7 @@ def dataset_layout_frontiers(runs: pd.DataFrame, dataset: str, predictions: pd.D
             continue
         curves = []
         for (tensor_parallel, data_parallel), rows in layouts:
-            name = f"TP {tensor_parallel}" + (f" x DP {data_parallel}" if data_parallel > 1 else "")
+            name = Layout(int(tensor_parallel), int(tensor_parallel * data_parallel), int(data_parallel)).label
             curves.append(LayoutCurve(name, int(rows["layout_gpus"].max()), _run_points(rows, predicted)))
         note = f"{dataset}: measured"
         if any(not p.measured for curve in curves for p in curve.points):
