@@ -49,14 +49,12 @@ from slim.paper.replay.curves import ReplayCurve, RunNoise, SloKind, repeat_scat
 from slim.paper.replay.priors import ReplayPrior, tabled_replay_prior
 from slim.paper.replay.scoring import OUT_OF_SAMPLE, REPLAY_COLUMNS, ReplayRun, replay_row
 from slim.paper.replay.searches import MODEL_FREE_SEARCHES, full_profile_choice, model_free_caps, slo_binds
-from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, oracle, replay_tune
+from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, curve_workload, oracle, replay_tune
 from slim.specs.hardware import Hardware
-from slim.specs.slo import SloBound, SloMetric, Slos
 from slim.tune.belief import LayoutUncertainty, roofline_gpu_seconds
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
 from slim.tune.session import TuneSession, TuneSettings
-from slim.tune.workload import Workload
 
 LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "hindsight_layout",
                    "floor")
@@ -276,11 +274,7 @@ def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNois
             or any(lc.gpus != size for lc, size in zip(layouts, sizes))):
         return None
     curves = [lc.curve for lc in layouts]
-    first = curves[0].curve
-    workloads = [Workload(first.model, first.input_len_nominal, first.output_len_nominal,
-                          Slos(tuple(SloBound(SloMetric.parse(name), limit_ms=limit)
-                                     for name, limit in curve.limits_ms.items())), epsilon, curve.reference_cap,
-                          tensor_parallel=size) for curve, size in zip(curves, sizes)]
+    workloads = [curve_workload(curve, epsilon, size) for curve, size in zip(curves, sizes)]
     candidates = candidates_of(curves)
     candidates[WORKLOAD] = np.concatenate([[w.label] * len(c.rows) for w, c in zip(workloads, curves)])
     metrics = tuple({m.name: m for c in curves for m in c.metrics}.values())

@@ -123,6 +123,14 @@ def _relied_on_coverage(session: TuneSession, curves: list[ReplayCurve]) -> list
     return records
 
 
+def curve_workload(curve: ReplayCurve, epsilon: float, tensor_parallel: int | None = None) -> Workload:
+    """The decision `slim tune` makes on a replayed curve: its SLOs as resolved bounds, its reference
+    cap known to meet them, and (across layouts) its tensor-parallel size."""
+    slos = Slos(tuple(SloBound(SloMetric.parse(name), limit_ms=limit) for name, limit in curve.limits_ms.items()))
+    return Workload(curve.curve.model, curve.curve.input_len_nominal, curve.curve.output_len_nominal, slos, epsilon,
+                    curve.reference_cap, tensor_parallel=tensor_parallel)
+
+
 def replay_tune(curves: list[ReplayCurve], prior: ReplayPrior, run: ReplayRun, epsilon: float,
                 settings: TuneSettings, full_caps: dict[str, float], binds: dict[str, bool],
                 architectures: ArchitectureLookup, hw: Hardware, scatter: float = DEFAULT_NOISE_SD) -> TuneReplay:
@@ -130,10 +138,7 @@ def replay_tune(curves: list[ReplayCurve], prior: ReplayPrior, run: ReplayRun, e
     measuring through `run.noise`, the bound's roofline on the accelerator's catalog entry `hw`; its
     per-curve rows and the intervals it held, scored."""
     candidates = candidates_of(curves)
-    workloads = [Workload(c.curve.model, c.curve.input_len_nominal, c.curve.output_len_nominal,
-                          Slos(tuple(SloBound(SloMetric.parse(name), limit_ms=limit)
-                                     for name, limit in c.limits_ms.items())), epsilon, c.reference_cap)
-                 for c in curves]
+    workloads = [curve_workload(c, epsilon) for c in curves]
     metrics = tuple({m.name: m for c in curves for m in c.metrics}.values())
     session = TuneSession(workloads, candidates, prior.predict(candidates, metrics), settings,
                           run_floor_gpu_seconds=roofline_gpu_seconds(candidates, architectures, hw))
