@@ -33,6 +33,7 @@ from slim.defaults import (
     DEFAULT_CANDIDATE_CAPS,
     DEFAULT_EPSILON,
     DEFAULT_ONLINE_PROMPTS,
+    DEFAULT_TOLERANCE,
     MODELS_FILE,
     PREDICTOR_OPTIONS,
     SIM_CONSTANTS_FILE,
@@ -206,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
                                help=f"batching-efficiency floor in (0, 1): a cap's T(B) / (B T(1)) must exceed it "
                                     f"(default {DEFAULT_EPSILON})")
+    advise_parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
+                               help="the decision is settled when no other cap (with --tensor-parallel-sizes: no "
+                                    "other layout or cap, per GPU) can beat the choice by more than this share of "
+                                    f"its throughput or goodput (default {DEFAULT_TOLERANCE:g})")
     advise_parser.add_argument("--confidence", type=_fraction, default=None, metavar="C",
                                help="SLIM only (the default predictor with it): hold the in-batch E2E SLO "
                                     "(--slo-ms) of a cap no run measured on the one-sided upper bound of SLIM's "
@@ -308,7 +313,8 @@ def advice_request(args: argparse.Namespace) -> AdviceRequest:
     from slim.advisor.advise import AdviceRequest
 
     return AdviceRequest(args.traces, args.model, args.input_len, args.output_len, slos=slos_of(args),
-                         epsilon=args.epsilon, hardware=args.hardware, models_file=args.models_file,
+                         epsilon=args.epsilon, tolerance=args.tolerance, hardware=args.hardware,
+                         models_file=args.models_file,
                          hardware_file=args.hardware_file, candidates=args.candidates,
                          max_model_len=args.max_model_len, model_config=args.model_config,
                          quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,

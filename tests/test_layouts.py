@@ -195,12 +195,14 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
 @pytest.fixture
 def decide(monkeypatch, tmp_path):
     """`advise_layouts` over made-up servers by tensor-parallel size, on 8 GPUs."""
-    def run(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]) -> LayoutAdvice:
+    def run(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]], gpus: int = 8,
+            tolerance: float = 0.01) -> LayoutAdvice:
         monkeypatch.setattr(layouts_module, "advise", _fake_advise(servers))
-        monkeypatch.setattr(layouts_module, "workload_layouts", lambda request: tuple((t, 1) for t in servers))
+        monkeypatch.setattr(layouts_module, "workload_layouts",
+                            lambda request: {(t, 1): server_gpus for t, (server_gpus, _) in servers.items()})
         request = AdviceRequest(tmp_path, "m", 1024, 1024, slos=SLOS, hardware="h100-sxm-80gb", predictor="sim",
-                                candidates=CAPS, plan=False)
-        return advise_layouts(request, tuple(servers), gpus=8)
+                                candidates=CAPS, plan=False, tolerance=tolerance)
+        return advise_layouts(request, tuple(servers), gpus=gpus)
     return run
 
 
@@ -261,6 +263,22 @@ def test_a_layout_whose_unmeasured_cap_could_beat_the_choice_per_gpu_is_open_wit
     assert "--tensor-parallel-size 2 --max-num-seqs 16 " in lines[-1]
 
 
+def test_a_wider_tolerance_excludes_the_layout_that_could_win_by_less(decide):
+    """TP 4 could reach 1,500 tokens/s per GPU against TP 2's measured 1,300: 15% more. At the default 1%
+    that keeps TP 4 open; at `slim advise --tolerance 0.2` it cannot win by more than 20%, and the layout
+    decision is settled on TP 2."""
+    tp4 = _server(4, (300.0, 2200.0, 4000.0, 6000.0), TP4_TPOT, (True, True, True, False))
+    assert not decide({2: TP2, 4: tp4}).settled
+    wide = decide({2: TP2, 4: tp4}, tolerance=0.2)
+    assert wide.settled and wide.chosen is _by_size(wide)[2] and _by_size(wide)[4].status == EXCLUDED
+    assert _by_size(wide)[4].verdict == "at most 1,500 tokens/s per GPU <= 1.2 x the chosen TP 2's 1,300"
+    assert layout_fields(wide)["tolerance"] == 0.2
+    arguments = ["advise", "--traces", ".", "--model", "m", "--input-len", "8", "--output-len", "8",
+                 "--hardware", "h100-sxm-80gb", "--slo", "mean_tpot_ms=30"]
+    assert cli.advice_request(cli.build_parser().parse_args(arguments)).tolerance == 0.01
+    assert cli.advice_request(cli.build_parser().parse_args([*arguments, "--tolerance", "0.2"])).tolerance == 0.2
+
+
 def test_with_no_cap_measured_the_choice_rests_on_predictions_and_stays_open(decide):
     unmeasured = (False,) * len(CAPS)
     advice = decide({2: _server(2, (200.0, 1500.0, 2600.0, 4000.0), (10.0, 15.0, 20.0, 40.0), unmeasured),
@@ -290,6 +308,16 @@ def test_a_layout_whose_runs_server_uses_more_gpus_than_available_is_excluded(de
     by_size = _by_size(advice)
     assert advice.chosen is by_size[2] and (advice.replicas, advice.gpus_needed) == (4, 8)
     assert by_size[4].status == EXCLUDED and by_size[4].reason == "its runs' server uses 16 GPUs, 8 available"
+
+
+def test_a_layout_no_cap_of_which_meets_the_slos_is_charged_the_gpus_of_its_runs_server(decide):
+    """TP 4 whose runs record 16 GPUs per server (pipeline parallel) and meet the SLO at no cap is judged
+    per GPU of its 16, as a feasible one would be, not of t x d = 4."""
+    over_slo = _server(16, (3000.0, 22000.0, 40000.0, 56000.0), (31.0, 35.0, 40.0, 50.0))
+    by_size = _by_size(decide({2: TP2, 4: over_slo}, gpus=32))
+    assert by_size[4].advice is None and by_size[4].status == EXCLUDED
+    assert by_size[4].candidate.layout.gpus == 16 and by_size[4].gpus_per_replica == 16
+    assert by_size[4].candidate.layout.label == "TP 4"
 
 
 def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next_run(decide):

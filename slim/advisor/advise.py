@@ -250,16 +250,19 @@ def without_excluded(runs: pd.DataFrame, globs: Sequence[str]) -> pd.DataFrame:
     return runs[~runs[col.RUN_ID].map(lambda run: any(fnmatch.fnmatchcase(str(run), glob) for glob in globs))]
 
 
-def workload_layouts(request: AdviceRequest) -> tuple[tuple[int, int], ...]:
+def workload_layouts(request: AdviceRequest) -> dict[tuple[int, int], int]:
     """Every (tensor-parallel, data-parallel) size at which a usable run measured the workload, in
-    order (runs that record neither count as 1)."""
+    order (runs that record neither count as 1), with the GPUs one server of it occupies
+    (`server_gpus`)."""
     catalog, arch, hw, hardware_catalog = resolve_target(request)
     options = trace_options(hardware_catalog, request.hardware, request.table_columns)
     runs = without_excluded(usable_runs(Path(request.traces), catalog, options, hardware=hw.name),
                             request.exclude_runs)
     measured = workload_runs(runs, arch.name, request.input_len, request.output_len)
     sizes = measured.reindex(columns=[col.TENSOR_PARALLEL, col.DATA_PARALLEL]).fillna(1).astype(int)
-    return tuple(sorted(set(map(tuple, sizes.to_numpy().tolist()))))
+    layouts = sorted(set(map(tuple, sizes.to_numpy().tolist())))
+    return {(t, d): server_gpus(measured[(sizes[col.TENSOR_PARALLEL] == t) & (sizes[col.DATA_PARALLEL] == d)], t, d)
+            for t, d in layouts}
 
 
 def server_gpus(measured_runs: pd.DataFrame, tensor_parallel: int, data_parallel: int) -> int:

@@ -69,6 +69,7 @@ class LayoutOutcome:
     status: str | None = None
     verdict: str | None = None
     next_cap: float | None = None
+    server_gpus: int | None = None
 
     @property
     def name(self) -> str:
@@ -78,9 +79,9 @@ class LayoutOutcome:
     @property
     def gpus_per_replica(self) -> int:
         """The GPUs one server of the layout occupies: its runs' ``gpus_per_server``, else ``t x d``."""
-        if self.advice is None:
-            return self.tensor_parallel * self.data_parallel
-        return int(self.advice.gpus_per_server)
+        if self.advice is not None:
+            return int(self.advice.gpus_per_server)
+        return self.server_gpus or self.tensor_parallel * self.data_parallel
 
     @property
     def throughput_per_gpu(self) -> float:
@@ -156,11 +157,15 @@ def _infeasible_candidate(request: AdviceRequest, rows: Sequence[CandidateRow], 
     return LayoutCandidate(layout, view, certify(view, request.epsilon, request.tolerance))
 
 
-def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: int | None) -> LayoutOutcome:
-    """One layout advised on its own runs, with its evidence for the decision across layouts."""
-    if gpus is not None and size * data_parallel > gpus:
-        return LayoutOutcome(size, None, f"needs {size * data_parallel} GPUs, {gpus} available", data_parallel,
-                             status=EXCLUDED)
+def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: int | None,
+                   server_gpus: int | None = None) -> LayoutOutcome:
+    """One layout advised on its own runs, with its evidence for the decision across layouts;
+    `server_gpus` is what its runs' server occupies (``t x d`` where None)."""
+    needed = server_gpus or size * data_parallel
+    if gpus is not None and needed > gpus:
+        reason = (f"its runs' server uses {needed} GPUs" if needed > size * data_parallel else f"needs {needed} GPUs")
+        return LayoutOutcome(size, None, f"{reason}, {gpus} available", data_parallel, status=EXCLUDED,
+                             server_gpus=server_gpus)
     at_layout = replace(request, tensor_parallel=size, data_parallel=data_parallel, plan=False)
     try:
         advice = advise(at_layout)
@@ -168,9 +173,9 @@ def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: 
         reason = " ".join(str(error).split())
         if not error.decision:      # one sequence does not fit the KV cache: no cap can run
             return LayoutOutcome(size, None, reason, data_parallel, status=EXCLUDED)
-        candidate = _infeasible_candidate(at_layout, error.decision, Layout(size, size * data_parallel,
-                                                                            data_parallel))
-        return LayoutOutcome(size, None, reason, data_parallel, candidate)
+        layout = Layout(size, server_gpus or size * data_parallel, data_parallel)
+        candidate = _infeasible_candidate(at_layout, error.decision, layout)
+        return LayoutOutcome(size, None, reason, data_parallel, candidate, server_gpus=server_gpus)
     except AdvisorError as error:   # the runs cannot judge it: it could still win
         return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN)
     if gpus is not None and advice.gpus_per_server > gpus:    # pipeline parallel: more than t x d per server
@@ -208,7 +213,7 @@ def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...
     if request_rate is not None and not request_rate > 0:
         raise AdvisorError(f"--request-rate must be positive requests per second, got {request_rate}")
     measured_layouts = workload_layouts(request)
-    outcomes = [_advise_layout(request, size, data_parallel, gpus)
+    outcomes = [_advise_layout(request, size, data_parallel, gpus, measured_layouts.get((size, data_parallel)))
                 for size in sorted(set(tensor_parallel_sizes))
                 for data_parallel in sorted({d for t, d in measured_layouts if t == size}) or [1]]
     tokens_per_request = float(request.input_len) + float(request.output_len)
