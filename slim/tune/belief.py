@@ -228,7 +228,9 @@ class ResidualKernel:
 class LayoutUncertainty:
     """The residual's extra terms across tensor-parallel sizes (module docstring): standard deviations
     in natural-log units, the slope per doubling of the size. Half a doubling's worth of slope (0.5)
-    covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings."""
+    covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings: wider
+    on purpose than SIM's zero-shot errors on the development data (fitted by
+    `slim.tune.layout_uncertainty`: about 0.11 and 0.1; docs/tuning.md)."""
 
     slope_sd_per_doubling: float = 0.5
     offset_sd: float = 0.3

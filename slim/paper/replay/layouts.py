@@ -52,12 +52,18 @@ from slim.paper.replay.searches import MODEL_FREE_SEARCHES, full_profile_choice,
 from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, curve_workload, oracle, replay_tune
 from slim.specs.hardware import Hardware
 from slim.tune.belief import LayoutUncertainty, roofline_gpu_seconds
+from slim.tune.layout_uncertainty import (
+    CONFIGURATION,
+    LOG_RESIDUAL,
+    fit_layout_uncertainty,
+    layout_residual_sets,
+)
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
 from slim.tune.session import TuneSession, TuneSettings
 
-LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "hindsight_layout",
-                   "floor")
+LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "tune_layouts_fitted",
+                   "hindsight_layout", "floor")
 LAYOUT_COLUMNS = ("slo_kind", "workload", "layouts", "policy", "seed", "noise", "runs", "gpu_seconds",
                   "exhaustive_gpu_seconds", "bisection_gpu_seconds", "floor_gpu_seconds", "chosen_layout",
                   "chosen_cap", "best_layout", "best_cap", "regret_pct", "slo_violated")
@@ -181,13 +187,16 @@ def _decide(workload: LayoutWorkload, caps_per_layout: Sequence[float], noise: R
 @dataclass(frozen=True)
 class LayoutReplayInputs:
     """What the tuning policy needs: its out-of-sample prior (None: ``tune_per_layout`` is not
-    replayed), the settings, the architectures and the accelerator of the bound's roofline."""
+    replayed), the settings, the architectures and the accelerator of the bound's roofline; and the
+    scales across sizes fitted out of sample (`fitted_layouts`: ``tune_layouts_fitted`` runs tune across
+    layouts with them beside ``tune_layouts``'s shipped `LayoutUncertainty`; None: not replayed)."""
 
     prior: ReplayPrior | None
     settings: TuneSettings
     architectures: ArchitectureLookup
     hardware: dict[str, Hardware]
     scatter: float
+    fitted_layouts: LayoutUncertainty | None = None
 
 
 def replay_workload(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, epsilon: float,
@@ -231,9 +240,13 @@ def replay_workload(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, ep
         cap_rows += tuned
         add("tune_per_layout", *_decide(workload, [float(r["chosen_cap"]) for r in tuned], noise),
             sum(int(r["runs"]) for r in tuned), sum(float(r["gpu_seconds"]) for r in tuned))
-    across = _tune_across_layouts(workload, kind, noise, epsilon, tuning)
+    across = _tune_across_layouts(workload, kind, noise, epsilon, tuning, LayoutUncertainty())
     if across is not None:
         add("tune_layouts", *across)
+    fitted = (_tune_across_layouts(workload, kind, noise, epsilon, tuning, tuning.fitted_layouts)
+              if tuning.fitted_layouts is not None else None)
+    if fitted is not None:
+        add("tune_layouts_fitted", *fitted)
     if truth.layout >= 0:
         caps, cap = bisected[truth.layout]
         hindsight = [cap if i == truth.layout else math.nan for i in range(len(layouts))]
@@ -262,9 +275,10 @@ def _tune_per_layout(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, e
 
 
 def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, epsilon: float,
-                         tuning: LayoutReplayInputs) -> tuple[int, float, int, float] | None:
+                         tuning: LayoutReplayInputs, across: LayoutUncertainty) -> tuple[int, float, int, float] | None:
     """`slim tune --tensor-parallel-sizes` on the workload (one session, a workload per layout, the
-    decision across layouts and its pooled bound: `slim.tune.layouts`): the chosen layout's index
+    decision across layouts and its pooled bound: `slim.tune.layouts`; the belief's terms across sizes
+    `across`): the chosen layout's index
     (-1: none), its cap, the charged runs and their GPU time; None without a prior for the model, or
     where two layouts share a tensor-parallel size or use data parallelism (tune's layouts are
     tensor-parallel sizes alone)."""
@@ -280,7 +294,7 @@ def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNois
     metrics = tuple({m.name: m for c in curves for m in c.metrics}.values())
     hw = tuning.hardware[str(curves[0].rows[col.HARDWARE].iloc[0])]
     session = TuneSession(workloads, candidates, prior.predict(candidates, metrics),
-                          replace(tuning.settings, layouts=LayoutUncertainty()),
+                          replace(tuning.settings, layouts=across),
                           run_floor_gpu_seconds=roofline_gpu_seconds(candidates, tuning.architectures, hw))
     outcome = run_loop(session, oracle(curves, noise, tuning.scatter, [w.label for w in workloads]))
     decision = layout_decisions(session)[workloads[0].curve]
@@ -324,6 +338,35 @@ def replay_layouts(frame: pd.DataFrame, kinds: Sequence[SloKind], epsilon: float
             notes)
 
 
+LAYOUT_RESIDUAL_QUANTITIES = ("total_token_throughput", "mean_tpot_ms")
+"""The predictions' quantities whose residuals across sizes fit `fitted_layout_uncertainty`."""
+
+
+def layout_residuals(predictions: pd.DataFrame, prefix: str = "zero_shot_") -> pd.DataFrame:
+    """The log residuals ``log(measured / predicted)`` of the predictions table (`prefix`'s prediction,
+    data-parallel 1, simulated) per run and quantity of `LAYOUT_RESIDUAL_QUANTITIES`, each named by its
+    configuration across sizes: dataset, accelerator, model, lengths, requests in flight, quantity."""
+    usable = predictions[(predictions["sim_status"] == "ok")
+                         & (predictions[col.DATA_PARALLEL].fillna(1).astype(int) == 1)]
+    if usable.empty:
+        return pd.DataFrame(columns=[CONFIGURATION, col.TENSOR_PARALLEL, LOG_RESIDUAL])
+    key = usable[["dataset", col.HARDWARE, col.MODEL, "input_len_nominal", "output_len_nominal", "in_flight"]]
+    configuration = key.astype(str).agg("|".join, axis=1).to_numpy(dtype=str)
+    parts = [pd.DataFrame({CONFIGURATION: np.char.add(configuration, f"|{quantity}"),
+                           col.TENSOR_PARALLEL: usable[col.TENSOR_PARALLEL].to_numpy(dtype=float),
+                           LOG_RESIDUAL: np.log(usable[f"measured_{quantity}"].to_numpy(dtype=float)
+                                                / usable[f"{prefix}{quantity}"].to_numpy(dtype=float))})
+             for quantity in LAYOUT_RESIDUAL_QUANTITIES]
+    return pd.concat(parts, ignore_index=True)
+
+
+def fitted_layout_uncertainty(predictions: pd.DataFrame, held_out: str, noise_sd: float) -> LayoutUncertainty | None:
+    """`slim.tune.layout_uncertainty.fit_layout_uncertainty` on the zero-shot residuals of every dataset
+    of `predictions` but `held_out` (out of sample); None where they hold no configuration at two sizes."""
+    sets = layout_residual_sets(layout_residuals(predictions[predictions["dataset"] != held_out]))
+    return fit_layout_uncertainty(sets, noise_sd) if sets else None
+
+
 def replay_dataset_layouts(runs: pd.DataFrame, predictions: pd.DataFrame, dataset: str,
                            kinds: Sequence[SloKind], epsilon: float, seeds: int, settings: TuneSettings,
                            architectures: ArchitectureLookup, hardware: dict[str, Hardware]
@@ -336,10 +379,18 @@ def replay_dataset_layouts(runs: pd.DataFrame, predictions: pd.DataFrame, datase
     scatter = repeat_scatter(runs)[0]
     noises = [RunNoise()] + [RunNoise(scatter, seed) for seed in range(1, seeds + 1)]
     layouts, caps, notes = [], [], []
+    fitted = fitted_layout_uncertainty(predictions, dataset, settings.kernel.noise_sd)
+    if fitted is None:
+        notes.append(f"{dataset}: tune_layouts_fitted: no other dataset measures a configuration at two sizes")
+    else:
+        notes.append(f"{dataset}: tune_layouts_fitted: the scales across sizes fitted on the other datasets' "
+                     f"zero-shot residuals: slope {fitted.slope_sd_per_doubling:g} per doubling, offset "
+                     f"{fitted.offset_sd:g} (tune_layouts: the shipped {LayoutUncertainty().slope_sd_per_doubling:g} "
+                     f"and {LayoutUncertainty().offset_sd:g})")
     for name, on_hardware in runs.groupby(col.HARDWARE, sort=True):
         prior = tabled_replay_prior(predictions[predictions["dataset"] == dataset], on_hardware, "zero_shot_",
                                     str(name), "SIM zero-shot (constants calibrated on the other models)")
-        inputs = LayoutReplayInputs(prior, settings, architectures, hardware, scatter)
+        inputs = LayoutReplayInputs(prior, settings, architectures, hardware, scatter, fitted)
         part, cap_part, lines = replay_layouts(on_hardware, kinds, epsilon, noises, inputs)
         layouts.append(part.assign(dataset=dataset))
         caps.append(cap_part.assign(dataset=dataset))
