@@ -25,12 +25,14 @@ from slim.paper.replay.priors import (
 from slim.sim.constants import SIM_CONSTANTS_FILE
 from slim.tune.belief import PriorPrediction, ResidualKernel
 from slim.tune.kernel import (
+    RESIDUAL_COLUMNS,
     ResidualSet,
     fit_kernels,
     fit_residual_kernel,
     load_kernels,
     negative_log_evidence,
     residual_sets,
+    residual_table,
 )
 from slim.tune.measurement import Measurement
 from slim.tune.proposals import propose
@@ -65,6 +67,19 @@ def residual_table_of_draws(kernel: ResidualKernel, datasets: int, seed: int = 3
 @pytest.fixture(scope="module")
 def draws() -> pd.DataFrame:
     return residual_table_of_draws(TRUE_KERNEL, datasets=40)
+
+
+def test_the_residual_table_names_each_runs_curve_and_its_log_residuals():
+    """What rule tuning_residuals writes: one row per run, its curve, and log(measured / prior)."""
+    runs = pd.DataFrame({col.MODEL: ["m", "m"], col.MAX_NUM_SEQS: [8.0, 16.0], col.INPUT_LEN_MEAN: [256.0, 256.0],
+                         col.INPUT_LEN_NOMINAL: [256, 256], col.OUTPUT_LEN_NOMINAL: [128, 128],
+                         col.OUTPUT_LEN_MEAN: [128.0, 128.0], col.TOTAL_TOKEN_THROUGHPUT: [1000.0, 1800.0],
+                         col.E2E_LATENCY_S: [2.0, 3.0]})
+    table = residual_table(runs, PriorPrediction.of(np.array([1000.0, 2000.0]), np.array([1.0, 3.0])), "d", "sim",
+                           0.02)
+    assert list(table.columns) == list(RESIDUAL_COLUMNS) and table["curve"].nunique() == 1
+    np.testing.assert_allclose(table["log_residual_throughput"], [0.0, np.log(0.9)])
+    np.testing.assert_allclose(table["log_residual_e2e"], [np.log(2.0), 0.0])
 
 
 def test_the_evidence_recovers_the_scales_of_a_known_kernel(draws):

@@ -34,6 +34,7 @@ from scipy.optimize import minimize
 from slim import columns as col
 from slim.errors import ConfigError
 from slim.tune.belief import PriorPrediction, ResidualKernel
+from slim.tune.workload import curve_label
 from slim.yaml_files import read_yaml_mapping
 
 TUNE_KERNELS_FILE = Path(__file__).with_name("kernels.yaml")
@@ -64,8 +65,6 @@ def residual_table(runs: pd.DataFrame, prior: PriorPrediction, dataset: str, pol
                    scatter: float) -> pd.DataFrame:
     """The log residuals of a prior on a dataset's runs (`RESIDUAL_COLUMNS`), in the runs' order;
     `runs` carries the configuration columns and the measured throughput and E2E."""
-    from slim.tune.session import curve_label
-
     return pd.DataFrame({
         "dataset": dataset, "policy": policy, "curve": curve_label(runs).to_numpy(),
         col.MODEL: runs[col.MODEL].astype(str).to_numpy(),
