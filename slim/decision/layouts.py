@@ -36,6 +36,11 @@ class Layout:
     gpus: int
     data_parallel: int | None = None
 
+    def __post_init__(self) -> None:
+        # One layout, one value: a data-parallel size left out is the one it stands for.
+        if self.data_parallel is None:
+            object.__setattr__(self, "data_parallel", self.gpus // self.tensor_parallel)
+
     @classmethod
     def of_tensor_parallel(cls, tensor_parallel: int) -> Layout:
         """One replica per server: ``gpus = tensor_parallel``."""
@@ -49,7 +54,7 @@ class Layout:
     @property
     def ranks(self) -> int:
         """The data-parallel ranks of the server (vLLM's ``--data-parallel-size``)."""
-        return self.gpus // self.tensor_parallel if self.data_parallel is None else self.data_parallel
+        return int(self.data_parallel)
 
     @property
     def label(self) -> str:
