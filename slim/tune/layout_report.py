@@ -81,6 +81,15 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
     return out
 
 
+def _cap_words(layout: dict[str, Any]) -> str:
+    """A layout's cap as vLLM takes it: ``--max-num-seqs B``, per rank with data parallelism."""
+    cap = layout["max_num_seqs"]
+    if layout["data_parallel_size"] == 1:
+        return f"--max-num-seqs {cap}"
+    per_rank = Layout.of_sizes(layout["tensor_parallel_size"], layout["data_parallel_size"]).per_rank_cap(cap)
+    return f"{cap} requests in flight (--max-num-seqs {per_rank} per rank)"
+
+
 def layout_lines(entry: dict[str, Any]) -> list[str]:
     """The text report of one curve's decision across layouts."""
     state = "SETTLED" if entry["settled"] else "open"
@@ -95,7 +104,7 @@ def layout_lines(entry: dict[str, Any]) -> list[str]:
         throughput = layout["total_token_throughput_per_gpu"]
         value = f"{throughput:,.0f} tokens/s per GPU ({layout['basis']})" if throughput is not None else "-"
         verdict = "chosen" if layout["status"] == "chosen" else f"{layout['status']}: {layout['reason']}"
-        lines.append(head + f"--max-num-seqs {layout['max_num_seqs']}, {value}: {verdict}")
+        lines.append(head + f"{_cap_words(layout)}, {value}: {verdict}")
     deployment = entry["deployment"]
     if deployment is not None:
         if deployment["replicas"] is not None:
