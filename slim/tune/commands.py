@@ -119,7 +119,8 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
 def concurrency_sweep_note(request: TuneRequest) -> str:
     """What the online benchmarks measure, in one line: one server, the cap set by the client."""
     top = max(request.candidate_caps)
-    return (f"one server at --max-num-seqs {top} (the largest candidate) for every benchmark: a benchmark's "
+    ranks = f"; with data parallelism, {top} / d on each of its d ranks" if request.across_layouts else ""
+    return (f"one server at --max-num-seqs {top} (the largest candidate{ranks}) for every benchmark: a benchmark's "
             f"--max-concurrency C keeps at most C requests in flight, so the running batch is at most C, the cap it "
             f"measures; --metadata max_num_seqs={top} records the server's cap and ingest reads the run's cap as the "
             "smaller of the two")

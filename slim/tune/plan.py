@@ -155,14 +155,14 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
     """Each workload's layouts, in `slim.tune.layouts.layout_order`: decided alone, the request's
     tensor-parallel size; across layouts, every tensor-parallel size at every data-parallel size of
     ``--data-parallel-sizes``, or where none is given at 1 and every data-parallel size the workload's
-    `runs` record at that tensor-parallel size."""
+    online `runs` record at that tensor-parallel size."""
     out = {}
     for spec in request.workloads:
         if not request.across_layouts:
             out[spec] = (Layout.of_tensor_parallel(request.tensor_parallel),)
             continue
         recorded = set()
-        if len(runs) and not request.data_parallel_sizes:
+        if len(runs) and not request.data_parallel_sizes and request.mode == ONLINE:     # offline: one engine
             of_spec = runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
             recorded = set(layout_sizes(of_spec))
         layouts = set()
