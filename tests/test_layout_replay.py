@@ -153,3 +153,20 @@ def test_tune_per_layout_replays_from_the_tabled_prior_and_the_goals_are_judged(
                                   "tune_per_layout: GPU time vs the bisection per layout"}
     same, _, _ = replay_layouts(two_layouts, [TPOT_25], 0.1, [RunNoise(), RunNoise(0.02, 1)], tuning)
     pd.testing.assert_frame_equal(table, same)
+
+
+def test_tune_across_layouts_replays_data_parallel_layouts_beside_one_tensor_parallel_size(catalog, h100):
+    """TP 4, TP 4 x DP 4 and TP 8: two layouts at TP 4, the data-parallel one the most per GPU."""
+    frame = pd.concat([curve_rows(4, 1, 900.0, 12.0), curve_rows(4, 4, 1000.0, 9.0), curve_rows(8, 1, 700.0, 7.0)],
+                      ignore_index=True)
+    [workload], _ = layout_workloads(frame, TPOT_25)
+    assert [lc.layout for lc in workload.layouts] == ["TP 4", "TP 8", "TP 4 x DP 4"]
+    prior = tabled_replay_prior(predictions_of(frame, 0.8), frame, "zero_shot_", "h100-sxm-80gb", "test")
+    tuning = LayoutReplayInputs(prior, TuneSettings(margin=0.5), catalog, {"h100-sxm-80gb": h100}, 0.02)
+    table, _, _ = replay_layouts(frame, [TPOT_25], 0.1, [RunNoise()], tuning)
+    [across] = table[table["policy"] == "tune_layouts"].to_dict("records")
+    [exhaustive] = table[table["policy"] == "exhaustive"].to_dict("records")
+    assert across["best_layout"] == "TP 4 x DP 4"
+    assert (across["chosen_layout"], across["chosen_cap"]) == (exhaustive["chosen_layout"], exhaustive["chosen_cap"])
+    assert across["regret_pct"] == pytest.approx(0.0) and 0 < across["gpu_seconds"] < exhaustive["gpu_seconds"]
+    assert across["gpu_seconds"] <= 1.5 * across["bisection_gpu_seconds"] * (1 + 1e-9)

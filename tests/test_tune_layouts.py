@@ -17,7 +17,7 @@ from slim.decision.layouts import Layout, LayoutCandidate, decide_layouts
 from slim.specs.slo import IN_BATCH_E2E
 from slim.tune.belief import CONFIG_COLUMNS, LayoutUncertainty, PriorPrediction, belief
 from slim.tune.guard import ShadowBisection
-from slim.tune.layouts import all_settled, layout_decisions, open_workloads, pooled_account
+from slim.tune.layouts import all_settled, layout_decisions, layout_groups, open_workloads, pooled_account
 from slim.tune.loop import run_loop
 from slim.tune.measurement import Measurement, Unusable
 from slim.tune.session import TuneSession, TuneSettings
@@ -267,3 +267,239 @@ def test_a_curve_no_layout_of_which_can_run_is_not_reported_settled(monkeypatch)
                            layout_exclusions={"big IL 256 OL 256": {8: "needs 8 GPUs, 4 available (--gpus)"}})
     assert tune_cli.tune_exit_code(plan, ran=True) == tune_cli.EXIT_INFEASIBLE
     assert tune_cli.tune_exit_code(SimpleNamespace(session=None, workloads=[], layout_exclusions={}), ran=True) == 0
+
+
+# --- data-parallel layouts -------------------------------------------------------------------------
+
+DP_LAYOUTS = ((4, 1), (8, 1), (4, 4))
+"""TP 4, TP 8 and TP 4 x DP 4: two layouts at one tensor-parallel size, and one of as many GPUs as no other."""
+DP_CURVE = f"{MODEL} IL {LENGTH} OL {LENGTH}"
+
+
+def dp_true_curve(tensor_parallel: int, data_parallel: int) -> tuple[np.ndarray, np.ndarray]:
+    """A server of `data_parallel` ranks, each serving ``B / d`` of the cap's requests at ``T_t(B / d)``
+    (`true_curve`'s rank of `tensor_parallel` GPUs; with data parallelism 1.2 x that, no all-reduce
+    across the ranks): its throughput (tokens/s) and a static batch's latency (s) per cap."""
+    caps = np.array(CAPS)
+    per_rank = caps / data_parallel
+    rank = 50.0 * tensor_parallel ** 0.8 * per_rank / (1.0 + per_rank / 16.0) * (1.2 if data_parallel > 1 else 1.0)
+    throughput = data_parallel * rank
+    return throughput, caps * 2 * LENGTH / throughput
+
+
+def dp_candidates_table() -> pd.DataFrame:
+    table = pd.concat([candidates_table().iloc[:len(CAPS)]] * len(DP_LAYOUTS), ignore_index=True)
+    table[col.TENSOR_PARALLEL] = np.repeat([t for t, _ in DP_LAYOUTS], len(CAPS))
+    table[col.DATA_PARALLEL] = np.repeat([d for _, d in DP_LAYOUTS], len(CAPS))
+    table[WORKLOAD] = [w.label for w in dp_workloads(30.0) for _ in CAPS]
+    return table
+
+
+def dp_workloads(slo_s: float) -> list[Workload]:
+    base = Workload.in_batch(MODEL, LENGTH, LENGTH, slo_s, EPSILON)
+    return [Workload(base.model, base.input_len, base.output_len, base.slos, EPSILON, tensor_parallel=t,
+                     data_parallel=d) for t, d in DP_LAYOUTS]
+
+
+def dp_truth() -> tuple[np.ndarray, np.ndarray]:
+    curves = [dp_true_curve(t, d) for t, d in DP_LAYOUTS]
+    return np.concatenate([c[0] for c in curves]), np.concatenate([c[1] for c in curves])
+
+
+def dp_session(slo_s: float, off_at_data_parallel: float) -> TuneSession:
+    """A session whose prior is the truth x 1.3 x a trend across caps, and `off_at_data_parallel`
+    times that at TP 4 x DP 4."""
+    table = dp_candidates_table()
+    throughput, latency = dp_truth()
+    factor = (1.3 * (table[col.MAX_NUM_SEQS].to_numpy(dtype=float) / 16.0) ** 0.1
+              * np.where(table[col.DATA_PARALLEL].to_numpy() > 1, off_at_data_parallel, 1.0))
+    table[WORKLOAD] = [w.label for w in dp_workloads(slo_s) for _ in CAPS]
+    return TuneSession(dp_workloads(slo_s), table, PriorPrediction.of(throughput * factor, latency / factor),
+                       TuneSettings(margin=MARGIN, layouts=LayoutUncertainty()))
+
+
+def dp_oracle():
+    throughput, latency = dp_truth()
+    gpus = np.repeat([t * d for t, d in DP_LAYOUTS], len(CAPS))
+
+    def measure(proposal) -> Measurement:
+        i = proposal.candidate
+        seconds = latency[i] * gpus[i]       # a run is charged its server's t x d GPUs
+        if proposal.limit_gpu_seconds is not None and seconds > proposal.limit_gpu_seconds:
+            return Unusable(proposal.limit_gpu_seconds)
+        return Measurement(throughput[i], latency[i], seconds)
+    return measure
+
+
+def dp_decision_on_every_run(slo_s: float):
+    candidates = []
+    for t, d in DP_LAYOUTS:
+        throughput, latency = dp_true_curve(t, d)
+        view = candidate_view(np.array(CAPS), lambda name: Estimates.facts(throughput if name == THROUGHPUT
+                                                                           else 1e3 * latency),
+                              {IN_BATCH_E2E: 1e3 * slo_s})
+        candidates.append(LayoutCandidate(Layout.of_sizes(t, d), view, certify(view, EPSILON)))
+    return decide_layouts(candidates, TuneSettings().tolerance)
+
+
+def dp_bisection_gpu_seconds(slo_s: float) -> float:
+    """A plain search: a bisection over the caps at each layout, each run charged its duration x t x d."""
+    total = 0.0
+    for t, d in DP_LAYOUTS:
+        _, latency = dp_true_curve(t, d)
+        probes, _, _, _ = ShadowBisection(len(CAPS)).follow(lambda p: bool(latency[p] <= slo_s))
+        total += sum(latency[p] * t * d for p in probes)
+    return total
+
+
+@pytest.mark.parametrize("slo_s, chosen", [(12.0, (4, 4)), (40.0, (4, 1))])
+@pytest.mark.parametrize("off_at_data_parallel", [2.0, 0.5])
+def test_a_prior_2x_off_at_a_data_parallel_layout_keeps_the_bound_and_the_decision_of_every_run(
+        slo_s, chosen, off_at_data_parallel):
+    expected = dp_decision_on_every_run(slo_s)
+    assert expected.settled and expected.chosen.layout == Layout.of_sizes(*chosen)
+    session = dp_session(slo_s, off_at_data_parallel)
+    outcome = run_loop(session, dp_oracle())
+    assert outcome.stopped == "settled" and all_settled(session)
+    decision = layout_decisions(session)[DP_CURVE]
+    assert decision.settled and len(decision.verdicts) == len(DP_LAYOUTS)
+    assert (decision.chosen.layout, decision.chosen.batch_cap) == (expected.chosen.layout, expected.chosen.batch_cap)
+    spent = sum(step.gpu_seconds for step in outcome.steps)
+    assert spent <= (1 + MARGIN) * dp_bisection_gpu_seconds(slo_s) * (1 + 1e-9)
+    assert len(outcome.steps) < len(CAPS) * len(DP_LAYOUTS), "not every (layout, cap) is measured"
+
+
+def test_two_layouts_at_one_tensor_parallel_size_are_never_one():
+    session = dp_session(12.0, 2.0)
+    labels = [w.label for w in session.workloads]
+    assert labels == [f"{DP_CURVE} TP 4", f"{DP_CURVE} TP 8", f"{DP_CURVE} TP 4 x DP 4"]
+    assert len({w.layout for w in session.workloads}) == len(DP_LAYOUTS)
+    assert [w.layout.gpus for w in layout_groups(session)[DP_CURVE]] == [4, 8, 16]
+    outcome = run_loop(session, dp_oracle(), budget_runs=6)
+    pooled = pooled_account(session, session.workloads[0])
+    own = [session.account(w) for w in session.workloads]
+    assert pooled.lower_bound_gpu_seconds == pytest.approx(sum(a.lower_bound_gpu_seconds for a in own))
+    for workload, account in zip(session.workloads, own):     # each layout's account holds its own runs only
+        spent = sum(step.gpu_seconds for step in outcome.steps if step.workload == workload.label)
+        assert account.on_path_gpu_seconds + account.extra_gpu_seconds == pytest.approx(spent)
+    assert {step.workload for step in outcome.steps} >= {labels[0], labels[2]}
+    decision = layout_decisions(session)[DP_CURVE]
+    assert {v.layout.label for v in decision.verdicts} == {"TP 4", "TP 8", "TP 4 x DP 4"}
+
+
+def test_the_belief_spaces_layouts_by_doublings_of_gpus_with_an_offset_per_layout():
+    table = pd.DataFrame({col.TENSOR_PARALLEL: [4, 8, 4, 4, 8], col.DATA_PARALLEL: [1, 1, 2, 4, 1]})
+    coordinates = LayoutUncertainty.coordinates(table)
+    np.testing.assert_array_equal(coordinates[:, 0], [0, 1, 1, 2, 1])
+    keys = coordinates[:, 1]
+    assert keys[0] == 0 and keys[1] == keys[4] and len({keys[1], keys[2], keys[3]}) == 3 and (keys[1:] > 0).all()
+    across = LayoutUncertainty(slope_sd_per_doubling=0.5, offset_sd=0.3)
+    covariance = across.covariance(coordinates, coordinates)
+    assert covariance[1, 2] == pytest.approx(0.25), "TP 8 and TP 4 x DP 2: as many GPUs, not one offset"
+    assert covariance[1, 4] == pytest.approx(0.25 + 0.09)
+    np.testing.assert_allclose(across.variance(coordinates), np.diag(covariance))
+    # A run at TP 4 informs TP 4 x DP 4 less than it does TP 4's own other caps.
+    dp_table = dp_candidates_table()
+    prior = PriorPrediction.of(np.full(len(dp_table), 100.0), np.full(len(dp_table), 1.0))
+    at = 3       # TP 4, cap 16
+    measured = {THROUGHPUT: {at: 150.0}, IN_BATCH_E2E: {at: 800.0}}
+    b = belief(dp_table, prior, measured, {at: 0.01}, 0.9, layouts=LayoutUncertainty())
+    width = np.log(b.throughput_high) - np.log(b.throughput_low)
+    tp4_cap32, dp_cap16 = at + 1, 2 * len(CAPS) + 3
+    assert width[tp4_cap32] < width[dp_cap16]
+
+
+# --- slim tune --data-parallel-sizes end to end ------------------------------------------------------
+
+def _dp_tune(capsys, traces, *arguments):
+    import json
+
+    from slim.cli import main
+
+    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-1.3b:128:32", "--hardware",
+                 "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
+                 *arguments, "--json"])
+    out = capsys.readouterr()
+    return code, json.loads(out.out), out.err
+
+
+def _dp_template() -> str:
+    return _layout_template().replace(
+        "--tensor-parallel-size {tensor_parallel_size}",
+        "--tensor-parallel-size {tensor_parallel_size} --data-parallel-size {data_parallel_size}").replace(
+        "tensor_parallel_size={tensor_parallel}", "tensor_parallel_size={tensor_parallel} "
+        "data_parallel_size={data_parallel_size}")
+
+
+def test_the_plan_names_a_data_parallel_layout_with_its_run_line_and_gpus(tmp_path, capsys):
+    code, body, _ = _dp_tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
+                             "--gpus", "16")
+    assert code == 0 and body["data_parallel_sizes"] == [1, 4]
+    [curve] = body["layouts"]
+    by_label = {entry["layout"]: entry for entry in curve["layouts"]}
+    assert set(by_label) == {"TP 4", "TP 8", "TP 4 x DP 4", "TP 8 x DP 4"}
+    assert by_label["TP 4 x DP 4"]["gpus"] == 16 and by_label["TP 4 x DP 4"]["status"] != "excluded"
+    assert by_label["TP 8 x DP 4"]["reason"] == "needs 32 GPUs, 16 available (--gpus)"
+    dp = next(run for run in body["next"] if run["workload"].endswith("TP 4 x DP 4"))
+    server = dp["commands"]["server"]
+    assert "--tensor-parallel-size 4 --data-parallel-size 4" in server and "--max-num-seqs 16" in server
+    benchmark = dp["commands"]["benchmark"]
+    assert "tensor_parallel_size=4 data_parallel_size=4" in benchmark and "_tp4_dp4" in benchmark
+    assert "max_num_seqs=64" in benchmark, "the result records the server's cap over all its ranks"
+    tp4 = next(run for run in body["next"] if run["workload"].endswith("TP 4"))
+    assert "--data-parallel-size" not in tp4["commands"]["server"] and "_tp4_dp" not in tp4["commands"]["benchmark"]
+
+
+def test_gpus_exclude_a_data_parallel_server_needing_more(tmp_path, capsys):
+    code, body, _ = _dp_tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
+                             "--gpus", "8")
+    assert code == 0
+    [curve] = body["layouts"]
+    by_label = {entry["layout"]: entry for entry in curve["layouts"]}
+    assert by_label["TP 4 x DP 4"]["status"] == "excluded"
+    assert by_label["TP 4 x DP 4"]["reason"] == "needs 16 GPUs, 8 available (--gpus)"
+    assert by_label["TP 8"]["status"] != "excluded"
+    assert {w["workload"] for w in body["workloads"]} == {"opt-1.3b IL 128 OL 32 TP 4", "opt-1.3b IL 128 OL 32 TP 8"}
+
+
+def test_a_data_parallel_size_the_runs_record_is_a_layout_without_the_flag(tmp_path, capsys):
+    from fake_vllm_bench import main as fake_bench
+
+    traces = tmp_path / "runs"
+    assert fake_bench(["--model", "facebook/opt-1.3b", "--random-input-len", "128", "--random-output-len", "32",
+                       "--max-concurrency", "16", "--num-prompts", "64", "--result-dir", str(traces / "dp4"),
+                       "--result-filename", "result.json", "--tensor-parallel-size", "4", "--data-parallel-size", "4",
+                       "--hardware", "a100-sxm-40gb", "--metadata", "max_num_seqs=64", "tensor_parallel_size=4",
+                       "data_parallel_size=4"]) == 0
+    capsys.readouterr()
+    code, body, _ = _dp_tune(capsys, traces, "--tensor-parallel-sizes", "4,8")
+    assert code == 0 and body["data_parallel_sizes"] is None
+    labels = [entry["layout"] for entry in body["layouts"][0]["layouts"]]
+    assert labels == ["TP 4", "TP 8", "TP 4 x DP 4"]
+    dp = next(w for w in body["workloads"] if w["workload"].endswith("TP 4 x DP 4"))
+    measured = [c for c in dp["candidates"] if c["runs"]]
+    assert [c["max_num_seqs"] for c in measured] == [16], "the DP 4 run is TP 4 x DP 4's, not TP 4's"
+    tp4 = next(w for w in body["workloads"] if w["workload"].endswith("TP 4"))
+    assert not any(c["runs"] for c in tp4["candidates"])
+
+
+@pytest.mark.integration
+def test_the_loop_across_data_parallel_layouts_settles_and_a_rerun_runs_nothing(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    arguments = ("--tensor-parallel-sizes", "1", "--data-parallel-sizes", "1,2", "--gpus", "4",
+                 "--run", _dp_template())
+    code, body, err = _dp_tune(capsys, traces, *arguments)
+    assert code == 0 and body["status"] == "settled", err
+    [curve] = body["layouts"]
+    assert [entry["layout"] for entry in curve["layouts"]] == ["TP 1", "TP 1 x DP 2"]
+    deployment = curve["deployment"]
+    assert deployment["replicas"] == 4 // deployment["gpus_per_replica"]
+    ranks = deployment["data_parallel_size"]
+    assert deployment["max_num_seqs_per_rank"] == -(-deployment["max_num_seqs"] // ranks)
+    assert f"--max-num-seqs {deployment['max_num_seqs_per_rank']} " in deployment["command"]
+    assert ("--data-parallel-size" in deployment["command"]) == (ranks > 1)
+    folders = {p.name for p in (traces / "slim-tune").iterdir() if p.is_dir()}
+    assert any(name.endswith("_tp1_dp2") for name in folders)
+    again, resumed, _ = _dp_tune(capsys, traces, *arguments)
+    assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
+    assert resumed["layouts"][0]["deployment"] == deployment

@@ -10,16 +10,17 @@ from typing import Any
 
 from slim.advisor.layouts import CHOSEN, OPEN, LayoutAdvice, LayoutOutcome
 from slim.decision.candidates import cap_number
+from slim.decision.layouts import Layout
 
 
 def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
     chosen = advice.chosen
     memory = chosen.advice.memory
-    cap, ranks = int(chosen.advice.recommendation.batch_cap), chosen.data_parallel
-    # vLLM's --max-num-seqs holds per data-parallel rank: the runs' cap is the server's requests in flight.
-    data_parallel = f" --data-parallel-size {ranks}" if ranks > 1 else ""
-    return (f"vllm serve {served_model} --tensor-parallel-size {chosen.tensor_parallel}{data_parallel} "
-            f"--max-num-seqs {math.ceil(cap / ranks)} --max-model-len {chosen.advice.max_model_len} "
+    layout = Layout.of_sizes(chosen.tensor_parallel, chosen.data_parallel)
+    # The runs' cap is the server's requests in flight; vLLM's --max-num-seqs holds per data-parallel rank.
+    cap = layout.per_rank_cap(chosen.advice.recommendation.batch_cap)
+    return (f"vllm serve {served_model} {' '.join(layout.parallel_flags())} "
+            f"--max-num-seqs {cap} --max-model-len {chosen.advice.max_model_len} "
             f"--gpu-memory-utilization {memory.gpu_memory_utilization_needed:.3f}")
 
 

@@ -36,16 +36,41 @@ class Layout:
     gpus: int
     data_parallel: int | None = None
 
+    def __post_init__(self) -> None:
+        # One layout, one value: a data-parallel size left out is the one it stands for.
+        if self.data_parallel is None:
+            object.__setattr__(self, "data_parallel", self.gpus // self.tensor_parallel)
+
     @classmethod
     def of_tensor_parallel(cls, tensor_parallel: int) -> Layout:
         """One replica per server: ``gpus = tensor_parallel``."""
         return cls(int(tensor_parallel), int(tensor_parallel))
 
+    @classmethod
+    def of_sizes(cls, tensor_parallel: int, data_parallel: int = 1) -> Layout:
+        """A server of `data_parallel` ranks of `tensor_parallel` GPUs each: ``gpus = t x d``."""
+        return cls(int(tensor_parallel), int(tensor_parallel) * int(data_parallel), int(data_parallel))
+
+    @property
+    def ranks(self) -> int:
+        """The data-parallel ranks of the server (vLLM's ``--data-parallel-size``)."""
+        return int(self.data_parallel)
+
     @property
     def label(self) -> str:
         """``TP t``, or ``TP t x DP d`` with data parallelism."""
-        ranks = self.gpus // self.tensor_parallel if self.data_parallel is None else self.data_parallel
-        return f"TP {self.tensor_parallel}" + (f" x DP {ranks}" if ranks > 1 else "")
+        return f"TP {self.tensor_parallel}" + (f" x DP {self.ranks}" if self.ranks > 1 else "")
+
+    def per_rank_cap(self, cap: float) -> int:
+        """vLLM's ``--max-num-seqs`` of a server whose runs measured `cap` requests in flight: vLLM's
+        cap holds per data-parallel rank, so each rank takes ``ceil(cap / d)``."""
+        return math.ceil(float(cap) / self.ranks - 1e-9)
+
+    def parallel_flags(self) -> list[str]:
+        """vLLM's flags of the layout: ``--tensor-parallel-size t`` and, with data parallelism,
+        ``--data-parallel-size d``."""
+        flags = ["--tensor-parallel-size", str(self.tensor_parallel)]
+        return flags + (["--data-parallel-size", str(self.ranks)] if self.ranks > 1 else [])
 
 
 @dataclass(frozen=True)
@@ -90,7 +115,8 @@ class LayoutVerdict:
     certificate_settled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tensor_parallel_size": self.layout.tensor_parallel, "gpus": self.layout.gpus,
+        return {"tensor_parallel_size": self.layout.tensor_parallel, "data_parallel_size": self.layout.ranks,
+                "gpus": self.layout.gpus,
                 "max_num_seqs": cap_number(self.batch_cap), "objective_per_gpu": _finite(self.objective_per_gpu),
                 "ceiling_per_gpu": _finite(self.ceiling_per_gpu), "chosen": self.chosen, "excluded": self.excluded,
                 "reason": self.reason or None}

@@ -26,13 +26,17 @@ smallest (`conformal_multiplier`), and never below the same rank of the kernel's
 extrapolation scores. Until there are enough scores for that rank the multiplier is the larger of
 the largest score and that out-of-sample rank (or, without those scores, the normal quantile).
 
-**Across layouts** (`LayoutUncertainty`, where a session decides between tensor-parallel sizes). The
-prior predicts every tensor-parallel size, but its scaling across them is not trusted: the residual
-at size ``t`` gains a term ``s d + o_t`` with ``d = log2 t - log2 t_min`` (the session's smallest size),
-a slope ``s`` shared by every size and an offset ``o_t`` of each size but the smallest, both
-zero-mean Gaussian. A run at one layout so corrects the prior at every other (the kernel's terms are
-shared), while the interval at a layout with no run of its own keeps the slope's and offset's width:
-it widens with the distance in doublings rather than trusting the prior's scaling.
+**Across layouts** (`LayoutUncertainty`, where a session decides between parallel layouts: tensor-
+parallel sizes, each at one or more data-parallel sizes). The prior predicts every layout (a
+data-parallel one as one replica of its tensor-parallel size with the server's requests in flight),
+but its scaling across them is not trusted: the residual at a layout of ``g = t x d`` GPUs gains a
+term ``s u + o_L`` with ``u = log2 g - log2 g_min`` (the session's fewest GPUs), a slope ``s`` shared
+by every layout and an offset ``o_L`` of each layout but the session's first (fewest GPUs, then the
+smallest tensor-parallel size), both zero-mean Gaussian. Two layouts of as many GPUs (TP 8, TP 4 x
+DP 2) share the slope's coordinate but not their offsets. A run at one layout so corrects the prior at
+every other (the kernel's terms are shared), while the interval at a layout with no run of its own
+keeps the slope's and offset's width: it widens with the distance in doublings rather than trusting
+the prior's scaling.
 
 Nothing here depends on the accelerator beyond its catalog entry and the runs measured on it.
 """
@@ -56,6 +60,7 @@ from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E
 from slim.tune.no_prior import bisection_order_bounds
+from slim.tune.server_sizes import data_parallel_sizes, server_gpus, tensor_parallel_sizes
 
 if TYPE_CHECKING:
     from slim.predictors import Prediction, RegisteredPredictor
@@ -124,11 +129,10 @@ def requests_per_run(configs: pd.DataFrame) -> np.ndarray:
 
 def predicted_gpu_seconds(configs: pd.DataFrame, throughput_per_s: np.ndarray) -> np.ndarray:
     """GPU-seconds one benchmark of each configuration takes at a throughput: its tokens over the
-    throughput (a static batch's latency), times the GPUs it runs on."""
+    throughput (a static batch's latency), times the GPUs its server occupies (``t x d``)."""
     tokens = requests_per_run(configs) * (configs[col.INPUT_LEN_MEAN].to_numpy(dtype=float)
                                           + configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float))
-    gpus = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
-    return gpus * tokens / np.asarray(throughput_per_s, dtype=float)
+    return server_gpus(configs) * tokens / np.asarray(throughput_per_s, dtype=float)
 
 
 def tune_prior(entry: RegisteredPredictor, architectures: ArchitectureCatalog, hardware: Hardware,
@@ -156,8 +160,7 @@ def roofline_gpu_seconds(configs: pd.DataFrame, architectures: ArchitectureCatal
     machine (`slim_prior`: the datasheet's peak bandwidth and FLOP/s, efficiencies of one, no
     overheads; Eqs. 5-12) on each of its GPUs, so no run of it can take less."""
     throughput = np.asarray(slim_prior(architectures, hardware).predict(configs).throughput_per_s, dtype=float)
-    gpus = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
-    return predicted_gpu_seconds(configs, throughput * gpus)
+    return predicted_gpu_seconds(configs, throughput * server_gpus(configs))
 
 
 def prior_prediction(prior: PriorPredictor, configs: pd.DataFrame, metrics: Sequence[SloMetric] = (),
@@ -226,29 +229,35 @@ class ResidualKernel:
 
 @dataclass(frozen=True)
 class LayoutUncertainty:
-    """The residual's extra terms across tensor-parallel sizes (module docstring): standard deviations
-    in natural-log units, the slope per doubling of the size. Half a doubling's worth of slope (0.5)
-    covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings: wider
-    on purpose than SIM's zero-shot errors on the development data (fitted by
+    """The residual's extra terms across layouts (module docstring): standard deviations in
+    natural-log units, the slope per doubling of the server's GPUs. Half a doubling's worth of slope
+    (0.5) covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings:
+    wider on purpose than SIM's zero-shot errors on the development data (fitted by
     `slim.tune.layout_uncertainty`: about 0.11 and 0.1; docs/tuning.md)."""
 
     slope_sd_per_doubling: float = 0.5
     offset_sd: float = 0.3
 
     @staticmethod
-    def coordinates(configs: pd.DataFrame, smallest: float | None = None) -> np.ndarray:
-        """``d = log2 t - log2 t_min`` of each configuration (`smallest`: ``t_min``; None: the smallest
-        size among `configs`)."""
-        sizes = configs[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=float)
-        reference = float(np.min(sizes)) if smallest is None and len(sizes) else (smallest or 1.0)
-        return np.log2(sizes) - np.log2(reference)
+    def coordinates(configs: pd.DataFrame) -> np.ndarray:
+        """One row per configuration: ``u = log2 g - log2 g_min`` (``g = t x d`` the GPUs of its server,
+        ``g_min`` the fewest among `configs`) and its layout's key: 0 for the first layout (fewest GPUs,
+        then the smallest tensor-parallel size), which has no offset of its own, else a positive number
+        one layout ``(t, d)`` alone has."""
+        sizes, ranks = tensor_parallel_sizes(configs), data_parallel_sizes(configs)
+        gpus = (sizes * ranks).astype(float)
+        if not len(gpus):
+            return np.zeros((0, 2))
+        first = min(zip(gpus.tolist(), sizes.tolist(), ranks.tolist()))
+        keys = np.where((sizes == first[1]) & (ranks == first[2]), 0.0, sizes * 65536.0 + ranks)
+        return np.column_stack([np.log2(gpus) - np.log2(first[0]), keys])
 
     def covariance(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        own = (left[:, None] == right[None, :]) & (left[:, None] > 0)
-        return self.slope_sd_per_doubling ** 2 * np.outer(left, right) + self.offset_sd ** 2 * own
+        own = (left[:, None, 1] == right[None, :, 1]) & (left[:, None, 1] > 0)
+        return self.slope_sd_per_doubling ** 2 * np.outer(left[:, 0], right[:, 0]) + self.offset_sd ** 2 * own
 
     def variance(self, coordinates: np.ndarray) -> np.ndarray:
-        return self.slope_sd_per_doubling ** 2 * coordinates ** 2 + self.offset_sd ** 2 * (coordinates > 0)
+        return self.slope_sd_per_doubling ** 2 * coordinates[:, 0] ** 2 + self.offset_sd ** 2 * (coordinates[:, 1] > 0)
 
 
 def conformal_multiplier(scores: np.ndarray, confidence: float, reference_scores: Sequence[float] = ()) -> float:
@@ -398,7 +407,7 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
     residual process on the same kernel; a quantity the prior cannot predict at a candidate is
     unknown there until measured; at a candidate no prior describes (`PriorPrediction.no_prior`), only
     its curve's measured caps bound it (`slim.tune.no_prior.bisection_order_bounds`). With `layouts`,
-    the residual has its terms across tensor-parallel sizes (`LayoutUncertainty`)."""
+    the residual has its terms across layouts (`LayoutUncertainty`)."""
     coordinates = kernel.coordinates(candidates)
     layout_coordinates = layouts.coordinates(candidates) if layouts is not None else None
     models = candidates[col.MODEL].astype(str).to_numpy()

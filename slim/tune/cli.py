@@ -49,9 +49,12 @@ EXIT_INTERRUPTED = 130
 
 TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
   {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
-  {num_prompts} {tensor_parallel_size} {result_dir} {result_filename} {result_file}
-  ({tensor_parallel} is the same as {tensor_parallel_size}; across layouts, record it in the result:
-  --metadata tensor_parallel_size={tensor_parallel_size})
+  {server_max_num_seqs_per_rank} {num_prompts} {tensor_parallel_size} {data_parallel_size}
+  {result_dir} {result_filename} {result_file}
+  ({tensor_parallel} is the same as {tensor_parallel_size}; across layouts, start the server at both
+  sizes, its --max-num-seqs at {server_max_num_seqs_per_rank} per data-parallel rank, and record them
+  in the result: --metadata tensor_parallel_size={tensor_parallel_size}
+  data_parallel_size={data_parallel_size} max_num_seqs={server_max_num_seqs})
 The template runs without a shell; inside `sh -c '...'` the values are shell-quoted.
 A recorded failure excludes its cap only while the template, the server settings and slim's
 version are the same (--retry-failed: never).
@@ -198,8 +201,13 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--tensor-parallel-sizes", type=candidates, default=None, metavar="T1,T2,...",
                       help="decide the layout too: tune each tensor-parallel size's cap and choose the most tokens/s "
                            "per GPU (docs/tuning.md, 'Tuning across layouts')")
+    tune.add_argument("--data-parallel-sizes", type=candidates, default=None, metavar="D1,D2,...",
+                      help="decide across data-parallel layouts too (vLLM's --data-parallel-size): each "
+                           "tensor-parallel size at each of these; a cap is the server's requests in flight "
+                           "(default across layouts: 1 and every size the workload's runs record)")
     tune.add_argument("--gpus", type=positive_int, default=None, metavar="N",
-                      help="GPUs available: a layout needing more is excluded; the deployment is N / TP replicas")
+                      help="GPUs available: a layout whose server needs more (TP x DP) is excluded; the deployment "
+                           "is N / (TP x DP) replicas")
     tune.add_argument("--next", type=positive_int, default=3, metavar="N",
                       help="how many next benchmarks to print, one per open workload (default 3)")
     tune.add_argument("--run", metavar="TEMPLATE", help="run each proposed benchmark through this command template")
@@ -234,7 +242,8 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
                        max_runs_per_cap=args.max_runs_per_cap,
                        confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
-                       tensor_parallel_sizes=tuple(args.tensor_parallel_sizes or ()), gpus=args.gpus,
+                       tensor_parallel_sizes=tuple(args.tensor_parallel_sizes or ()),
+                       data_parallel_sizes=tuple(args.data_parallel_sizes or ()), gpus=args.gpus,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,

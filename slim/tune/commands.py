@@ -17,11 +17,13 @@ import re
 import pandas as pd
 
 from slim import columns as col
+from slim.decision.layouts import Layout
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
 from slim.specs.slo import Slos
 from slim.tune.plan import TunePlan
 from slim.tune.proposals import Proposal
 from slim.tune.request import ONLINE, TuneRequest, WorkloadSpec, prompts_at
+from slim.tune.server_sizes import data_parallel_sizes, tensor_parallel_sizes
 
 
 def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
@@ -32,22 +34,29 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
 
 
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                 tensor_parallel: int | None = None) -> dict[str, str]:
+                 layout: Layout | None = None) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
     `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``;
-    across layouts each tensor-parallel size (`tensor_parallel`; None: the request's) has folders of
-    its own, ``..._tp<size>``, and an offline result file names its size as vLLM's do."""
-    size = request.tensor_parallel if tensor_parallel is None else int(tensor_parallel)
-    layout = f"_tp{size}" if request.across_layouts else ""
-    folder = request.results_folder / (run_folder_name(spec, cap, request.mode) + layout
+    across layouts each layout (`layout`; None: the request's tensor-parallel size alone) has folders
+    of its own, ``..._tp<t>`` or ``..._tp<t>_dp<d>``, and an offline result file names its size as
+    vLLM's do. The cap and ``server_max_num_seqs`` are the server's requests in flight over all its
+    data-parallel ranks; ``server_max_num_seqs_per_rank`` is vLLM's ``--max-num-seqs`` of each."""
+    layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
+    size = layout.tensor_parallel
+    suffix = (f"_tp{size}" + (f"_dp{layout.ranks}" if layout.ranks > 1 else "")) if request.across_layouts else ""
+    folder = request.results_folder / (run_folder_name(spec, cap, request.mode) + suffix
                                        + (f"_run{repeat + 1}" if repeat > 0 else ""))
     result_file = ("result.json" if request.mode == ONLINE
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
-                        f"_out{spec.output_len}{layout}.json")
+                        f"_out{spec.output_len}{suffix}.json")
+    server_cap = max(request.candidate_caps)
     return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
             "max_concurrency": str(cap), "batch_size": str(cap), "cap": str(cap),
-            "server_max_num_seqs": str(max(request.candidate_caps)), "num_prompts": str(prompts_at(request, spec, cap)),
-            "tensor_parallel_size": str(size), "tensor_parallel": str(size), "result_dir": str(folder),
+            "server_max_num_seqs": str(server_cap),
+            "server_max_num_seqs_per_rank": str(layout.per_rank_cap(server_cap)),
+            "num_prompts": str(prompts_at(request, spec, cap)),
+            "tensor_parallel_size": str(size), "tensor_parallel": str(size),
+            "data_parallel_size": str(layout.ranks), "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
 
@@ -57,11 +66,12 @@ def serving_flags(request: TuneRequest) -> list[str]:
     return flags + (["--kv-cache-dtype", request.kv_cache_dtype] if request.kv_cache_dtype is not None else [])
 
 
-def server_command(request: TuneRequest, spec: WorkloadSpec, tensor_parallel: int | None = None) -> list[str]:
-    """The one server the online candidates of a layout share: its cap at the largest candidate."""
-    size = request.tensor_parallel if tensor_parallel is None else int(tensor_parallel)
-    return ["vllm", "serve", spec.model, "--max-num-seqs", str(max(request.candidate_caps)),
-            "--tensor-parallel-size", str(size), *serving_flags(request)]
+def server_command(request: TuneRequest, spec: WorkloadSpec, layout: Layout | None = None) -> list[str]:
+    """The one server the online candidates of a layout share: its cap at the largest candidate (each
+    data-parallel rank's share of it, `Layout.per_rank_cap`)."""
+    layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
+    return ["vllm", "serve", spec.model, "--max-num-seqs", str(layout.per_rank_cap(max(request.candidate_caps))),
+            *layout.parallel_flags(), *serving_flags(request)]
 
 
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
@@ -86,10 +96,12 @@ def slo_benchmark_options(slos: Slos) -> list[str]:
 
 
 def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                      tensor_parallel: int | None = None) -> list[str]:
-    """The exact benchmark of one candidate (its `repeat`-th further run, at `tensor_parallel`; None:
-    the request's), as an argument list."""
-    values = placeholders(request, spec, cap, repeat, tensor_parallel)
+                      layout: Layout | None = None) -> list[str]:
+    """The exact benchmark of one candidate (its `repeat`-th further run, at `layout`; None: the
+    request's tensor-parallel size alone), as an argument list; across layouts its result records the
+    layout's data-parallel size beside its tensor-parallel size."""
+    values = placeholders(request, spec, cap, repeat, layout)
+    recorded = ([f"data_parallel_size={values['data_parallel_size']}"] if request.across_layouts else [])
     if request.mode == ONLINE:
         return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
                 "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],
@@ -98,7 +110,7 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
                 "--save-result", "--result-dir", values["result_dir"],
                 "--result-filename", values["result_filename"], "--metadata",
                 f"max_num_seqs={values['server_max_num_seqs']}",
-                f"tensor_parallel_size={values['tensor_parallel_size']}"]
+                f"tensor_parallel_size={values['tensor_parallel_size']}", *recorded]
     return ["vllm", "bench", "latency", "--model", spec.model, "--input-len", values["input_len"],
             "--output-len", values["output_len"], "--batch-size", values["batch_size"],
             "--tensor-parallel-size", values["tensor_parallel"], "--output-json", values["result_file"]]
@@ -107,7 +119,8 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
 def concurrency_sweep_note(request: TuneRequest) -> str:
     """What the online benchmarks measure, in one line: one server, the cap set by the client."""
     top = max(request.candidate_caps)
-    return (f"one server at --max-num-seqs {top} (the largest candidate) for every benchmark: a benchmark's "
+    ranks = f"; with data parallelism, {top} / d on each of its d ranks" if request.across_layouts else ""
+    return (f"one server at --max-num-seqs {top} (the largest candidate{ranks}) for every benchmark: a benchmark's "
             f"--max-concurrency C keeps at most C requests in flight, so the running batch is at most C, the cap it "
             f"measures; --metadata max_num_seqs={top} records the server's cap and ingest reads the run's cap as the "
             "smaller of the two")
@@ -121,35 +134,37 @@ def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan
     if plan.model_of(workload_label) in plan.no_prior:
         return None
     arch = plan.catalog[spec.model]
-    size = plan.tensor_parallel_of(workload_label)
+    layout = plan.layout_of(workload_label)
     runs = plan.measured_runs
-    of_model = (runs[(runs[col.MODEL] == arch.name) & (runs[col.TENSOR_PARALLEL].fillna(1).astype(int) == size)]
-                if len(runs) else None)
+    of_model = (runs[((runs[col.MODEL] == arch.name) & (tensor_parallel_sizes(runs) == layout.tensor_parallel)
+                      & (data_parallel_sizes(runs) == layout.ranks))] if len(runs) else None)
     blocks = (of_model[col.NUM_GPU_BLOCKS].dropna() if of_model is not None and col.NUM_GPU_BLOCKS in of_model
               else pd.Series(dtype=float))
-    return plan_kv_memory(arch, plan.hardware, cap, spec.input_len, spec.output_len,
+    # Each data-parallel rank holds the KV cache of its own share of the requests in flight.
+    return plan_kv_memory(arch, plan.hardware, layout.per_rank_cap(cap), spec.input_len, spec.output_len,
                           num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
-                          max_model_len=spec.input_len + spec.output_len, tensor_parallel=size)
+                          max_model_len=spec.input_len + spec.output_len, tensor_parallel=layout.tensor_parallel)
 
 
 def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
-    """``vllm serve`` at the chosen cap with the memory flags that reserve only its KV cache; without
-    them (vLLM's defaults) where its size is not known (`memory_plan` None)."""
+    """``vllm serve`` at the chosen cap (the server's requests in flight; vLLM's ``--max-num-seqs`` is
+    each data-parallel rank's share, `Layout.per_rank_cap`) with the memory flags that reserve only its
+    KV cache; without them (vLLM's defaults) where its size is not known (`memory_plan` None)."""
     spec = plan.specs[workload_label]
+    layout = plan.layout_of(workload_label)
     memory = memory_plan(plan, workload_label, cap)
     flags = [] if memory is None else ["--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
                                        "--num-gpu-blocks-override", str(memory.num_gpu_blocks_override)]
-    return ["vllm", "serve", spec.model, "--max-num-seqs", f"{int(cap)}", "--max-model-len",
-            str(spec.input_len + spec.output_len), *flags,
-            "--tensor-parallel-size", str(plan.tensor_parallel_of(workload_label)), *serving_flags(plan.request)]
+    return ["vllm", "serve", spec.model, "--max-num-seqs", str(layout.per_rank_cap(cap)), "--max-model-len",
+            str(spec.input_len + spec.output_len), *flags, *layout.parallel_flags(), *serving_flags(plan.request)]
 
 
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:
     spec = plan.specs[proposal.workload]
     cap = int(proposal.max_num_seqs)
-    size = plan.tensor_parallel_of(proposal.workload)
+    layout = plan.layout_of(proposal.workload)
     commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate),
-                                               size)}
+                                               layout)}
     if plan.request.mode == ONLINE:
-        commands = {"server": server_command(plan.request, spec, size), **commands}
+        commands = {"server": server_command(plan.request, spec, layout), **commands}
     return commands

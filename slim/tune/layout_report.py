@@ -1,7 +1,9 @@
-"""`slim tune`'s account of the decision across layouts, as `slim advise` names its layouts: per
-curve, each tensor-parallel size with its cap and tokens/s per GPU (measured or predicted) or why it
-lost, and the deployment: ``gpus // TP`` replicas of ``vllm serve MODEL --tensor-parallel-size TP
---max-num-seqs B`` on ``--gpus``. Names and units are vLLM's (``total_token_throughput``, tokens/s)."""
+"""`slim tune`'s account of the decision across layouts, as `slim advise` names its layouts
+(`Layout.label`: ``TP t`` or ``TP t x DP d``): per curve, each layout with its cap and tokens/s per
+GPU (measured or predicted) or why it lost, and the deployment: ``gpus // (t x d)`` replicas of
+``vllm serve MODEL --tensor-parallel-size t [--data-parallel-size d] --max-num-seqs B/d`` on
+``--gpus`` (a layout's cap ``B`` is its server's requests in flight, over all its data-parallel
+ranks). Names and units are vLLM's (``total_token_throughput``, tokens/s)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from slim.decision.candidates import cap_number
+from slim.decision.layouts import Layout
 from slim.tune.commands import serve_command
 from slim.tune.layouts import layout_decisions, layout_groups, layout_of
 from slim.tune.plan import TunePlan
@@ -18,6 +21,12 @@ from slim.tune.plan import TunePlan
 
 def _per_gpu(value: float, gpus: int) -> float | None:
     return float(value) / gpus if value is not None and np.isfinite(value) else None
+
+
+def _layout_fields(layout: Layout) -> dict[str, Any]:
+    """A layout as the report names it: its label, sizes and the GPUs one server of it occupies."""
+    return {"layout": layout.label, "tensor_parallel_size": layout.tensor_parallel,
+            "data_parallel_size": layout.ranks, "gpus": layout.gpus}
 
 
 def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
@@ -45,23 +54,24 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
             else:
                 cap, throughput, basis = float("nan"), float("nan"), None
             status = "chosen" if verdict.chosen else "excluded" if verdict.excluded else "open"
-            entries.append({"tensor_parallel_size": workload.tensor_parallel, "gpus": verdict.layout.gpus,
-                            "workload": workload.label, "max_num_seqs": cap_number(cap),
+            entries.append({**_layout_fields(verdict.layout), "workload": workload.label,
+                            "max_num_seqs": cap_number(cap),
                             "total_token_throughput_per_gpu": _per_gpu(throughput, verdict.layout.gpus),
                             "basis": basis, "status": status, "reason": verdict.reason})
-        for size, reason in sorted(plan.layout_exclusions.get(curve, {}).items()):
-            entries.append({"tensor_parallel_size": size, "gpus": size, "workload": None, "max_num_seqs": None,
+        for layout, reason in plan.layout_exclusions.get(curve, {}).items():
+            entries.append({**_layout_fields(layout), "workload": None, "max_num_seqs": None,
                             "total_token_throughput_per_gpu": None, "basis": None, "status": "excluded",
                             "reason": reason})
-        entries.sort(key=lambda entry: entry["tensor_parallel_size"])
+        entries.sort(key=lambda entry: (entry["gpus"], entry["tensor_parallel_size"], entry["data_parallel_size"]))
         chosen = next((w for w in members if decision.verdict(layout_of(w)).chosen), None)
         settled = decision is not None and decision.settled
         deployment = None
         if settled and chosen is not None:
-            size, cap = chosen.tensor_parallel, decision.chosen.batch_cap
+            layout, cap = layout_of(chosen), decision.chosen.batch_cap
             gpus = plan.request.gpus
-            deployment = {"tensor_parallel_size": size, "max_num_seqs": cap_number(cap), "gpus": gpus,
-                          "replicas": gpus // size if gpus is not None else None,
+            deployment = {**_layout_fields(layout), "gpus_per_replica": layout.gpus, "max_num_seqs": cap_number(cap),
+                          "max_num_seqs_per_rank": layout.per_rank_cap(cap), "gpus": gpus,
+                          "replicas": gpus // layout.gpus if gpus is not None else None,
                           "command": shlex.join(serve_command(plan, chosen.label, cap))}
         objective = "request_goodput" if plan.request.slos.goodput is not None else "total_token_throughput"
         out.append({"workload": curve, "settled": settled, "objective": objective,
@@ -71,26 +81,36 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
     return out
 
 
+def _cap_words(layout: dict[str, Any]) -> str:
+    """A layout's cap as vLLM takes it: ``--max-num-seqs B``, per rank with data parallelism."""
+    cap = layout["max_num_seqs"]
+    if layout["data_parallel_size"] == 1:
+        return f"--max-num-seqs {cap}"
+    per_rank = Layout.of_sizes(layout["tensor_parallel_size"], layout["data_parallel_size"]).per_rank_cap(cap)
+    return f"{cap} requests in flight (--max-num-seqs {per_rank} per rank)"
+
+
 def layout_lines(entry: dict[str, Any]) -> list[str]:
     """The text report of one curve's decision across layouts."""
     state = "SETTLED" if entry["settled"] else "open"
     per = "requests/s per GPU (goodput)" if entry["objective"] == "request_goodput" else "tokens/s per GPU"
     lines = [f"Layouts of {entry['workload']} compared on {per} ({state}):"]
     for layout in entry["layouts"]:
-        head = f"  TP {layout['tensor_parallel_size']}: "
+        head = f"  {layout['layout']} ({layout['gpus']} GPUs): " if layout["data_parallel_size"] > 1 \
+            else f"  {layout['layout']}: "
         if layout["max_num_seqs"] is None:
             lines.append(head + f"no cap ({layout['reason']})")
             continue
         throughput = layout["total_token_throughput_per_gpu"]
         value = f"{throughput:,.0f} tokens/s per GPU ({layout['basis']})" if throughput is not None else "-"
         verdict = "chosen" if layout["status"] == "chosen" else f"{layout['status']}: {layout['reason']}"
-        lines.append(head + f"--max-num-seqs {layout['max_num_seqs']}, {value}: {verdict}")
+        lines.append(head + f"{_cap_words(layout)}, {value}: {verdict}")
     deployment = entry["deployment"]
     if deployment is not None:
         if deployment["replicas"] is not None:
-            used = deployment["replicas"] * deployment["tensor_parallel_size"]
-            lines.append(f"  On {deployment['gpus']} GPUs: {deployment['replicas']} replica(s) x TP "
-                         f"{deployment['tensor_parallel_size']} ({used} GPUs used), each:")
+            used = deployment["replicas"] * deployment["gpus_per_replica"]
+            lines.append(f"  On {deployment['gpus']} GPUs: {deployment['replicas']} replica(s) x "
+                         f"{deployment['layout']} ({used} GPUs used), each:")
         lines.append(f"  serve: {deployment['command']}")
     return lines
 

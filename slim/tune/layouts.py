@@ -1,6 +1,6 @@
-"""`slim tune` across parallel layouts: the workloads of one curve at several tensor-parallel sizes
-(`Workload.tensor_parallel`) decided as one (`slim.decision.layouts.decide_layouts`), and the bound
-pooled over them.
+"""`slim tune` across parallel layouts: the workloads of one curve at several layouts (tensor-parallel
+sizes, each at one or more data-parallel sizes: `Workload.layout`) decided as one
+(`slim.decision.layouts.decide_layouts`), and the bound pooled over them.
 
 **The decision.** Each layout is a workload of the session with its own candidates, certificate and
 bisection; the decision across them chooses the layout of most objective per GPU and says which
@@ -9,7 +9,7 @@ once the decision across its layouts is settled (`all_settled`).
 
 **The bound** (`pooled_account`). A plain search over layouts bisects the caps at every layout; its
 GPU time is the sum of each layout's bisection's (`slim.tune.guard.ShadowBisection`, one per
-layout, every run charged its duration times its tensor-parallel size). The session's runs of a
+layout, every run charged its duration times its server's GPUs, ``t x d``). The session's runs of a
 curve's layouts are each layout's bisection's own probes (those surely on its path, as the guard
 counts them) or extra; an extra run at any layout may start only within ``margin`` times the *sum*
 of the layouts' lower bounds of their bisections, less what the extra runs of all the curve's
@@ -39,17 +39,23 @@ from slim.tune.workload import Workload
 
 
 def layout_of(workload: Workload) -> Layout:
-    """The layout a workload decides at (one replica per server: GPUs = its tensor-parallel size)."""
-    return Layout.of_tensor_parallel(workload.tensor_parallel or 1)
+    """The layout a workload decides at (`Workload.layout`: ``t x d`` GPUs per server; a workload
+    decided alone, one replica of its tensor-parallel size)."""
+    return workload.layout if workload.layout is not None else Layout.of_tensor_parallel(1)
+
+
+def layout_order(layout: Layout) -> tuple[int, int, int]:
+    """The order layouts are listed in: fewer GPUs first, then the smaller tensor-parallel size."""
+    return layout.gpus, layout.tensor_parallel, layout.ranks
 
 
 def layout_groups(session: TuneSession) -> dict[str, list[Workload]]:
-    """The workloads decided across layouts, by curve (`Workload.curve`), ascending by size."""
+    """The workloads decided across layouts, by curve (`Workload.curve`), in `layout_order`."""
     groups: dict[str, list[Workload]] = {}
     for workload in session.workloads:
-        if workload.tensor_parallel is not None:
+        if workload.layout is not None:
             groups.setdefault(workload.curve, []).append(workload)
-    return {curve: sorted(members, key=lambda w: w.tensor_parallel) for curve, members in groups.items()}
+    return {curve: sorted(members, key=lambda w: layout_order(layout_of(w))) for curve, members in groups.items()}
 
 
 def layout_decision(session: TuneSession, members: list[Workload]) -> LayoutDecision:

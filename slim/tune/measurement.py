@@ -13,6 +13,7 @@ import pandas as pd
 from slim import columns as col
 from slim.decision.candidates import GOODPUT, THROUGHPUT
 from slim.specs.slo import IN_BATCH_E2E, Slos, judging_runs
+from slim.tune.server_sizes import server_gpus
 
 DEFAULT_SCATTER = 0.02
 """Run-to-run scatter (relative, one standard deviation) of a run measured once."""
@@ -93,16 +94,16 @@ class Unusable:
 def measurement_of_run(run: pd.Series, slos: Slos, charged: bool = True) -> Measurement:
     """One usable run as a measurement: its throughput and in-batch E2E, each SLO metric it judges
     (`slim.specs.slo.judging_runs`), its goodput where it kept each request's latencies, its GPU time
-    (duration times GPUs) and its scatter (`DEFAULT_SCATTER`; a cleaned row that already averages
-    repeats counts its `col.N_MEASUREMENTS`)."""
+    (duration times its server's GPUs, ``t x d``) and its scatter (`DEFAULT_SCATTER`; a cleaned row
+    that already averages repeats counts its `col.N_MEASUREMENTS`)."""
     frame = run.to_frame().T
     latencies = {metric.name: float(metric.values_ms(frame)[0]) for metric in slos.metrics
                  if not metric.in_batch and judging_runs(metric, frame)[0]}
     goodput = float(slos.goodput.of_runs(frame)[0]) if slos.goodput is not None else math.nan
-    tensor_parallel = float(run[col.TENSOR_PARALLEL]) if pd.notna(run.get(col.TENSOR_PARALLEL)) else 1.0
+    gpus = float(server_gpus(frame)[0])
     counts = run.get(col.N_MEASUREMENTS)
     return Measurement(float(run[col.TOTAL_TOKEN_THROUGHPUT]), float(run[col.E2E_LATENCY_S]),
-                       float(run[col.DURATION_S]) * tensor_parallel, DEFAULT_SCATTER,
+                       float(run[col.DURATION_S]) * gpus, DEFAULT_SCATTER,
                        int(counts) if pd.notna(counts) and counts >= 1 else 1, latencies, goodput, charged)
 
 

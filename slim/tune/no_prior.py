@@ -22,9 +22,11 @@ import pandas as pd
 from slim import columns as col
 from slim.decision.candidates import GOODPUT, THROUGHPUT
 from slim.specs.slo import IN_BATCH_E2E
+from slim.tune.server_sizes import data_parallel_sizes
 
 CURVE_COLUMNS = (col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL, col.TENSOR_PARALLEL, col.BENCHMARK_MODE)
-"""What one curve over the caps is: a model at its lengths, tensor-parallel size and benchmark mode."""
+"""What one curve over the caps is: a model at its lengths, tensor-parallel size and benchmark mode (and
+its data-parallel size, `slim.tune.server_sizes.data_parallel_sizes`, where the table records one)."""
 
 
 def unpredicted_quantities(metric_names: Sequence[str], goodput: bool) -> list[str]:
@@ -45,7 +47,8 @@ def bisection_order_bounds(candidates: pd.DataFrame, quantity: str, measured: np
         return low, high
     caps = candidates[col.MAX_NUM_SEQS].to_numpy(dtype=float)
     curves = candidates[list(CURVE_COLUMNS)].fillna({col.TENSOR_PARALLEL: 1}).astype(str).agg("|".join, axis=1)
-    curve_of = curves.to_numpy()
+    # A data-parallel layout's caps are a curve of their own beside the same tensor-parallel size's.
+    curve_of = curves.to_numpy() + "|DP " + data_parallel_sizes(candidates).astype(str)
     for i in np.flatnonzero(rows & ~measured):
         same = measured & (curve_of == curve_of[i])
         above = same & (caps > caps[i])

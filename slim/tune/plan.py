@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
+from slim.decision.layouts import Layout
 from slim.errors import AdvisorError
 from slim.gpu.kv_memory import static_batch_fit
 from slim.predictors import tune_predictors
@@ -37,10 +38,12 @@ from slim.tune.belief import (
     tune_prior,
 )
 from slim.tune.kernel import load_kernels
+from slim.tune.layouts import layout_order
 from slim.tune.measurement import measurement_of_run
 from slim.tune.models import request_models
 from slim.tune.no_prior import unpredicted_quantities
 from slim.tune.request import OFFLINE, ONLINE, MeasuredPrompts, TuneRequest, WorkloadSpec, most_common, prompts_at
+from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, tensor_parallel_sizes
 from slim.tune.session import TuneSession, TuneSettings
 from slim.tune.workload import WORKLOAD, Workload, curve_label
 
@@ -71,9 +74,9 @@ class TunePlan:
     readout: TraceReadout
     failure_reasons: dict[int, str] = field(default_factory=dict)
     """Why the run of a failed candidate (a row of the session's candidates) gave nothing usable."""
-    layout_exclusions: dict[str, dict[int, str]] = field(default_factory=dict)
-    """Per curve (`Workload.curve`), the tensor-parallel sizes asked for that take no run, with why
-    (more GPUs than given, weights and one request's KV cache do not fit per rank)."""
+    layout_exclusions: dict[str, dict[Layout, str]] = field(default_factory=dict)
+    """Per curve (`Workload.curve`), the layouts asked for that take no run, with why (more GPUs than
+    given, weights and one request's KV cache do not fit per rank)."""
     no_prior: dict[str, str] = field(default_factory=dict)
     """The models no prior describes (catalog name -> why, in one line): tuned by measurement alone."""
 
@@ -81,10 +84,11 @@ class TunePlan:
         """The catalog name of a workload's model."""
         return next(w for w in self.workloads if w.label == label).model
 
-    def tensor_parallel_of(self, label: str) -> int:
-        """The tensor-parallel size a workload runs at."""
+    def layout_of(self, label: str) -> Layout:
+        """The layout a workload runs at (decided alone: one replica of the request's tensor-parallel size)."""
         workload = next(w for w in self.workloads if w.label == label)
-        return workload.tensor_parallel if workload.tensor_parallel is not None else self.request.tensor_parallel
+        alone = Layout.of_tensor_parallel(self.request.tensor_parallel)
+        return workload.layout if workload.layout is not None else alone
 
 
 def _benchmark_mode(mode: str) -> str:
@@ -96,12 +100,13 @@ CONFIGURATION_FAILURES = ("preempted", "out_of_memory", "kv_cache_overflow")
 candidate counts as that candidate's failed run."""
 
 
-def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog,
-                    hardware_catalog) -> tuple[pd.DataFrame, TraceReadout, pd.DataFrame]:
-    """The usable runs of the request's accelerator, mode and tensor-parallel degree under its trace
-    sources (none where they are empty or missing), what was found (every run left out with its
-    cleaning status, the cleaning report `slim check` prints, or the setting that differs), and the
-    cleaning report's rows of runs whose configuration failed (`CONFIGURATION_FAILURES`)."""
+def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog, hardware_catalog
+                    ) -> tuple[pd.DataFrame, TraceReadout, pd.DataFrame, dict[WorkloadSpec, tuple[Layout, ...]]]:
+    """The usable runs of the request's accelerator, mode and layouts under its trace sources (none
+    where they are empty or missing), what was found (every run left out with its cleaning status,
+    the cleaning report `slim check` prints, or the setting that differs), the cleaning report's rows
+    of runs whose configuration failed (`CONFIGURATION_FAILURES`), and each workload's layouts
+    (`request_layouts`)."""
     options = trace_options(hardware_catalog, request.hardware, request.table_columns)
     ingested = []
     for source in request.trace_sources:
@@ -113,49 +118,82 @@ def measured_so_far(request: TuneRequest, catalog: ArchitectureCatalog,
     found = pd.concat(ingested, ignore_index=True) if ingested else pd.DataFrame(columns=list(col.RUN_COLUMNS))
     readout = TraceReadout(request.traces.exists(), len(found), ())
     if found.empty:
-        return pd.DataFrame(columns=list(col.RUN_COLUMNS)), readout, pd.DataFrame(columns=list(col.RUN_COLUMNS))
+        empty = pd.DataFrame(columns=list(col.RUN_COLUMNS))
+        return empty, readout, empty, request_layouts(request, catalog, empty)
     usable, report = clean_runs(found, CleaningPolicy(rows={col.HARDWARE: (request.hardware,)}, keep_repeats=True))
-    failed = report[report[col.STATUS].isin(CONFIGURATION_FAILURES)
-                    & report[col.TENSOR_PARALLEL].fillna(1).astype(int).isin(request.layout_sizes)
-                    & (report[col.BENCHMARK_MODE] == _benchmark_mode(request.mode))]
-    failed = failed[failed[col.MODEL].map(lambda name: isinstance(name, str) and name in catalog).astype(bool)]
+    known = usable[col.MODEL].map(lambda name: name in catalog).astype(bool)
     skipped = [SkippedRun(str(run[col.RUN_ID]), str(run[col.STATUS]), str(run[col.REASON_DETAIL]))
                for _, run in report[~report["kept"]].iterrows()]
-    known = usable[col.MODEL].map(lambda name: name in catalog).astype(bool)
     skipped += [SkippedRun(str(run[col.RUN_ID]), "unknown_model", f"model '{run[col.MODEL]}' is not in the models "
                            "file (describe it with --model-config)") for _, run in usable[~known].iterrows()]
     usable = usable[known]
+    in_mode = usable[usable[col.BENCHMARK_MODE] == _benchmark_mode(request.mode)] if len(usable) else usable
+    layouts = request_layouts(request, catalog, in_mode)
+    asked = {(layout.tensor_parallel, layout.ranks) for of_spec in layouts.values() for layout in of_spec}
+    failed = report[report[col.STATUS].isin(CONFIGURATION_FAILURES)
+                    & pd.Series([size in asked for size in layout_sizes(report)], index=report.index, dtype=bool)
+                    & (report[col.BENCHMARK_MODE] == _benchmark_mode(request.mode))]
+    failed = failed[failed[col.MODEL].map(lambda name: isinstance(name, str) and name in catalog).astype(bool)]
     if usable.empty:
         return (pd.DataFrame(columns=list(col.RUN_COLUMNS)),
-                TraceReadout(readout.traces_exist, len(found), tuple(skipped)), failed)
-    degree = usable[col.TENSOR_PARALLEL].fillna(1).astype(int)
+                TraceReadout(readout.traces_exist, len(found), tuple(skipped)), failed, layouts)
+    sizes = layout_sizes(usable)
     mode = usable[col.BENCHMARK_MODE]
-    other = ~degree.isin(request.layout_sizes) | (mode != _benchmark_mode(request.mode))
-    sizes = " or ".join(str(size) for size in request.layout_sizes)
+    other = (~pd.Series([size in asked for size in sizes], index=usable.index, dtype=bool)
+             | (mode != _benchmark_mode(request.mode)))
+    names = " or ".join(sorted({Layout.of_sizes(t, d).label for t, d in asked}, key=lambda label: label))
     skipped += [SkippedRun(str(run[col.RUN_ID]), "other_settings",
-                           f"{run[col.BENCHMARK_MODE]} at tensor parallel {int(degree[index])}, not "
-                           f"{_benchmark_mode(request.mode)} at tensor parallel {sizes}")
-                for index, run in usable[other].iterrows()]
-    return usable[~other].reset_index(drop=True), TraceReadout(readout.traces_exist, len(found), tuple(skipped)), failed
+                           f"{run[col.BENCHMARK_MODE]} at {Layout.of_sizes(*size).label}, not "
+                           f"{_benchmark_mode(request.mode)} at {names}")
+                for size, (index, run) in zip(sizes, usable.iterrows()) if other[index]]
+    return (usable[~other].reset_index(drop=True), TraceReadout(readout.traces_exist, len(found), tuple(skipped)),
+            failed, layouts)
 
 
-def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, tensor_parallel: int | None = None) -> np.ndarray:
-    """Runs of `model` at lengths within `NOMINAL_MATCH` of `il` and `ol` (at `tensor_parallel`, where given)."""
+def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
+                    runs: pd.DataFrame) -> dict[WorkloadSpec, tuple[Layout, ...]]:
+    """Each workload's layouts, in `slim.tune.layouts.layout_order`: decided alone, the request's
+    tensor-parallel size; across layouts, every tensor-parallel size at every data-parallel size of
+    ``--data-parallel-sizes``, or where none is given at 1 and every data-parallel size the workload's
+    online `runs` record at that tensor-parallel size."""
+    out = {}
+    for spec in request.workloads:
+        if not request.across_layouts:
+            out[spec] = (Layout.of_tensor_parallel(request.tensor_parallel),)
+            continue
+        recorded = set()
+        if len(runs) and not request.data_parallel_sizes and request.mode == ONLINE:     # offline: one engine
+            of_spec = runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
+            recorded = set(layout_sizes(of_spec))
+        layouts = set()
+        for size in request.layout_sizes:
+            ranks = request.data_parallel_sizes or (1, *(d for t, d in recorded if t == size))
+            layouts |= {Layout.of_sizes(size, d) for d in ranks}
+        out[spec] = tuple(sorted(layouts, key=layout_order))
+    return out
+
+
+def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layout | None = None) -> np.ndarray:
+    """Runs of `model` at lengths within `NOMINAL_MATCH` of `il` and `ol` (at `layout`'s tensor- and
+    data-parallel sizes, where given)."""
     match = ((runs[col.MODEL] == model)
              & (np.abs(runs[col.INPUT_LEN_NOMINAL].astype(float) - il) <= NOMINAL_MATCH * il)
-             & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol))
-    if tensor_parallel is not None:
-        match &= runs[col.TENSOR_PARALLEL].fillna(1).astype(int) == tensor_parallel
-    return match.to_numpy()
+             & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol)).to_numpy()
+    if layout is not None:
+        match = (match & (tensor_parallel_sizes(runs) == layout.tensor_parallel)
+                 & (data_parallel_sizes(runs) == layout.ranks))
+    return match
 
 
-def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, tensor_parallel: int,
+def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, layout: Layout,
                      gpus: int | None) -> str | None:
-    """Why a layout takes no run, or None: more GPUs than `gpus`, or the weights and one request's KV
-    cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`: the weights and the KV heads
-    split over the ranks; not checked without an architecture, `arch` None: its runs will tell)."""
-    if gpus is not None and tensor_parallel > gpus:
-        return f"needs {tensor_parallel} GPUs, {gpus} available (--gpus)"
+    """Why a layout takes no run, or None: its server needs more GPUs (``t x d``) than `gpus`, or the
+    weights and one request's KV cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`:
+    the weights and the KV heads split over the tensor-parallel ranks, each data-parallel rank a copy;
+    not checked without an architecture, `arch` None: its runs will tell)."""
+    tensor_parallel = layout.tensor_parallel
+    if gpus is not None and layout.gpus > gpus:
+        return f"needs {layout.gpus} GPUs, {gpus} available (--gpus)"
     if arch is None:
         return None
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
@@ -183,30 +221,31 @@ def build_plan(request: TuneRequest) -> TunePlan:
     if request.hardware not in hardware_catalog:
         raise AdvisorError(unknown_hardware_message(request.hardware, hardware_catalog))
     hw = hardware_catalog[request.hardware]
-    runs, readout, failed_runs = measured_so_far(request, catalog, hardware_catalog)
+    runs, readout, failed_runs, layouts = measured_so_far(request, catalog, hardware_catalog)
     request = replace(request, measured_prompts=_measured_prompts(request, catalog, runs))
     mode = _benchmark_mode(request.mode)
     rows, workloads, specs = [], [], {}
-    exclusions: dict[str, dict[int, str]] = {}
+    exclusions: dict[str, dict[Layout, str]] = {}
     claimed = np.zeros(len(runs), dtype=bool)
     measured: list[tuple[int, pd.Series]] = []
-    for spec, size in [(spec, size) for spec in request.workloads for size in request.layout_sizes]:
+    for spec, layout in [(spec, layout) for spec in request.workloads for layout in layouts[spec]]:
         name = model_name(catalog, spec.model)
         arch = None if name in models.no_prior else catalog[name]
         workload = Workload(name, spec.input_len, spec.output_len, request.slos, request.epsilon,
-                            tensor_parallel=size if request.across_layouts else None)
+                            tensor_parallel=layout.tensor_parallel if request.across_layouts else None,
+                            data_parallel=layout.ranks)
         if workload.label in specs:
             raise AdvisorError(f"workload {workload.label} is named twice")
-        excluded = layout_exclusion(arch, hw, spec, size, request.gpus if request.across_layouts else None)
+        excluded = layout_exclusion(arch, hw, spec, layout, request.gpus if request.across_layouts else None)
         if excluded is not None and not request.across_layouts:
-            raise AdvisorError(f"{name} at tensor parallel {size}: {excluded}; give a larger "
+            raise AdvisorError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; give a larger "
                                "--tensor-parallel-size (or --tensor-parallel-sizes 2,4,8 to compare layouts)")
         if excluded is not None:
-            exclusions.setdefault(workload.curve, {})[size] = excluded
+            exclusions.setdefault(workload.curve, {})[layout] = excluded
             continue
         workloads.append(workload)
         specs[workload.label] = spec
-        of_workload = (_matches(runs, name, spec.input_len, spec.output_len, size) if len(runs)
+        of_workload = (_matches(runs, name, spec.input_len, spec.output_len, layout) if len(runs)
                        else np.zeros(0, bool))
         capacity = runs.loc[of_workload, col.KV_CAPACITY_TOKENS].max() if of_workload.any() else math.nan
         for cap in request.candidate_caps:
@@ -215,20 +254,25 @@ def build_plan(request: TuneRequest) -> TunePlan:
                          col.OUTPUT_LEN_NOMINAL: float(spec.output_len), col.INPUT_LEN_MEAN: float(spec.input_len),
                          col.OUTPUT_LEN_MEAN: float(spec.output_len), col.MAX_NUM_SEQS: float(cap),
                          col.NUM_PROMPTS: float(prompts_at(request, spec, cap)),
-                         col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: size,
+                         col.BENCHMARK_MODE: mode, col.TENSOR_PARALLEL: layout.tensor_parallel,
+                         col.DATA_PARALLEL: layout.ranks,
                          col.KV_CAPACITY_TOKENS: capacity,
                          col.MAX_CONCURRENCY: float(cap) if request.mode == ONLINE else math.nan,
                          WORKLOAD: workload.label})
             measured += [(len(rows) - 1, run) for _, run in runs[at_cap].sort_values(col.RUN_ID).iterrows()]
             claimed |= at_cap
     if not workloads:
-        reasons = "; ".join(f"{curve} TP {size}: {why}" for curve, sizes in exclusions.items()
-                            for size, why in sizes.items())
+        reasons = "; ".join(f"{curve} {layout.label}: {why}" for curve, of_curve in exclusions.items()
+                            for layout, why in of_curve.items())
         raise AdvisorError(f"no layout asked for can run: {reasons}")
     context = runs[~claimed]
+    context = context.assign(**{col.DATA_PARALLEL: data_parallel_sizes(context)})
     for (_, group) in context.groupby(list(col.WORKLOAD_KEYS), sort=True):
-        for _, of_cap in group.groupby(col.MAX_NUM_SEQS, sort=True):
+        # A layout's runs are a curve of their own: context at one (cap, layout) is one row.
+        for _, of_cap in group.groupby([col.MAX_NUM_SEQS, col.TENSOR_PARALLEL, col.DATA_PARALLEL], sort=True,
+                                       dropna=False):
             row = {name: of_cap.iloc[0][name] for name in CONFIG_COLUMNS}
+            row[col.DATA_PARALLEL] = int(data_parallel_sizes(of_cap.iloc[:1])[0])
             concurrency = of_cap.iloc[0].get(col.MAX_CONCURRENCY, math.nan)
             row[col.MAX_CONCURRENCY] = concurrency if pd.notna(concurrency) else math.nan
             # Context, never a candidate: a run of another curve, or of a workload at a cap not asked for.
@@ -312,9 +356,9 @@ def _record_failed_runs(plan: TunePlan, failed_runs: pd.DataFrame) -> None:
     candidates = plan.session.candidates
     for _, run in failed_runs.sort_values(col.RUN_ID).iterrows():
         model = model_name(plan.catalog, str(run[col.MODEL]))
-        size = int(run[col.TENSOR_PARALLEL]) if pd.notna(run[col.TENSOR_PARALLEL]) else 1
+        [(size, ranks)] = layout_sizes(run.to_frame().T)
         rows = candidates.index[(candidates[col.MODEL] == model) & candidates[WORKLOAD].isin(list(plan.specs))
-                                & (candidates[col.TENSOR_PARALLEL] == size)
+                                & (candidates[col.TENSOR_PARALLEL] == size) & (candidates[col.DATA_PARALLEL] == ranks)
                                 & (candidates[col.MAX_NUM_SEQS] == float(run[col.MAX_NUM_SEQS]))
                                 & _near(candidates[col.INPUT_LEN_NOMINAL], float(run[col.INPUT_LEN_NOMINAL]))
                                 & _near(candidates[col.OUTPUT_LEN_NOMINAL], float(run[col.OUTPUT_LEN_NOMINAL]))]

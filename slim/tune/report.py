@@ -160,6 +160,7 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
             "interval_multipliers": {_key(name): value for name, value in session.belief.multipliers.items()},
             "benchmark_setup": concurrency_sweep_note(request) if request.mode == ONLINE else None,
             "tensor_parallel_sizes": list(request.layout_sizes) if request.across_layouts else None,
+            "data_parallel_sizes": sorted(set(request.data_parallel_sizes)) or None,
             "gpus": request.gpus, "layouts": layouts_json(plan),
             "workloads": workloads, "next": next_runs, "loop": {"stopped": stopped, "runs": runs_done}}
 

@@ -76,11 +76,16 @@ class TuneRequest:
     """What the workloads' measured runs sent (`slim.tune.plan.build_plan` fills it in)."""
     tensor_parallel: int = 1
     tensor_parallel_sizes: tuple[int, ...] = ()
-    """The layouts to decide across (`slim.tune.layouts`), one tensor-parallel size each; empty: the
-    cap alone at `tensor_parallel`."""
+    """The tensor-parallel sizes of the layouts to decide across (`slim.tune.layouts`); empty: the cap
+    alone at `tensor_parallel`, unless `data_parallel_sizes` are given (then its layouts are
+    `tensor_parallel` at each)."""
+    data_parallel_sizes: tuple[int, ...] = ()
+    """The data-parallel sizes each tensor-parallel size is a layout at (vLLM's
+    ``--data-parallel-size``); empty: 1 and every data-parallel size the workload's runs record at
+    that tensor-parallel size (`slim.tune.plan.request_layouts`)."""
     gpus: int | None = None
-    """GPUs available: a layout needing more per replica is excluded, and the deployment's replicas
-    are ``gpus // tensor_parallel`` (None: not given)."""
+    """GPUs available: a layout whose server needs more (``t x d``) is excluded, and the deployment's
+    replicas are ``gpus // (t x d)`` (None: not given)."""
     models_file: Path = MODELS_FILE
     hardware_file: Path = HARDWARE_FILE
     sim_constants_file: Path = SIM_CONSTANTS_FILE
@@ -105,6 +110,11 @@ class TuneRequest:
             raise AdvisorError(f"unknown predictor '{self.predictor}'; choose {' or '.join(sorted(tune_predictors()))}")
         if any(size < 1 for size in self.tensor_parallel_sizes) or self.tensor_parallel < 1:
             raise AdvisorError("tensor-parallel sizes must be positive whole numbers")
+        if any(size < 1 for size in self.data_parallel_sizes):
+            raise AdvisorError("data-parallel sizes must be positive whole numbers")
+        if self.mode == OFFLINE and any(size > 1 for size in self.data_parallel_sizes):
+            raise AdvisorError("data-parallel layouts are tuned online only: vllm bench latency runs one engine; "
+                               "drop --data-parallel-sizes or tune --mode online")
         if self.gpus is not None and self.gpus < 1:
             raise AdvisorError(f"--gpus must be a positive count, got {self.gpus}")
         if not (0 < self.confidence < 1):
@@ -122,13 +132,14 @@ class TuneRequest:
 
     @property
     def across_layouts(self) -> bool:
-        """Whether the layout is part of the decision (`tensor_parallel_sizes` given)."""
-        return bool(self.tensor_parallel_sizes)
+        """Whether the layout is part of the decision (`tensor_parallel_sizes` or `data_parallel_sizes`
+        given)."""
+        return bool(self.tensor_parallel_sizes) or bool(self.data_parallel_sizes)
 
     @property
     def layout_sizes(self) -> tuple[int, ...]:
         """The tensor-parallel sizes the session runs at, ascending."""
-        return tuple(sorted(set(self.tensor_parallel_sizes))) if self.across_layouts else (self.tensor_parallel,)
+        return tuple(sorted(set(self.tensor_parallel_sizes or (self.tensor_parallel,))))
 
     @property
     def candidate_caps(self) -> tuple[int, ...]:

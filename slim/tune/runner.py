@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from slim import __version__
 from slim import columns as col
+from slim.decision.layouts import Layout
 from slim.errors import AdvisorError, CannotStartError, NoUsableRunsError, TraceFormatError
 from slim.traces.usable import trace_options, usable_runs
 from slim.tune.commands import placeholders
@@ -43,6 +44,7 @@ from slim.tune.measurement import Measurement, Unusable, measurement_of_runs
 from slim.tune.plan import TunePlan
 from slim.tune.proposals import Proposal
 from slim.tune.request import TuneRequest
+from slim.tune.server_sizes import layout_sizes
 
 LEDGER = "attempts.jsonl"
 MAX_FAILURES_IN_A_ROW = 3
@@ -99,6 +101,8 @@ def run_fingerprint(request: TuneRequest, template: str | None) -> dict[str, Any
     settings and slim's version. A recorded failure is trusted only under an equal fingerprint."""
     return {"template": template, "mode": request.mode, "tensor_parallel": request.tensor_parallel,
             **({"tensor_parallel_sizes": list(request.layout_sizes)} if request.across_layouts else {}),
+            **({"data_parallel_sizes": sorted(set(request.data_parallel_sizes))} if request.data_parallel_sizes
+               else {}),
             "num_prompts": request.num_prompts, "server_max_num_seqs": max(request.candidate_caps),
             "hardware": request.hardware, "slim_version": __version__}
 
@@ -236,11 +240,11 @@ def execute(argv: list[str], folder: Path, timeout_s: float | None = None) -> tu
     return code, time.monotonic() - started
 
 
-def ingest_run(plan: TunePlan, folder: Path, tensor_parallel: int | None = None) -> tuple[Measurement | None, str]:
+def ingest_run(plan: TunePlan, folder: Path, layout: Layout | None = None) -> tuple[Measurement | None, str]:
     """The usable run a benchmark wrote into `folder`, as a measurement (its GPU time its duration
-    times the run's tensor-parallel size), or None and why there is none (the cleaning report's
-    status and reason, as `slim check` names them; where `tensor_parallel` is given, a result that
-    records another size)."""
+    times its server's GPUs, ``t x d``), or None and why there is none (the cleaning report's status
+    and reason, as `slim check` names them; where `layout` is given, a result that records another
+    tensor- or data-parallel size)."""
     request = plan.request
     from slim.specs.hardware import load_hardware_with_shipped
 
@@ -254,11 +258,13 @@ def ingest_run(plan: TunePlan, folder: Path, tensor_parallel: int | None = None)
         return None, "the benchmark exited 0 but wrote no result file"
     if not len(runs):
         return None, "no usable run"
-    recorded = sorted({int(size) for size in runs[col.TENSOR_PARALLEL].fillna(1)})
-    if tensor_parallel is not None and recorded != [tensor_parallel]:
-        # A run at another size than asked would count as another layout's, and a rerun would not find it.
-        return None, (f"the result records tensor parallel {', '.join(map(str, recorded))}, not {tensor_parallel}: "
-                      "record it (--metadata tensor_parallel_size={tensor_parallel_size}) and start the server at it")
+    recorded = sorted(set(layout_sizes(runs)))
+    if layout is not None and recorded != [(layout.tensor_parallel, layout.ranks)]:
+        # A run at another layout than asked would count as another layout's, and a rerun would not find it.
+        found = ", ".join(Layout.of_sizes(t, d).label for t, d in recorded)
+        return None, (f"the result records {found}, not {layout.label}: record it (--metadata "
+                      "tensor_parallel_size={tensor_parallel_size} data_parallel_size={data_parallel_size}) and "
+                      "start the server at it")
     return measurement_of_runs(runs, request.slos), ""
 
 
@@ -300,26 +306,27 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
 
     def measure(proposal: Proposal) -> Measurement | Unusable:
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
-        size = plan.tensor_parallel_of(proposal.workload)
-        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), size)
+        layout = plan.layout_of(proposal.workload)
+        gpus = layout.gpus      # a run is charged its duration times its server's GPUs
+        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), layout)
         folder = Path(values["result_dir"])
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))
         started = time.monotonic()
         limit_s = (None if proposal.limit_gpu_seconds is None
-                   else max(proposal.limit_gpu_seconds / size, 1.0))
+                   else max(proposal.limit_gpu_seconds / gpus, 1.0))
         run_timeout_s = min((t for t in (timeout_s, limit_s) if t is not None), default=None)
         try:
             code, seconds = execute(argv, folder, run_timeout_s)
         except KeyboardInterrupt:
             record(Attempt(proposal.workload, float(cap), relative_folder, EXIT_INTERRUPTED, False,
-                           (time.monotonic() - started) * size, fingerprint,
+                           (time.monotonic() - started) * gpus, fingerprint,
                            "interrupted (Ctrl-C)", interrupted=True))
             raise
-        measurement, reason = (ingest_run(plan, folder, size if request.across_layouts else None) if code == 0
+        measurement, reason = (ingest_run(plan, folder, layout if request.across_layouts else None) if code == 0
                                else (None, _exit_reason(code, run_timeout_s, limit_s)))
         result = measurement if measurement is not None else Unusable(
-            seconds * size,
+            seconds * gpus,
             f"check the --run template (the last run's output: {folder / 'stderr.log'})")
         if measurement is None:
             plan.failure_reasons[proposal.candidate] = reason

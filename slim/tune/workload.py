@@ -10,6 +10,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.decision.candidates import DEFAULT_EPSILON
+from slim.decision.layouts import Layout
 from slim.errors import AdvisorError
 from slim.specs.slo import IN_BATCH_E2E, SloBound, SloMetric, Slos
 
@@ -34,6 +35,14 @@ class Workload:
     tensor_parallel: int | None = None
     """The tensor-parallel size of this decision where the session decides across layouts
     (`slim.tune.layouts`; one workload per layout of a curve), None where it decides the cap alone."""
+    data_parallel: int = 1
+    """The data-parallel size of this decision's layout (across layouts; its caps are the server's
+    requests in flight, over all its ranks)."""
+
+    @property
+    def layout(self) -> Layout | None:
+        """The layout this decision is one of across layouts (None: the cap decided alone)."""
+        return None if self.tensor_parallel is None else Layout.of_sizes(self.tensor_parallel, self.data_parallel)
 
     @property
     def bisection_start(self) -> float | None:
@@ -61,8 +70,9 @@ class Workload:
 
     @property
     def label(self) -> str:
-        """The decision's name: the curve, and its layout where the session decides across layouts."""
-        return self.curve + (f" TP {self.tensor_parallel}" if self.tensor_parallel is not None else "")
+        """The decision's name: the curve, and its layout (`Layout.label`) where the session decides
+        across layouts."""
+        return self.curve + (f" {self.layout.label}" if self.layout is not None else "")
 
 
 def curve_label(frame: pd.DataFrame) -> pd.Series:

@@ -15,10 +15,10 @@ among the caps it chose per layout (through the replay's run-to-run noise, `RunN
   `slim.paper.replay.searches.bisect_caps`);
 - ``tune_per_layout``: `slim tune` at each layout on its own, from an out-of-sample prior
   (`TabledPrior`; `slim.paper.replay.tune_policy.replay_tune`);
-- ``tune_layouts``: `slim tune --tensor-parallel-sizes`, one session deciding across the layouts
-  (`slim.tune.layouts`: layouts that cannot beat the chosen one per GPU take no more runs, the bound
-  pooled over a bisection per layout), from the same prior; on workloads whose layouts are
-  tensor-parallel sizes alone;
+- ``tune_layouts``: `slim tune --tensor-parallel-sizes --data-parallel-sizes`, one session deciding
+  across the layouts (`slim.tune.layouts`: layouts that cannot beat the chosen one per GPU take no
+  more runs, the bound pooled over a bisection per layout), from the same prior; on workloads whose
+  layouts are tensor x data parallel (no pipeline parallelism), one curve each;
 - ``hindsight_layout``: the bisection at the layout that turned out best only (a user who knew the
   layout);
 - ``floor``: the best (layout, cap) measured alone (nothing that must measure its choice spends less).
@@ -60,6 +60,7 @@ from slim.tune.layout_uncertainty import (
 )
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
+from slim.tune.server_sizes import layout_sizes
 from slim.tune.session import TuneSession, TuneSettings
 
 LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "tune_layouts_fitted",
@@ -276,19 +277,19 @@ def _tune_per_layout(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, e
 
 def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNoise, epsilon: float,
                          tuning: LayoutReplayInputs, across: LayoutUncertainty) -> tuple[int, float, int, float] | None:
-    """`slim tune --tensor-parallel-sizes` on the workload (one session, a workload per layout, the
-    decision across layouts and its pooled bound: `slim.tune.layouts`; the belief's terms across sizes
-    `across`): the chosen layout's index
-    (-1: none), its cap, the charged runs and their GPU time; None without a prior for the model, or
-    where two layouts share a tensor-parallel size or use data parallelism (tune's layouts are
-    tensor-parallel sizes alone)."""
+    """`slim tune --tensor-parallel-sizes --data-parallel-sizes` on the workload (one session, a
+    workload per layout, the decision across layouts and its pooled bound: `slim.tune.layouts`; the
+    belief's terms across layouts `across`): the chosen layout's index (-1: none), its cap, the
+    charged runs and their GPU time; None without a prior for the model, or where a layout is not
+    one of tune's (a server of other GPUs than tensor x data parallel, pipeline parallelism) or two
+    curves share one layout."""
     prior, layouts = tuning.prior, workload.layouts
-    sizes = [int(lc.curve.rows[col.TENSOR_PARALLEL].iloc[0]) for lc in layouts]
+    sizes = [layout_sizes(lc.curve.rows.iloc[:1])[0] for lc in layouts]
     if (prior is None or layouts[0].curve.curve.model not in prior.by_model or len(set(sizes)) < len(sizes)
-            or any(lc.gpus != size for lc, size in zip(layouts, sizes))):
+            or any(lc.gpus != t * d for lc, (t, d) in zip(layouts, sizes))):
         return None
     curves = [lc.curve for lc in layouts]
-    workloads = [curve_workload(curve, epsilon, size) for curve, size in zip(curves, sizes)]
+    workloads = [curve_workload(curve, epsilon, t, d) for curve, (t, d) in zip(curves, sizes)]
     candidates = candidates_of(curves)
     candidates[WORKLOAD] = np.concatenate([[w.label] * len(c.rows) for w, c in zip(workloads, curves)])
     metrics = tuple({m.name: m for c in curves for m in c.metrics}.values())
@@ -302,7 +303,7 @@ def _tune_across_layouts(workload: LayoutWorkload, kind: SloKind, noise: RunNois
     spent = float(sum(step.gpu_seconds for step in outcome.steps))
     if decision.chosen is None or not np.isfinite(decision.chosen.batch_cap):
         return -1, math.nan, runs, spent
-    return sizes.index(decision.chosen.layout.tensor_parallel), float(decision.chosen.batch_cap), runs, spent
+    return [w.layout for w in workloads].index(decision.chosen.layout), float(decision.chosen.batch_cap), runs, spent
 
 
 def replay_layouts(frame: pd.DataFrame, kinds: Sequence[SloKind], epsilon: float, noises: Sequence[RunNoise],

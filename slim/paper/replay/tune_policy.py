@@ -123,12 +123,13 @@ def _relied_on_coverage(session: TuneSession, curves: list[ReplayCurve]) -> list
     return records
 
 
-def curve_workload(curve: ReplayCurve, epsilon: float, tensor_parallel: int | None = None) -> Workload:
+def curve_workload(curve: ReplayCurve, epsilon: float, tensor_parallel: int | None = None,
+                   data_parallel: int = 1) -> Workload:
     """The decision `slim tune` makes on a replayed curve: its SLOs as resolved bounds, its reference
-    cap known to meet them, and (across layouts) its tensor-parallel size."""
+    cap known to meet them, and (across layouts) its tensor- and data-parallel sizes."""
     slos = Slos(tuple(SloBound(SloMetric.parse(name), limit_ms=limit) for name, limit in curve.limits_ms.items()))
     return Workload(curve.curve.model, curve.curve.input_len_nominal, curve.curve.output_len_nominal, slos, epsilon,
-                    curve.reference_cap, tensor_parallel=tensor_parallel)
+                    curve.reference_cap, tensor_parallel=tensor_parallel, data_parallel=data_parallel)
 
 
 def replay_tune(curves: list[ReplayCurve], prior: ReplayPrior, run: ReplayRun, epsilon: float,

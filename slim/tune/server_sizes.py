@@ -1,0 +1,37 @@
+"""The parallel sizes of the rows of a candidates or runs table: the tensor-parallel size ``t``, the
+data-parallel size ``d`` (1 where a row records none, vLLM's default) and the GPUs one server of the
+two occupies, ``t x d``, by which a run's duration is charged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slim import columns as col
+
+
+def _sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in frame:
+        return np.ones(len(frame), dtype=int)
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    return np.where(np.isfinite(values) & (values >= 1), values, 1.0).round().astype(int)
+
+
+def tensor_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's tensor-parallel size (1 where not recorded)."""
+    return _sizes(frame, col.TENSOR_PARALLEL)
+
+
+def data_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's data-parallel size (1 where not recorded, or where the table has no such column)."""
+    return _sizes(frame, col.DATA_PARALLEL)
+
+
+def server_gpus(frame: pd.DataFrame) -> np.ndarray:
+    """The GPUs one server of each row occupies: ``t x d``."""
+    return tensor_parallel_sizes(frame) * data_parallel_sizes(frame)
+
+
+def layout_sizes(frame: pd.DataFrame) -> list[tuple[int, int]]:
+    """Each row's ``(t, d)``."""
+    return list(zip(tensor_parallel_sizes(frame).tolist(), data_parallel_sizes(frame).tolist()))
