@@ -20,6 +20,7 @@ from slim.sim.constants import load_sim_constants
 from slim.specs.hardware import load_hardware
 from slim.traces.clean import clean_runs
 from slim.traces.ingest import IngestOptions, ingest_traces
+from slim.tune.belief import ResidualKernel
 
 
 def test_a_curve_is_calibrated_on_its_lowest_middle_and_highest_run():
@@ -48,7 +49,22 @@ def test_the_mapes_of_a_curve_by_hand():
     (row,) = curve_accuracy(_curve(measured, predicted)).to_dict("records")
     assert row["zero_shot_mape"] == pytest.approx(100 * (0.2 * 4 + 0) / 5)
     assert row["calibrated_runs"] == 2                       # runs 1 and 3
-    assert row["calibrated_mape"] == pytest.approx(100 * ((12 - 10) / 12 + 0) / 2)
+    assert row["factor_mape"] == pytest.approx(100 * ((12 - 10) / 12 + 0) / 2)
+    # tune's correction with an offset alone (wide prior, no trend): the same factor
+    offset_only = ResidualKernel(offset_sd=10.0, slope_sd_per_doubling=0.0, model_offset_sd=0.0,
+                                 model_slope_sd_per_doubling=0.0, smooth_sd=0.0, noise_sd=1e-6)
+    (alone,) = curve_accuracy(_curve(measured, predicted), offset_only).to_dict("records")
+    assert alone["calibrated_mape"] == pytest.approx(alone["factor_mape"], rel=1e-6)
+
+
+def test_tunes_correction_follows_a_trend_across_concurrency_that_one_factor_cannot():
+    """Measured 8% above the prediction per doubling of the concurrency: calibrated on runs 0, 3 and 6,
+    tune's correction (the shipped kernel's trend) predicts the other runs far better than one factor."""
+    predicted = [10.0 * 2 ** (0.5 * i) for i in range(7)]
+    measured = [value * 1.08 ** i for i, value in enumerate(predicted)]
+    (row,) = curve_accuracy(_curve(measured, predicted)).to_dict("records")
+    assert row["calibrated_runs"] == 4
+    assert row["calibrated_mape"] < 3.0 and row["factor_mape"] > 10.0   # 2.4% against 11.6%
 
 
 def test_a_run_the_simulator_cannot_start_is_counted_but_not_scored():
@@ -58,7 +74,8 @@ def test_a_run_the_simulator_cannot_start_is_counted_but_not_scored():
     assert (row["runs"], row["simulated"]) == (5, 4)
     assert row["zero_shot_mape"] == pytest.approx(20.0)
     # Calibrated on the started runs' lowest, middle and highest (4, 16, 64), scored on 32.
-    assert row["calibrated_runs"] == 1 and row["calibrated_mape"] == pytest.approx(0.0, abs=1e-12)
+    assert row["calibrated_runs"] == 1 and row["factor_mape"] == pytest.approx(0.0, abs=1e-12)
+    assert row["calibrated_mape"] == pytest.approx(0.0, abs=0.5)   # the kernel's prior shrinks a little
     models = model_accuracy(curve_accuracy(curve))
     assert models.loc[0, "runs"] == 4
 
@@ -67,7 +84,7 @@ def test_the_summary_says_which_goal_is_met():
     curves = curve_accuracy(_curve([10.0, 12.0, 15.0, 20.0, 30.0], [12.0, 12.0, 18.0, 24.0, 36.0]))
     text = accuracy_markdown(model_accuracy(curves), ["mine (real)"])
     # The shipped constants' predictions are twice the zero-shot ones here: 10, 12, 15, 20, 30 against 24, ...
-    assert "| h | m | mean_tpot_ms | 1 | 5 | 132.0 | 16.0 | 8.3 | missed / missed |" in text
+    assert "| h | m | mean_tpot_ms | 1 | 5 | 132.0 | 16.0 | 8.5 | 8.3 | missed / missed |" in text
     assert "mine (real)" in text and "Left without" not in text
     assert "- a note" in accuracy_markdown(model_accuracy(curves), ["mine (real)"], ["a note"])
 
