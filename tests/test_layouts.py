@@ -157,6 +157,9 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
         e2e_s = (100.0 + 1023 * tpot_ms) / 1000
         assert outcome.throughput_per_gpu == pytest.approx(recommendation.batch_cap * 2048 / e2e_s / gpus)
     assert layouts.replicas == 4 and layouts.gpus_needed == 16
+    # Each data-parallel rank holds its share of the server's 32 requests: its KV plan is for 8.
+    assert (by_size[1].advice.memory.batch_cap, by_size[4].advice.memory.batch_cap) == (32, 8)
+    assert by_size[4].advice.memory.kv_bytes_needed == pytest.approx(by_size[1].advice.memory.kv_bytes_needed / 4)
     # Both measured at every cap: settled, DP 4's measured choice a quarter per GPU of its 16.
     assert layouts.settled and by_size[4].status == "excluded"
     assert by_size[4].verdict.startswith("its measured choice 210 tokens/s per GPU <= 1.01 x the chosen TP 4's")

@@ -39,6 +39,7 @@ from slim.advisor.warnings import (
 )
 from slim.decision.candidates import CandidateView
 from slim.decision.certificate import Certificate, certify
+from slim.decision.layouts import Layout
 from slim.decision.rule import Recommendation, recommend
 from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
@@ -220,7 +221,9 @@ def advise(request: AdviceRequest) -> Advice:
         raise NoFeasibleCapError(f"no batch cap meets the constraints: {recommendation.reason}", rows)
     blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
     max_model_len = int(np.ceil(r.input_len + r.output_len)) if r.max_model_len is None else int(r.max_model_len)
-    memory = plan_kv_memory(arch, hw, recommendation.batch_cap, r.input_len, r.output_len,
+    # The runs' cap is the server's requests in flight; each data-parallel rank holds its share of them.
+    per_rank_cap = Layout.of_sizes(tensor_parallel, data_parallel).per_rank_cap(recommendation.batch_cap)
+    memory = plan_kv_memory(arch, hw, per_rank_cap, r.input_len, r.output_len,
                             num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
                             max_model_len=max_model_len, tensor_parallel=tensor_parallel)
     served = served_name(r, arch)
