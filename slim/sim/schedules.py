@@ -216,7 +216,7 @@ class ScheduleTable:
         """One row per schedule (in key order): the key, status and counts, and per stats part
         (``main``, ``main_running``, ``test``, ``test_running``) its weight vectors and sums. The
         ``vllm_version`` column is written only where some schedule has a version, so a table of
-        unknown versions is written as it was before versions were known."""
+        unknown versions has no such column."""
         records = []
         with_version = any(key.vllm_version for key in self._by_key)
         for key in sorted(self._by_key):
