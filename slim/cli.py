@@ -52,6 +52,7 @@ from slim.tune.cli import (
     paragraphs,
     run_tune,
     slos_of,
+    tolerance_fraction,
 )
 
 if TYPE_CHECKING:   # the commands import what they run (pandas, SciPy, the predictors) when they run it
@@ -207,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     advise_parser.add_argument("--epsilon", type=_fraction, default=DEFAULT_EPSILON,
                                help=f"batching-efficiency floor in (0, 1): a cap's T(B) / (B T(1)) must exceed it "
                                     f"(default {DEFAULT_EPSILON})")
-    advise_parser.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE,
+    advise_parser.add_argument("--tolerance", type=tolerance_fraction, default=DEFAULT_TOLERANCE,
                                help="the decision is settled when no other cap (with --tensor-parallel-sizes: no "
                                     "other layout or cap, per GPU) can beat the choice by more than this share of "
                                     f"its throughput or goodput (default {DEFAULT_TOLERANCE:g})")

@@ -12,10 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from slim import cli
+from slim.advisor import advise as advise_module
 from slim.advisor import layouts as layouts_module
 from slim.advisor.candidates import CandidateRow, advice_view
 from slim.advisor.layout_report import layout_fields, layout_lines
 from slim.advisor.layouts import CHOSEN, EXCLUDED, OPEN, LayoutAdvice, LayoutOutcome, advise_layouts
+from slim.advisor.report import render_text
 from slim.advisor.request import AdviceRequest
 from slim.decision.certificate import certify
 from slim.decision.rule import recommend
@@ -157,13 +159,39 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
         e2e_s = (100.0 + 1023 * tpot_ms) / 1000
         assert outcome.throughput_per_gpu == pytest.approx(recommendation.batch_cap * 2048 / e2e_s / gpus)
     assert layouts.replicas == 4 and layouts.gpus_needed == 16
-    # Each data-parallel rank holds its share of the server's 32 requests: its KV plan is for 8.
+    # Each data-parallel rank holds its share of the server's 32 requests: its KV plan is for 8, and the
+    # single layout's report and JSON give vLLM's per-rank flag beside the server's cap.
     assert (by_size[1].advice.memory.batch_cap, by_size[4].advice.memory.batch_cap) == (32, 8)
+    assert "Recommended --max-num-seqs 8 per rank with --data-parallel-size 4 (32 requests in flight over the " \
+           "server)" in render_text(by_size[4].advice)
+    assert "Recommended --max-num-seqs 32 (measured" in render_text(by_size[1].advice)
+    recommendation = cli.advice_json(by_size[4].advice)["recommendation"]
+    assert (recommendation["max_num_seqs"], recommendation["data_parallel_size"],
+            recommendation["max_num_seqs_per_rank"]) == (32, 4, 8)
     assert by_size[4].advice.memory.kv_bytes_needed == pytest.approx(by_size[1].advice.memory.kv_bytes_needed / 4)
     # Both measured at every cap: settled, DP 4's measured choice a quarter per GPU of its 16.
     assert layouts.settled and by_size[4].status == "excluded"
     assert by_size[4].verdict.startswith("its measured choice 210 tokens/s per GPU <= 1.01 x the chosen TP 4's")
 
+
+
+def test_the_tune_outlook_of_a_data_parallel_layout_plans_that_layout(tmp_path):
+    """advise on TP 4 x DP 4 runs: tune's outlook counts them and its next run is at that layout (its
+    server line and result folder name the data-parallel size)."""
+    import csv
+
+    with (tmp_path / "sweep.csv").open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, SWEEP_HEADER.split(","), restval="")
+        writer.writeheader()
+        writer.writerows(_sweep_row(4, n) for n in (4, 16, 64))
+    request = AdviceRequest(tmp_path, "minimax-m2.5", 1024, 1024, slos=Slos.of(["mean_tpot_ms=20"]),
+                            hardware="h100-sxm-80gb", predictor="sim", candidates=IN_FLIGHT, tensor_parallel=4,
+                            data_parallel=4, tolerance=0.05)
+    advice = advise_module.advise(request)
+    text = render_text(advice)
+    assert advice.data_parallel == 4 and advice.tune is not None
+    assert "--tensor-parallel-size 4 --data-parallel-size 4" in text and "_tp4_dp4" in text
+    assert "corrected by 0 measured run" not in text
 
 # --- the decision across layouts on made-up servers: each layout's advice built as `advise` builds it --------
 
@@ -280,6 +308,9 @@ def test_a_wider_tolerance_excludes_the_layout_that_could_win_by_less(decide):
                  "--hardware", "h100-sxm-80gb", "--slo", "mean_tpot_ms=30"]
     assert cli.advice_request(cli.build_parser().parse_args(arguments)).tolerance == 0.01
     assert cli.advice_request(cli.build_parser().parse_args([*arguments, "--tolerance", "0.2"])).tolerance == 0.2
+    assert cli.advice_request(cli.build_parser().parse_args([*arguments, "--tolerance", "0"])).tolerance == 0.0
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args([*arguments, "--tolerance", "1"])
 
 
 def test_with_no_cap_measured_the_choice_rests_on_predictions_and_stays_open(decide):

@@ -101,6 +101,9 @@ class Advice:
     predicted_bounds: tuple[str, ...] = ()
     served_model: str = ""
     """The model as the user named it (a Hugging Face id, a catalog name, or a local folder)."""
+    data_parallel: int = 1
+    """The advised layout's data-parallel ranks: the cap is the server's requests in flight, each rank's
+    vLLM ``--max-num-seqs`` its share (`max_num_seqs_per_rank`)."""
     gpus_per_server: int = 1
     """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
     runs, else tensor x data parallel): what its throughput is per GPU over."""
@@ -109,6 +112,12 @@ class Advice:
     certificate: Certificate | None = None
     """Whether the cap decision is settled on the view (`slim.decision.certificate.certify`, at the
     request's tolerance): its measured incumbent, and what could still beat it."""
+
+    @property
+    def max_num_seqs_per_rank(self) -> int:
+        """vLLM's ``--max-num-seqs`` of the recommended cap: per data-parallel rank, its share of the
+        server's requests in flight (`slim.decision.layouts.Layout.per_rank_cap`)."""
+        return Layout(1, self.data_parallel, self.data_parallel).per_rank_cap(self.recommendation.batch_cap)
 
 
 def model_directory(model: str | None) -> Path | None:
@@ -227,7 +236,7 @@ def advise(request: AdviceRequest) -> Advice:
                             num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
                             max_model_len=max_model_len, tensor_parallel=tensor_parallel)
     served = served_name(r, arch)
-    tune = _outlook(r, served, measured_runs, recommendation.batch_cap) if r.plan else None
+    tune = _outlook(r, served, measured_runs, recommendation.batch_cap, data_parallel) if r.plan else None
     return Advice(model=arch.name, input_len=float(r.input_len), output_len=float(r.output_len), n_runs=len(runs),
                   fit=advice.fit, recommendation=recommendation, slos=r.slos, limits_ms=limits, epsilon=r.epsilon,
                   candidates=rows, kv_capacity_sequences=capacity, kv_capacity_source=capacity_source, memory=memory,
@@ -236,14 +245,16 @@ def advise(request: AdviceRequest) -> Advice:
                   n_left_out=len(runs) - len(train),
                   held_out=(None if advice.curve is None or advice.prior_reason is not None
                             else held_out_check(runs, train, arch, advice.fitted)),
-                  warnings=advice_warnings(arch, runs, train, recommendation, capacity, capacity_source, advice.curve,
-                                           memory, r.input_len + r.output_len)
+                  # the server's ranks hold d x one rank's sequences against its cap over all of them
+                  warnings=advice_warnings(arch, runs, train, recommendation, capacity * data_parallel,
+                                           capacity_source, advice.curve, memory, r.input_len + r.output_len)
                   + tensor_parallel_warnings(runs, every_degree, other_degrees)
                   + data_parallel_warnings(data_parallel, len(measured_runs), len(every_size), other_sizes)
                   + unstated_statistic_warnings(r.slos, runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,
+                  data_parallel=data_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
                   certificate=certify(view, r.epsilon, r.tolerance))
 
@@ -276,8 +287,10 @@ def server_gpus(measured_runs: pd.DataFrame, tensor_parallel: int, data_parallel
     return int(recorded.max()) if len(recorded) else tensor_parallel * data_parallel
 
 
-def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, advised_cap: float) -> TuneOutlook:
-    """`slim tune`'s plan on the same traces, workload, SLOs and candidates (the SIM prior)."""
+def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, advised_cap: float,
+             data_parallel: int = 1) -> TuneOutlook:
+    """`slim tune`'s plan on the same traces, workload, SLOs, candidates and tolerance (the SIM prior), at
+    the advised layout (its data-parallel size too)."""
     offline = len(measured_runs) and (measured_runs[col.BENCHMARK_MODE] != col.BenchmarkMode.ONLINE).all()
     tensor_parallel = int(measured_runs[col.TENSOR_PARALLEL].fillna(1).iloc[0]) if len(measured_runs) else 1
     model_config = request.model_config
@@ -287,7 +300,8 @@ def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, a
         Path(request.traces), (WorkloadSpec(served, int(round(request.input_len)), int(round(request.output_len))),),
         str(request.hardware), request.slos, mode=OFFLINE if offline else ONLINE,
         candidates=tuple(int(c) for c in request.candidate_caps), epsilon=request.epsilon,
-        num_prompts=request.num_prompts, tensor_parallel=tensor_parallel, models_file=Path(request.models_file),
+        tolerance=request.tolerance, num_prompts=request.num_prompts, tensor_parallel=tensor_parallel,
+        data_parallel_sizes=(data_parallel,) if data_parallel > 1 else (), models_file=Path(request.models_file),
         hardware_file=Path(request.hardware_file), sim_constants_file=Path(request.sim_constants_file),
         table_columns=Path(request.table_columns) if request.table_columns is not None else None,
         model_config=Path(model_config) if model_config is not None else None,

@@ -74,7 +74,7 @@ class LayoutOutcome:
     @property
     def name(self) -> str:
         """``TP t``, or ``TP t x DP d`` with data parallelism (`Layout.label`)."""
-        return Layout(self.tensor_parallel, self.tensor_parallel * self.data_parallel, self.data_parallel).label
+        return Layout.of_sizes(self.tensor_parallel, self.data_parallel).label
 
     @property
     def gpus_per_replica(self) -> int:

@@ -79,6 +79,16 @@ def _basis_line(advice: Advice, left_out: str) -> str:
             f"train MAPE {advice.fit.train_mape_throughput_pct:.1f}% (throughput)")
 
 
+def _cap_flag(advice: Advice) -> str:
+    """The recommended cap as vLLM takes it: the cap, or with data parallelism each rank's share of the
+    server's requests in flight."""
+    cap = advice.recommendation.batch_cap
+    if advice.data_parallel <= 1:
+        return f"{cap:g}"
+    return (f"{advice.max_num_seqs_per_rank} per rank with --data-parallel-size {advice.data_parallel} "
+            f"({cap:g} requests in flight over the server)")
+
+
 def render_text(advice: Advice) -> str:
     """The human-readable report `slim advise` prints: the fit, the runs left out, the workload and
     its SLOs, the recommended cap with its measured and predicted values and what binds it, whether
@@ -105,7 +115,8 @@ def render_text(advice: Advice) -> str:
                                               f"; in-batch E2E held on its upper bound at confidence "
                                               f"{advice.confidence:g}"),
               "",
-              f"Recommended --max-num-seqs {r.batch_cap:g} ({'measured' if r.measured else 'predicted'}; {constraint})"]
+              f"Recommended --max-num-seqs {_cap_flag(advice)} ({'measured' if r.measured else 'predicted'}; "
+              f"{constraint})"]
     row = _at(advice, r.batch_cap)
     lines.append(_value_line(advice, row, THROUGHPUT, "throughput", "tokens/s"))
     for name in advice.limits_ms:
@@ -226,7 +237,8 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
                 "params": (None if fit is None else fit.to_dict()["constants"] if sim else fit.params.to_dict()),
                 "prior": advice.prior_reason is not None, "prior_reason": advice.prior_reason},
         "runs_found": advice.runs_found, "skipped_runs": [run.to_dict() for run in advice.skipped],
-        "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "measured": r.measured,
+        "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "data_parallel_size": advice.data_parallel,
+                           "max_num_seqs_per_rank": advice.max_num_seqs_per_rank, "measured": r.measured,
                            THROUGHPUT_KEY: _number(r.throughput_per_s),
                            **{name: _number(value) for name, value in r.values_ms.items()},
                            "measured_values": {_key(name): _number(v) for name, v in row.measured.items()},

@@ -117,6 +117,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def tolerance_fraction(text: str) -> float:
+    """A tolerance: a share in [0, 1) (0: settled only when nothing can beat the choice at all)."""
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text}")
+    return value
+
+
 def add_slo_arguments(parser: argparse.ArgumentParser, positive_float: Callable, positive_int: Callable) -> None:
     """The objectives `slim advise` and `slim tune` share (`slim.specs.slo.Slos.of`)."""
     parser.add_argument("--slo", action="append", default=[], metavar="NAME=VALUE", help=SLO_HELP)
@@ -184,7 +192,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--max-runs-per-cap", type=positive_int, default=DEFAULT_MAX_RUNS_PER_CAP, metavar="N",
                       help="a measured E2E within the run-to-run scatter of the SLO, where its side decides, is run "
                            f"again up to N runs of that cap (default {DEFAULT_MAX_RUNS_PER_CAP}; 1: never)")
-    tune.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE,
+    tune.add_argument("--tolerance", type=tolerance_fraction, default=DEFAULT_TOLERANCE,
                       help="settled when no cap can beat the choice by more than this share of throughput "
                            f"(default {DEFAULT_TOLERANCE:g})")
     tune.add_argument("--margin", type=non_negative_float, default=DEFAULT_MARGIN, metavar="M",
