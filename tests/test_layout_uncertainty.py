@@ -71,7 +71,8 @@ def _predictions(dataset: str, factor_per_doubling: float) -> pd.DataFrame:
             wobble = 1.03 if cap in (16, 64) and size > 1 else 1.0
             measured = 1000.0 * size * factor_per_doubling ** np.log2(size) * wobble
             rows.append({"dataset": dataset, col.HARDWARE: "h100-sxm-80gb", col.MODEL: "m", col.TENSOR_PARALLEL: size,
-                         col.DATA_PARALLEL: 1, "input_len_nominal": 1024, "output_len_nominal": 1024,
+                         col.DATA_PARALLEL: 1, col.BENCHMARK_MODE: "online", "input_len_nominal": 1024,
+                         "output_len_nominal": 1024,
                          "in_flight": cap, "sim_status": "ok",
                          "measured_total_token_throughput": measured, "zero_shot_total_token_throughput": 1000.0 * size,
                          "measured_mean_tpot_ms": 20.0 / size, "zero_shot_mean_tpot_ms": 20.0 / size})
@@ -84,6 +85,9 @@ def test_the_replay_fits_each_dataset_on_the_others_only():
     residuals = layout_residuals(table)
     # 4 caps x 2 quantities per dataset; data-parallel runs are left out
     assert residuals[CONFIGURATION].nunique() == 16 and len(residuals) == 2 * 2 * 12
+    # an offline run of the same workload is another configuration, not a size of the online one's
+    offline = layout_residuals(_predictions("a", 1.3).assign(**{col.BENCHMARK_MODE: "offline"}))
+    assert not set(offline[CONFIGURATION]) & set(residuals[CONFIGURATION])
     on_b = fitted_layout_uncertainty(table, held_out="a", noise_sd=0.02)      # b's scaling is exact
     on_a = fitted_layout_uncertainty(table, held_out="b", noise_sd=0.02)      # a's is 1.3x per doubling
     assert on_a.slope_sd_per_doubling > 0.1 > on_b.slope_sd_per_doubling

@@ -233,7 +233,7 @@ class LayoutUncertainty:
     natural-log units, the slope per doubling of the server's GPUs. Half a doubling's worth of slope
     (0.5) covers, at the intervals' multiplier, a prior wrong by 2x per doubling over two doublings:
     wider on purpose than SIM's zero-shot errors on the development data (fitted by
-    `slim.tune.layout_uncertainty`: about 0.11 and 0.1; docs/tuning.md)."""
+    `slim.tune.layout_uncertainty`: slope 0.11 and offset 0.09-0.14; docs/tuning.md)."""
 
     slope_sd_per_doubling: float = 0.5
     offset_sd: float = 0.3

@@ -43,7 +43,7 @@ from slim.tune.measurement import measurement_of_run
 from slim.tune.models import request_models
 from slim.tune.no_prior import unpredicted_quantities
 from slim.tune.request import OFFLINE, ONLINE, MeasuredPrompts, TuneRequest, WorkloadSpec, most_common, prompts_at
-from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, tensor_parallel_sizes
+from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, pipeline_parallel_sizes, tensor_parallel_sizes
 from slim.tune.session import TuneSession, TuneSettings
 from slim.tune.workload import WORKLOAD, Workload, curve_label
 
@@ -175,13 +175,13 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
 
 def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layout | None = None) -> np.ndarray:
     """Runs of `model` at lengths within `NOMINAL_MATCH` of `il` and `ol` (at `layout`'s tensor- and
-    data-parallel sizes, where given)."""
+    data-parallel sizes, where given; a pipeline-parallel run's server is no such layout)."""
     match = ((runs[col.MODEL] == model)
              & (np.abs(runs[col.INPUT_LEN_NOMINAL].astype(float) - il) <= NOMINAL_MATCH * il)
              & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol)).to_numpy()
     if layout is not None:
         match = (match & (tensor_parallel_sizes(runs) == layout.tensor_parallel)
-                 & (data_parallel_sizes(runs) == layout.ranks))
+                 & (data_parallel_sizes(runs) == layout.ranks) & (pipeline_parallel_sizes(runs) == 1))
     return match
 
 
@@ -266,7 +266,8 @@ def build_plan(request: TuneRequest) -> TunePlan:
                             for layout, why in of_curve.items())
         raise AdvisorError(f"no layout asked for can run: {reasons}")
     context = runs[~claimed]
-    context = context.assign(**{col.DATA_PARALLEL: data_parallel_sizes(context)})
+    context = context.assign(**{col.TENSOR_PARALLEL: tensor_parallel_sizes(context),
+                                col.DATA_PARALLEL: data_parallel_sizes(context)})
     for (_, group) in context.groupby(list(col.WORKLOAD_KEYS), sort=True):
         # A layout's runs are a curve of their own: context at one (cap, layout) is one row.
         for _, of_cap in group.groupby([col.MAX_NUM_SEQS, col.TENSOR_PARALLEL, col.DATA_PARALLEL], sort=True,

@@ -27,6 +27,11 @@ def data_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
     return _sizes(frame, col.DATA_PARALLEL)
 
 
+def pipeline_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's pipeline-parallel size (1 where not recorded)."""
+    return _sizes(frame, col.PIPELINE_PARALLEL)
+
+
 def server_gpus(frame: pd.DataFrame) -> np.ndarray:
     """The GPUs one server of each row occupies: ``t x d``."""
     return tensor_parallel_sizes(frame) * data_parallel_sizes(frame)

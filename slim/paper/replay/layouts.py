@@ -60,7 +60,7 @@ from slim.tune.layout_uncertainty import (
 )
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
-from slim.tune.server_sizes import layout_sizes
+from slim.tune.server_sizes import layout_sizes, tensor_parallel_sizes
 from slim.tune.session import TuneSession, TuneSettings
 
 LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "tune_layouts_fitted",
@@ -346,15 +346,17 @@ LAYOUT_RESIDUAL_QUANTITIES = ("total_token_throughput", "mean_tpot_ms")
 def layout_residuals(predictions: pd.DataFrame, prefix: str = "zero_shot_") -> pd.DataFrame:
     """The log residuals ``log(measured / predicted)`` of the predictions table (`prefix`'s prediction,
     data-parallel 1, simulated) per run and quantity of `LAYOUT_RESIDUAL_QUANTITIES`, each named by its
-    configuration across sizes: dataset, accelerator, model, lengths, requests in flight, quantity."""
+    configuration across sizes: dataset, accelerator, model, benchmark mode, lengths, requests in flight,
+    quantity (a tensor-parallel size not recorded is 1)."""
     usable = predictions[(predictions["sim_status"] == "ok")
                          & (predictions[col.DATA_PARALLEL].fillna(1).astype(int) == 1)]
     if usable.empty:
         return pd.DataFrame(columns=[CONFIGURATION, col.TENSOR_PARALLEL, LOG_RESIDUAL])
-    key = usable[["dataset", col.HARDWARE, col.MODEL, "input_len_nominal", "output_len_nominal", "in_flight"]]
+    key = usable[["dataset", col.HARDWARE, col.MODEL, col.BENCHMARK_MODE, "input_len_nominal", "output_len_nominal",
+                  "in_flight"]]
     configuration = key.astype(str).agg("|".join, axis=1).to_numpy(dtype=str)
     parts = [pd.DataFrame({CONFIGURATION: np.char.add(configuration, f"|{quantity}"),
-                           col.TENSOR_PARALLEL: usable[col.TENSOR_PARALLEL].to_numpy(dtype=float),
+                           col.TENSOR_PARALLEL: tensor_parallel_sizes(usable).astype(float),
                            LOG_RESIDUAL: np.log(usable[f"measured_{quantity}"].to_numpy(dtype=float)
                                                 / usable[f"{prefix}{quantity}"].to_numpy(dtype=float))})
              for quantity in LAYOUT_RESIDUAL_QUANTITIES]
