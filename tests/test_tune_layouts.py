@@ -503,3 +503,15 @@ def test_the_loop_across_data_parallel_layouts_settles_and_a_rerun_runs_nothing(
     again, resumed, _ = _dp_tune(capsys, traces, *arguments)
     assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
     assert resumed["layouts"][0]["deployment"] == deployment
+
+
+def test_a_pipeline_parallel_run_is_no_measurement_of_its_tensor_parallel_layout():
+    """A run at TP 4 x PP 2 (a server of 8 GPUs) measured the workload, but not at the TP 4 layout of 4 GPUs:
+    tune leaves it out of that layout's runs instead of charging and judging it per GPU of 4."""
+    from slim.tune.plan import _matches
+
+    runs = pd.DataFrame({col.MODEL: ["m", "m", "m"], col.INPUT_LEN_NOMINAL: [1024] * 3,
+                         col.OUTPUT_LEN_NOMINAL: [1024] * 3, col.TENSOR_PARALLEL: [4, 4, np.nan],
+                         col.PIPELINE_PARALLEL: [1, 2, np.nan], col.DATA_PARALLEL: [1, 1, np.nan]})
+    assert _matches(runs, "m", 1024, 1024, Layout.of_sizes(4)).tolist() == [True, False, False]
+    assert _matches(runs, "m", 1024, 1024, Layout.of_sizes(1)).tolist() == [False, False, True]
