@@ -195,12 +195,12 @@ def test_a_run_at_one_layout_informs_the_others_with_wider_intervals_the_further
 
 # --- slim tune --tensor-parallel-sizes end to end ------------------------------------------
 
-def _tune(capsys, traces, *arguments):
+def _tune(capsys, traces, *arguments, model: str = "facebook/opt-125m"):
     import json
 
     from slim.cli import main
 
-    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-125m:128:32", "--hardware",
+    code = main(["tune", "--traces", str(traces), "--workload", f"{model}:128:32", "--hardware",
                  "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
                  *arguments, "--json"])
     out = capsys.readouterr()
@@ -411,18 +411,6 @@ def test_the_belief_spaces_layouts_by_doublings_of_gpus_with_an_offset_per_layou
 
 # --- slim tune --data-parallel-sizes end to end ------------------------------------------------------
 
-def _dp_tune(capsys, traces, *arguments):
-    import json
-
-    from slim.cli import main
-
-    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-1.3b:128:32", "--hardware",
-                 "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
-                 *arguments, "--json"])
-    out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
-
-
 def _dp_template() -> str:
     return _layout_template().replace(
         "--tensor-parallel-size {tensor_parallel_size}",
@@ -432,8 +420,8 @@ def _dp_template() -> str:
 
 
 def test_the_plan_names_a_data_parallel_layout_with_its_run_line_and_gpus(tmp_path, capsys):
-    code, body, _ = _dp_tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
-                             "--gpus", "16")
+    code, body, _ = _tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
+                          "--gpus", "16", model="facebook/opt-1.3b")
     assert code == 0 and body["data_parallel_sizes"] == [1, 4]
     [curve] = body["layouts"]
     by_label = {entry["layout"]: entry for entry in curve["layouts"]}
@@ -451,8 +439,8 @@ def test_the_plan_names_a_data_parallel_layout_with_its_run_line_and_gpus(tmp_pa
 
 
 def test_gpus_exclude_a_data_parallel_server_needing_more(tmp_path, capsys):
-    code, body, _ = _dp_tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
-                             "--gpus", "8")
+    code, body, _ = _tune(capsys, tmp_path, "--tensor-parallel-sizes", "4,8", "--data-parallel-sizes", "1,4",
+                          "--gpus", "8", model="facebook/opt-1.3b")
     assert code == 0
     [curve] = body["layouts"]
     by_label = {entry["layout"]: entry for entry in curve["layouts"]}
@@ -472,7 +460,7 @@ def test_a_data_parallel_size_the_runs_record_is_a_layout_without_the_flag(tmp_p
                        "--hardware", "a100-sxm-40gb", "--metadata", "max_num_seqs=64", "tensor_parallel_size=4",
                        "data_parallel_size=4"]) == 0
     capsys.readouterr()
-    code, body, _ = _dp_tune(capsys, traces, "--tensor-parallel-sizes", "4,8")
+    code, body, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "4,8", model="facebook/opt-1.3b")
     assert code == 0 and body["data_parallel_sizes"] is None
     labels = [entry["layout"] for entry in body["layouts"][0]["layouts"]]
     assert labels == ["TP 4", "TP 8", "TP 4 x DP 4"]
@@ -488,7 +476,7 @@ def test_the_loop_across_data_parallel_layouts_settles_and_a_rerun_runs_nothing(
     traces = tmp_path / "runs"
     arguments = ("--tensor-parallel-sizes", "1", "--data-parallel-sizes", "1,2", "--gpus", "4",
                  "--run", _dp_template())
-    code, body, err = _dp_tune(capsys, traces, *arguments)
+    code, body, err = _tune(capsys, traces, *arguments, model="facebook/opt-1.3b")
     assert code == 0 and body["status"] == "settled", err
     [curve] = body["layouts"]
     assert [entry["layout"] for entry in curve["layouts"]] == ["TP 1", "TP 1 x DP 2"]
@@ -500,7 +488,7 @@ def test_the_loop_across_data_parallel_layouts_settles_and_a_rerun_runs_nothing(
     assert ("--data-parallel-size" in deployment["command"]) == (ranks > 1)
     folders = {p.name for p in (traces / "slim-tune").iterdir() if p.is_dir()}
     assert any(name.endswith("_tp1_dp2") for name in folders)
-    again, resumed, _ = _dp_tune(capsys, traces, *arguments)
+    again, resumed, _ = _tune(capsys, traces, *arguments, model="facebook/opt-1.3b")
     assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
     assert resumed["layouts"][0]["deployment"] == deployment
 
