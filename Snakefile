@@ -28,6 +28,7 @@ include: "workflow/rules/characterise.smk"
 include: "workflow/rules/generalisation.smk"
 include: "workflow/rules/accelerators.smk"
 include: "workflow/rules/beyond_paper.smk"
+include: "workflow/rules/layout_choices.smk"
 include: "workflow/rules/slo.smk"
 include: "workflow/rules/tuning.smk"
 

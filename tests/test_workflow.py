@@ -131,7 +131,7 @@ def test_editing_the_models_file_plans_the_jobs_that_read_it(tmp_path, shared_tr
                for path in line.split(":", 1)[1].split(",")}
     for output in outputs:
         path = workdir / output
-        if output == "raw_traces/simulated" or output.endswith("/frontiers"):   # the directory() outputs
+        if output == "raw_traces/simulated" or output.endswith("frontiers"):   # the directory() outputs
             path.mkdir(parents=True, exist_ok=True)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)

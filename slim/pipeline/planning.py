@@ -21,6 +21,7 @@ from slim.paper.splits import HeldOutSetting, fig10_setting_name, load_settings,
 from slim.pipeline.config import DatasetConfig, ResolvedDatasets
 from slim.pipeline.snakemake_inputs import GeneralisationInputs
 from slim.pipeline.trace_locations import AbsentDataset, trace_cache
+from slim.pipeline.tuning_plan import TuningTargets
 
 DEFAULT_ARTEFACTS = (
     "table3.tex", "table3_paper.tex", "table4.tex", "fig9.pdf", "fig9.png", "fig10.pdf", "fig10.png",
@@ -50,7 +51,7 @@ def _alternatives(names) -> str:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(TuningTargets):
     """The datasets this run builds and what the rules make of them.
 
     `datasets` are those of run_datasets whose traces exist (in run_datasets order), `absent` the
@@ -121,6 +122,17 @@ class Plan:
         slo_predictions this run evaluates with SIM (the per-request simulation needs its schedules)."""
         listed = self.config.get("slo_predictions", {}).get("datasets", [])
         return [name for name in listed if name in self.sim_datasets]
+
+    @property
+    def layout_choice_datasets(self) -> list[str]:
+        """Where the layout decision is measured (results/<dataset>/layout_choices.*, per-GPU frontiers of
+        the measured runs): the datasets of config layout_choices.datasets this run reads."""
+        listed = self.config.get("layout_choices", {}).get("datasets", {})
+        return [name for name in listed if name in self.datasets]
+
+    def layout_choice_kinds(self, dataset: str) -> dict[str, list[str]]:
+        """A layout-choice dataset's SLO kinds: name -> its ``--slo`` texts."""
+        return dict(self.config["layout_choices"]["datasets"][dataset])
 
     @property
     def sensitivity_datasets(self) -> list[str]:
@@ -249,6 +261,9 @@ class Plan:
     def dataset_targets(self, dataset: str) -> list[str]:
         """Every artefact one dataset produces."""
         targets = [f"results/{dataset}/clean.parquet", f"results/{dataset}/cleaning_report.md"]
+        if dataset in self.layout_choice_datasets:   # sweeps of layouts: the decision across them, measured
+            return targets + [f"results/{dataset}/layout_choices.csv", f"results/{dataset}/layout_choices.md",
+                              f"figures/{dataset}/layout_frontiers"]
         if dataset not in self.settings:  # a single-workload dataset (ShareGPT): batch-scaling figure
             return targets + [f"figures/{dataset}/fig1.pdf", f"figures/{dataset}/fig1.png"]
         targets += [f"figures/{dataset}/{artefact}" for artefact in self.dataset_artefacts(dataset)]
@@ -292,7 +307,8 @@ class Plan:
     def readme_summaries(self) -> list[str]:
         """Markdown tables of docs/results.md: Table III (and SIM's constants) of every evaluated dataset
         (default first), the baselines' readings, then Table VI and the advisor comparison of every
-        real one, and Fig. 11's table where it is built."""
+        real one, Fig. 11's table where it is built, and the layout decision measured on each dataset
+        of layout_choices."""
         ordered = self.results_order()
         summaries = []
         for name in ordered:
@@ -310,6 +326,7 @@ class Plan:
                 summaries += [f"results/{name}/table6.md", f"results/{name}/table_advisors.md"]
         if self.builds_generalisation:
             summaries.append("results/generalisation/table_fig11.md")
+        summaries += [f"results/{name}/layout_choices.md" for name in self.layout_choice_datasets]
         return summaries
 
     def headline_tables(self) -> dict[str, list[str]]:
@@ -422,9 +439,14 @@ class Plan:
 
     def beyond_paper_datasets(self) -> dict[str, list[str]]:
         """The datasets of config beyond_paper.datasets this run builds, each with the models it
-        scores (empty: every model of its usable runs); `PlanError` where none is built."""
+        scores (empty: every model of its usable runs); `PlanError` where none is built, or where one
+        is not in run_datasets at all (a partial table would replace the whole one: the overlay adds them)."""
         listed = self.config.get("beyond_paper", {}).get("datasets", {})
         chosen = {name: list(models or []) for name, models in listed.items() if name in self.datasets}
+        outside = [name for name in listed if name not in self.datasets and name not in self.absent]
+        if outside:
+            raise PlanError(f"the accuracy beyond the paper needs {', '.join(outside)} in run_datasets: "
+                            + BEYOND_PAPER_COMMAND)
         if not chosen:
             absent = [self.absent[name].message for name in listed if name in self.absent]
             raise PlanError("the accuracy beyond the paper needs the datasets of beyond_paper.datasets "
@@ -459,37 +481,3 @@ class Plan:
         this run, in order."""
         scored = self.beyond_paper_datasets()
         return [name for name in self.config.get("beyond_paper", {}).get("frontiers", []) if name in scored]
-
-    # The tuning replay (rules in tuning.smk): every dataset with an advisor config.
-
-    def tuning_files(self, pattern: str) -> list[str]:
-        """`pattern` (with {name}) for each dataset the tuning replay covers."""
-        return [pattern.format(name=name) for name in self.bca_datasets]
-
-    def tuning_dataset_labels(self) -> list[str]:
-        return [self.datasets[name].label for name in self.bca_datasets]
-
-    def tuning_real_datasets(self) -> list[str]:
-        return [name for name in self.bca_datasets if not self.datasets[name].is_simulated]
-
-    def tuning_residual_files(self, excluding: str | None = None) -> list[str]:
-        """Every real replayed dataset's prior residuals (the kernels' evidence), but `excluding`'s:
-        a dataset's replay chooses its kernel on the others only."""
-        return [f"results/{name}/tuning_residuals.parquet" for name in self.tuning_real_datasets() if name != excluding]
-
-    def tuning_real_dataset_labels(self) -> list[str]:
-        """The replayed datasets the tuning goals are measured on: the real ones."""
-        return [self.datasets[name].label for name in self.bca_datasets if not self.datasets[name].is_simulated]
-
-    def tuning_settings_files(self, dataset: str) -> list[str]:
-        """The dataset's held-out settings (the paper plan's training sets), or nothing."""
-        settings_file = self.datasets[dataset].settings_file
-        return [str(settings_file)] if settings_file is not None else []
-
-    def tuning_sim_schedules(self, dataset: str) -> list[str]:
-        """SIM's schedules for the replay's SIM prior, where the config has the simulator."""
-        return [f"results/{dataset}/sim_schedules.parquet"] if "simulator" in self.config else []
-
-    def tuning_sim_constants(self) -> list[str]:
-        """SIM's constants for the replay's SIM prior, where the config has the simulator."""
-        return [self.config["simulator"]["constants"]] if "simulator" in self.config else []
