@@ -123,8 +123,10 @@ def test_all_plans_without_real_traces_and_says_what_it_skips(lone_clone):
     result = _snakemake(lone_clone, "-n", "all")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = _skip_lines(result.stderr)
-    assert [line.split("'")[1] for line in lines] == ["h100-public", "h100-public-sharegpt"]
-    assert all(FETCH_COMMAND in line and "../shared/traces/vllm-h100-public/" in line for line in lines)
+    assert [line.split("'")[1] for line in lines] == ["h100-public", "h100-public-sharegpt", "aiconfigurator-h100"]
+    assert all(FETCH_COMMAND in line and "../shared/traces/vllm-h100-public/" in line for line in lines[:2])
+    # NVIDIA's sweep has no download configured: the line says where to point instead
+    assert "no download is configured" in lines[2] and "SLIM_TRACES_ROOT" in lines[2]
     assert "dataset=simulated" in result.stdout and "dataset=h100-public" not in result.stdout
 
 
@@ -141,7 +143,7 @@ def test_a_skipped_datasets_artefact_fails_with_its_line(lone_clone):
 def test_all_builds_the_simulated_part_without_real_traces(lone_clone):
     result = _snakemake(lone_clone, "--cores", "2", "all")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert len(_skip_lines(result.stderr)) == 2
+    assert len(_skip_lines(result.stderr)) == 3
     readme = (lone_clone / "results" / "readme_results.md").read_text()
     assert readme.startswith("**Datasets skipped in this build**")
     assert SKIP_LINE.format(name="h100-public") in readme and "on **simulated** data" in readme
