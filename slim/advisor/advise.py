@@ -117,7 +117,7 @@ class Advice:
     def max_num_seqs_per_rank(self) -> int:
         """vLLM's ``--max-num-seqs`` of the recommended cap: per data-parallel rank, its share of the
         server's requests in flight (`slim.decision.layouts.Layout.per_rank_cap`)."""
-        return Layout(1, self.data_parallel, self.data_parallel).per_rank_cap(self.recommendation.batch_cap)
+        return Layout.of_sizes(1, self.data_parallel).per_rank_cap(self.recommendation.batch_cap)
 
 
 def model_directory(model: str | None) -> Path | None:

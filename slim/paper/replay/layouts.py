@@ -60,7 +60,7 @@ from slim.tune.layout_uncertainty import (
 )
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
-from slim.tune.server_sizes import layout_sizes, tensor_parallel_sizes
+from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, tensor_parallel_sizes
 from slim.tune.session import TuneSession, TuneSettings
 
 LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "tune_layouts_fitted",
@@ -103,8 +103,7 @@ def layout_workloads(frame: pd.DataFrame, kind: SloKind) -> tuple[list[LayoutWor
     """The usable runs' workloads with two layouts or more under `kind`, and one line for each
     workload or layout that cannot be replayed (fewer than two caps, a metric not judged)."""
     frame = frame.copy()
-    frame["_tp"] = [_int(v) for v in frame[col.TENSOR_PARALLEL]]
-    frame["_dp"] = [_int(v) for v in frame.get(col.DATA_PARALLEL, pd.Series(1, index=frame.index))]
+    frame["_tp"], frame["_dp"] = tensor_parallel_sizes(frame), data_parallel_sizes(frame)
     workloads, skipped, index = [], [], 0
     keys = [col.HARDWARE, *col.WORKLOAD_KEYS]
     for (hardware, model, il, ol), rows in frame.groupby(keys, sort=True):
