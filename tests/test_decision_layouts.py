@@ -115,3 +115,23 @@ def test_a_pipelined_server_and_a_data_parallel_one_of_as_many_gpus_are_two_layo
     decision = decide_layouts([replicated, pipelined], tolerance=0.0)
     assert [verdict.layout.label for verdict in decision.verdicts] == ["TP 4", "TP 4 x DP 4"]
     assert decision.chosen.layout == pipelined.layout and decision.verdict(replicated.layout).excluded
+
+
+def test_an_expert_parallel_layout_names_its_size_and_serves_with_the_flag():
+    """vLLM's --enable-expert-parallel spreads the experts over all t x d GPUs of a replica."""
+    plain, spread = Layout.of_sizes(4, 4), Layout.of_sizes(4, 4, expert_parallel=True)
+    assert (plain.label, spread.label) == ("TP 4 x DP 4", "TP 4 x DP 4 (EP 16)")
+    assert Layout.of_sizes(8, 1, True).label == "TP 8 (EP 8)"
+    assert plain.parallel_flags() == ["--tensor-parallel-size", "4", "--data-parallel-size", "4"]
+    assert spread.parallel_flags() == plain.parallel_flags() + ["--enable-expert-parallel"]
+    assert plain != spread and spread.gpus == 16 and spread.per_rank_cap(64) == 16
+
+
+def test_the_server_log_states_expert_parallelism_in_its_non_default_args():
+    from slim.traces.server_log import find_expert_parallel_in_log
+
+    line = "INFO 12-05 08:00:00 [api_server.py:1] non-default args: {'tensor_parallel_size': 4, " \
+           "'enable_expert_parallel': True}"
+    assert find_expert_parallel_in_log(line) is True
+    assert find_expert_parallel_in_log(line.replace("True", "False")) is None
+    assert find_expert_parallel_in_log("non-default args: {'tensor_parallel_size': 4}") is None

@@ -33,7 +33,7 @@ def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
     recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
     return LayoutOutcome(tensor_parallel, SimpleNamespace(
         recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
-        max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel))
+        max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel, expert_parallel=False))
 
 
 def test_the_deployment_on_gpus_and_for_a_request_rate():
@@ -162,16 +162,18 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
     # Each data-parallel rank holds its share of the server's 32 requests: its KV plan is for 8, and the
     # single layout's report and JSON give vLLM's per-rank flag beside the server's cap.
     assert (by_size[1].advice.memory.batch_cap, by_size[4].advice.memory.batch_cap) == (32, 8)
-    assert "Recommended --max-num-seqs 8 per rank with --data-parallel-size 4 (32 requests in flight over the " \
-           "server)" in render_text(by_size[4].advice)
-    assert "Recommended --max-num-seqs 32 (measured" in render_text(by_size[1].advice)
+    # Its runs spread MiniMax's experts (NVIDIA's rows: expert-parallel size t x d), so the answer does too.
+    assert "Recommended --max-num-seqs 8 per rank with --data-parallel-size 4 --enable-expert-parallel (32 requests " \
+           "in flight over the server)" in render_text(by_size[4].advice)
+    assert "Recommended --max-num-seqs 32 with --enable-expert-parallel (measured" in render_text(by_size[1].advice)
+    assert (by_size[1].name, by_size[4].name) == ("TP 4 (EP 4)", "TP 4 x DP 4 (EP 16)")
     recommendation = cli.advice_json(by_size[4].advice)["recommendation"]
     assert (recommendation["max_num_seqs"], recommendation["data_parallel_size"],
-            recommendation["max_num_seqs_per_rank"]) == (32, 4, 8)
+            recommendation["max_num_seqs_per_rank"], recommendation["enable_expert_parallel"]) == (32, 4, 8, True)
     assert by_size[4].advice.memory.kv_bytes_needed == pytest.approx(by_size[1].advice.memory.kv_bytes_needed / 4)
     # Both measured at every cap: settled, DP 4's measured choice a quarter per GPU of its 16.
     assert layouts.settled and by_size[4].status == "excluded"
-    assert by_size[4].verdict.startswith("its measured choice 210 tokens/s per GPU <= 1.01 x the chosen TP 4's")
+    assert by_size[4].verdict.startswith("its measured choice 210 tokens/s per GPU <= 1.01 x the chosen TP 4 (EP 4)'s")
 
 
 
@@ -219,7 +221,8 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
             raise NoFeasibleCapError(f"no batch cap meets the constraints: {recommendation.reason}", rows)
         return SimpleNamespace(recommendation=recommendation, gpus_per_server=gpus, view=view,
                                certificate=certify(view, request.epsilon, request.tolerance), max_model_len=2048,
-                               memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m")
+                               memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m",
+                               expert_parallel=False)
     return advise
 
 

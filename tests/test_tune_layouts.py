@@ -503,3 +503,67 @@ def test_a_pipeline_parallel_run_is_no_measurement_of_its_tensor_parallel_layout
                          col.PIPELINE_PARALLEL: [1, 2, np.nan], col.DATA_PARALLEL: [1, 1, np.nan]})
     assert _matches(runs, "m", 1024, 1024, Layout.of_sizes(4)).tolist() == [True, False, False]
     assert _matches(runs, "m", 1024, 1024, Layout.of_sizes(1)).tolist() == [False, False, True]
+
+
+def _fake_run(traces, name: str, *metadata: str, concurrency: int = 16) -> None:
+    from fake_vllm_bench import main as fake_bench
+
+    assert fake_bench(["--model", "facebook/opt-1.3b", "--random-input-len", "128", "--random-output-len", "32",
+                       "--max-concurrency", str(concurrency), "--num-prompts", "64", "--result-dir",
+                       str(traces / name), "--result-filename", "result.json", "--tensor-parallel-size", "4",
+                       "--hardware", "a100-sxm-40gb", "--metadata", "max_num_seqs=64", "tensor_parallel_size=4",
+                       *metadata]) == 0
+
+
+def test_a_layout_whose_runs_spread_the_experts_keeps_the_flag_in_its_runs_and_answer(tmp_path, capsys):
+    """Runs recorded with --enable-expert-parallel make their layout an expert-parallel one: named with its
+    expert-parallel size, its next server started with the flag, its template value set."""
+    traces = tmp_path / "runs"
+    _fake_run(traces, "ep", "enable_expert_parallel=true")
+    capsys.readouterr()
+    code, body, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "4,8", model="facebook/opt-1.3b")
+    assert code == 0
+    labels = [entry["layout"] for entry in body["layouts"][0]["layouts"]]
+    assert labels == ["TP 4 (EP 4)", "TP 8"]
+    flags = {entry["layout"]: entry["enable_expert_parallel"] for entry in body["layouts"][0]["layouts"]}
+    assert flags == {"TP 4 (EP 4)": True, "TP 8": False}
+    ep = next(w for w in body["workloads"] if w["workload"].endswith("TP 4 (EP 4)"))
+    assert [c["max_num_seqs"] for c in ep["candidates"] if c["runs"]] == [16]
+    for proposal in body["next"]:
+        server = proposal["commands"]["server"]
+        assert ("--enable-expert-parallel" in server) == proposal["workload"].endswith("(EP 4)"), server
+
+
+def test_runs_with_and_without_expert_parallelism_at_one_layout_are_refused_as_one_curve(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    _fake_run(traces, "ep", "enable_expert_parallel=true")
+    _fake_run(traces, "tp", concurrency=4)
+    capsys.readouterr()
+    from slim.cli import main
+
+    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-1.3b:128:32", "--hardware",
+                 "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
+                 "--tensor-parallel-sizes", "4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "mix servers with and without --enable-expert-parallel (1 with, 1 without)" in err
+
+
+def test_the_expert_parallel_switch_of_a_template_adds_the_flag_or_nothing():
+    from pathlib import Path
+
+    from slim.specs.slo import Slos
+    from slim.tune.commands import placeholders
+    from slim.tune.request import TuneRequest, WorkloadSpec
+    from slim.tune.runner import render_template
+
+    request = TuneRequest(Path("runs"), (WorkloadSpec("m", 128, 32),), "a100-sxm-40gb", Slos.of(["mean_tpot_ms=50"]),
+                          tensor_parallel_sizes=(4,))
+    spec = request.workloads[0]
+    template = "vllm serve {model} --tensor-parallel-size {tensor_parallel_size} {expert_parallel_flag} --port 1"
+    on = placeholders(request, spec, 16, layout=Layout.of_sizes(4, 1, True))
+    off = placeholders(request, spec, 16, layout=Layout.of_sizes(4))
+    assert render_template(template, on) == ["vllm", "serve", "m", "--tensor-parallel-size", "4",
+                                             "--enable-expert-parallel", "--port", "1"]
+    assert render_template(template, off) == ["vllm", "serve", "m", "--tensor-parallel-size", "4", "--port", "1"]
+    assert render_template("sh -c 'vllm serve {model} {expert_parallel_flag} --port 1'", off) == [
+        "sh", "-c", "vllm serve m  --port 1"]

@@ -61,6 +61,7 @@ from slim.traces.usable import (
 )
 from slim.tune.outlook import TuneOutlook, tune_outlook
 from slim.tune.request import OFFLINE, ONLINE, TuneRequest, WorkloadSpec
+from slim.tune.server_sizes import layout_expert_parallel
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class Advice:
     data_parallel: int = 1
     """The advised layout's data-parallel ranks: the cap is the server's requests in flight, each rank's
     vLLM ``--max-num-seqs`` its share (`max_num_seqs_per_rank`)."""
+    expert_parallel: bool = False
+    """Whether the advised layout's runs spread the experts over its GPUs (vLLM's
+    ``--enable-expert-parallel``): the deployment serves with it too."""
     gpus_per_server: int = 1
     """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
     runs, else tensor x data parallel): what its throughput is per GPU over."""
@@ -217,6 +221,7 @@ def advise(request: AdviceRequest) -> Advice:
     measured_runs, other_sizes = single_data_parallel_size(every_size, r.data_parallel)
     data_parallel = int(measured_runs[col.DATA_PARALLEL].fillna(1).iloc[0]) if len(measured_runs) \
         and col.DATA_PARALLEL in measured_runs else int(r.data_parallel or 1)
+    expert_parallel = layout_expert_parallel(measured_runs, Layout.of_sizes(tensor_parallel, data_parallel).label)
     throttled = col.MAX_CONCURRENCY in measured_runs and measured_runs[col.MAX_CONCURRENCY].notna().any()
     advice = predictor_advice(advise_predictors()[r.predictor], r, train, catalog, hw, arch, capacity_tokens,
                               measured_runs, throttled, tensor_parallel, recorded_version(measured_runs, runs))
@@ -254,7 +259,7 @@ def advise(request: AdviceRequest) -> Advice:
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,
-                  data_parallel=data_parallel,
+                  data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
                   certificate=certify(view, r.epsilon, r.tolerance))
 

@@ -16,7 +16,7 @@ from slim.decision.layouts import Layout
 def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
     chosen = advice.chosen
     memory = chosen.advice.memory
-    layout = Layout.of_sizes(chosen.tensor_parallel, chosen.data_parallel)
+    layout = Layout.of_sizes(chosen.tensor_parallel, chosen.data_parallel, chosen.advice.expert_parallel)
     # The runs' cap is the server's requests in flight; vLLM's --max-num-seqs holds per data-parallel rank.
     cap = layout.per_rank_cap(chosen.advice.recommendation.batch_cap)
     return (f"vllm serve {served_model} {' '.join(layout.parallel_flags())} "
@@ -105,6 +105,7 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
     """`slim advise --json`'s ``layouts`` document (docs/advisor.md, "The layout")."""
     def outcome(o: LayoutOutcome) -> dict[str, Any]:
         layout = {"tensor_parallel_size": o.tensor_parallel, "data_parallel_size": o.data_parallel,
+                  "enable_expert_parallel": bool(o.advice is not None and o.advice.expert_parallel),
                   "gpus_per_replica": o.gpus_per_replica, "status": o.status,
                   "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None}
         reason = o.verdict if o.verdict is not None else o.reason
@@ -120,6 +121,7 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
     return {"layouts": [outcome(o) for o in advice.outcomes],
             "chosen_tensor_parallel_size": chosen.tensor_parallel if chosen is not None else None,
             "chosen_data_parallel_size": chosen.data_parallel if chosen is not None else None,
+            "chosen_enable_expert_parallel": chosen.advice.expert_parallel if chosen is not None else None,
             "settled": advice.settled, "tolerance": advice.tolerance,
             "gpus": advice.gpus, "request_rate": advice.request_rate, "replicas": advice.replicas,
             "gpus_needed": advice.gpus_needed, "headroom": advice.headroom,

@@ -73,7 +73,10 @@ class LayoutOutcome:
 
     @property
     def name(self) -> str:
-        """``TP t``, or ``TP t x DP d`` with data parallelism (`Layout.label`)."""
+        """``TP t``, or ``TP t x DP d`` with data parallelism, `` (EP e)`` with expert parallelism
+        (`Layout.label`)."""
+        if self.candidate is not None:
+            return self.candidate.layout.label
         return Layout.of_sizes(self.tensor_parallel, self.data_parallel).label
 
     @property
@@ -181,7 +184,7 @@ def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: 
     if gpus is not None and advice.gpus_per_server > gpus:    # pipeline parallel: more than t x d per server
         return LayoutOutcome(size, None, f"its runs' server uses {advice.gpus_per_server} GPUs, {gpus} available",
                              data_parallel, status=EXCLUDED)
-    layout = Layout(size, int(advice.gpus_per_server), data_parallel)
+    layout = Layout(size, int(advice.gpus_per_server), data_parallel, advice.expert_parallel)
     candidate = LayoutCandidate(layout, advice.view, advice.certificate)
     return LayoutOutcome(size, advice, None, data_parallel, candidate)
 

@@ -81,11 +81,12 @@ def _basis_line(advice: Advice, left_out: str) -> str:
 
 def _cap_flag(advice: Advice) -> str:
     """The recommended cap as vLLM takes it: the cap, or with data parallelism each rank's share of the
-    server's requests in flight."""
+    server's requests in flight; with expert parallelism, the flag its runs were served with."""
     cap = advice.recommendation.batch_cap
+    experts = " --enable-expert-parallel" if advice.expert_parallel else ""
     if advice.data_parallel <= 1:
-        return f"{cap:g}"
-    return (f"{advice.max_num_seqs_per_rank} per rank with --data-parallel-size {advice.data_parallel} "
+        return f"{cap:g}" + (f" with{experts}" if experts else "")
+    return (f"{advice.max_num_seqs_per_rank} per rank with --data-parallel-size {advice.data_parallel}{experts} "
             f"({cap:g} requests in flight over the server)")
 
 
@@ -238,6 +239,7 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
                 "prior": advice.prior_reason is not None, "prior_reason": advice.prior_reason},
         "runs_found": advice.runs_found, "skipped_runs": [run.to_dict() for run in advice.skipped],
         "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "data_parallel_size": advice.data_parallel,
+                           "enable_expert_parallel": advice.expert_parallel,
                            "max_num_seqs_per_rank": advice.max_num_seqs_per_rank, "measured": r.measured,
                            THROUGHPUT_KEY: _number(r.throughput_per_s),
                            **{name: _number(value) for name, value in r.values_ms.items()},

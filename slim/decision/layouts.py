@@ -29,12 +29,17 @@ from slim.decision.certificate import Certificate
 @dataclass(frozen=True)
 class Layout:
     """A parallel layout: GPUs per model replica (vLLM's ``--tensor-parallel-size``), GPUs the server
-    uses in all (``tensor x pipeline x data parallel``), by which the objective is divided, and its
-    data-parallel size (None: ``gpus / tensor_parallel``, a server without pipeline parallelism)."""
+    uses in all (``tensor x pipeline x data parallel``), by which the objective is divided, its
+    data-parallel size (None: ``gpus / tensor_parallel``, a server without pipeline parallelism) and
+    whether a mixture-of-experts model's experts are spread whole over the server's ``t x d`` GPUs
+    (vLLM's ``--enable-expert-parallel``, expert-parallel size ``t x d``) rather than each expert's
+    weights split over them (vLLM's `FusedMoEParallelConfig.make` in
+    ``vllm/model_executor/layers/fused_moe/config.py``)."""
 
     tensor_parallel: int
     gpus: int
     data_parallel: int | None = None
+    expert_parallel: bool = False
 
     def __post_init__(self) -> None:
         # One layout, one value: a data-parallel size left out is the one it stands for.
@@ -47,9 +52,10 @@ class Layout:
         return cls(int(tensor_parallel), int(tensor_parallel))
 
     @classmethod
-    def of_sizes(cls, tensor_parallel: int, data_parallel: int = 1) -> Layout:
+    def of_sizes(cls, tensor_parallel: int, data_parallel: int = 1, expert_parallel: bool = False) -> Layout:
         """A server of `data_parallel` ranks of `tensor_parallel` GPUs each: ``gpus = t x d``."""
-        return cls(int(tensor_parallel), int(tensor_parallel) * int(data_parallel), int(data_parallel))
+        return cls(int(tensor_parallel), int(tensor_parallel) * int(data_parallel), int(data_parallel),
+                   bool(expert_parallel))
 
     @property
     def ranks(self) -> int:
@@ -58,8 +64,10 @@ class Layout:
 
     @property
     def label(self) -> str:
-        """``TP t``, or ``TP t x DP d`` with data parallelism."""
-        return f"TP {self.tensor_parallel}" + (f" x DP {self.ranks}" if self.ranks > 1 else "")
+        """``TP t``, or ``TP t x DP d`` with data parallelism; `` (EP e)`` where the experts are spread
+        over the ``e = t x d`` GPUs of a replica."""
+        label = f"TP {self.tensor_parallel}" + (f" x DP {self.ranks}" if self.ranks > 1 else "")
+        return label + (f" (EP {self.tensor_parallel * self.ranks})" if self.expert_parallel else "")
 
     def per_rank_cap(self, cap: float) -> int:
         """vLLM's ``--max-num-seqs`` of a server whose runs measured `cap` requests in flight: vLLM's
@@ -67,10 +75,11 @@ class Layout:
         return math.ceil(float(cap) / self.ranks - 1e-9)
 
     def parallel_flags(self) -> list[str]:
-        """vLLM's flags of the layout: ``--tensor-parallel-size t`` and, with data parallelism,
-        ``--data-parallel-size d``."""
+        """vLLM's flags of the layout: ``--tensor-parallel-size t``, with data parallelism
+        ``--data-parallel-size d``, with expert parallelism ``--enable-expert-parallel``."""
         flags = ["--tensor-parallel-size", str(self.tensor_parallel)]
-        return flags + (["--data-parallel-size", str(self.ranks)] if self.ranks > 1 else [])
+        flags += ["--data-parallel-size", str(self.ranks)] if self.ranks > 1 else []
+        return flags + (["--enable-expert-parallel"] if self.expert_parallel else [])
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ class LayoutVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tensor_parallel_size": self.layout.tensor_parallel, "data_parallel_size": self.layout.ranks,
-                "gpus": self.layout.gpus,
+                "enable_expert_parallel": self.layout.expert_parallel, "gpus": self.layout.gpus,
                 "max_num_seqs": cap_number(self.batch_cap), "objective_per_gpu": _finite(self.objective_per_gpu),
                 "ceiling_per_gpu": _finite(self.ceiling_per_gpu), "chosen": self.chosen, "excluded": self.excluded,
                 "reason": self.reason or None}

@@ -82,6 +82,13 @@ class DirectoryEvidence:
         from_flags = _positive_int(flags.get(flag))
         return from_flags if from_flags is not None else self.first_in_server_logs(find_in_log)
 
+    def server_switch(self, flag: str, find_in_log: Callable[[str], bool | None]) -> bool:
+        """Whether a switch server flag (``--<flag>``, no value) was on: in the client's record of the
+        server args, else as the first server log that states it; False where neither does."""
+        if flag in parse_server_flags(str(self.client_args.get("server_args", ""))):
+            return True
+        return bool(self.first_in_server_logs(find_in_log))
+
     def first_in_server_logs(self, find: Callable[[str], Any]) -> Any:
         """What `find` finds first in the server logs (by name), or None."""
         for text in self.server_log_texts.values():

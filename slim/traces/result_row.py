@@ -20,6 +20,7 @@ from slim.traces.plausibility import batch_contradiction, non_positive_values, s
 from slim.traces.results import FORMAT_GUIDELLM, ResultRecord
 from slim.traces.server_log import (
     find_data_parallel_in_log,
+    find_expert_parallel_in_log,
     find_hardware_error,
     find_max_num_seqs_in_log,
     find_pipeline_parallel_in_log,
@@ -169,6 +170,12 @@ class ResultRow:
                                    (col.DATA_PARALLEL, "data-parallel-size", find_data_parallel_in_log)):
             self.row[column] = (_positive_int(_setting(self.content, flag.replace("-", "_")))
                                 or evidence.server_setting(flag, find) or 1)
+        # --enable-expert-parallel spreads the experts over every GPU of a replica's ranks
+        # (vLLM's FusedMoEParallelConfig.make: expert-parallel size = tensor x data parallel).
+        recorded = str(_setting(self.content, "enable_expert_parallel")).strip().lower()
+        if recorded in ("true", "1") or (recorded in ("none", "") and evidence.server_switch(
+                "enable-expert-parallel", find_expert_parallel_in_log)):
+            self.row[col.EXPERT_PARALLEL] = self.row[col.TENSOR_PARALLEL] * self.row[col.DATA_PARALLEL]
         self.row[col.VLLM_VERSION] = evidence.first_in_server_logs(find_vllm_version_in_log)
 
     def _read_kv_cache(self) -> Verdict | None:

@@ -31,6 +31,7 @@ _MAX_NUM_SEQS_IN_LOG = re.compile(r"max_num_seqs['\"]?\s*[=:]\s*(\d+)")
 _TENSOR_PARALLEL_IN_LOG = re.compile(r"tensor_parallel_size['\"]?\s*[=:]\s*(\d+)")
 _PIPELINE_PARALLEL_IN_LOG = re.compile(r"pipeline_parallel_size['\"]?\s*[=:]\s*(\d+)")
 _DATA_PARALLEL_IN_LOG = re.compile(r"\bdata_parallel_size['\"]?\s*[=:]\s*(\d+)")
+_EXPERT_PARALLEL_IN_LOG = re.compile(r"\benable_expert_parallel['\"]?\s*[=:]\s*True\b")
 # vllm/entrypoints/openai/api_server.py, run_server: logger.info("vLLM API server version %s", VLLM_VERSION)
 _VLLM_VERSION_IN_LOG = re.compile(r"vLLM API server version (\S+)")
 _BLOCK_SIZE_IN_LOG = re.compile(r"\bblock_size['\"]?\s*[=:]\s*(\d+)")
@@ -119,6 +120,12 @@ def find_data_parallel_in_log(text: str) -> int | None:
     """``'data_parallel_size': 4`` (V1 non-default args); None where the log does not state it
     (vLLM's default is 1)."""
     return _first_int(_DATA_PARALLEL_IN_LOG, text)
+
+
+def find_expert_parallel_in_log(text: str) -> bool | None:
+    """``'enable_expert_parallel': True`` (V1 non-default args, as ``--enable-expert-parallel`` sets it);
+    None where the log does not state it (vLLM's default is off)."""
+    return True if _EXPERT_PARALLEL_IN_LOG.search(text) else None
 
 
 def find_vllm_version_in_log(text: str) -> str | None:

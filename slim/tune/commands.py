@@ -40,7 +40,9 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
     across layouts each layout (`layout`; None: the request's tensor-parallel size alone) has folders
     of its own, ``..._tp<t>`` or ``..._tp<t>_dp<d>``, and an offline result file names its size as
     vLLM's do. The cap and ``server_max_num_seqs`` are the server's requests in flight over all its
-    data-parallel ranks; ``server_max_num_seqs_per_rank`` is vLLM's ``--max-num-seqs`` of each."""
+    data-parallel ranks; ``server_max_num_seqs_per_rank`` is vLLM's ``--max-num-seqs`` of each;
+    ``expert_parallel_flag`` is ``--enable-expert-parallel`` at a layout whose runs spread the experts,
+    else empty."""
     layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
     size = layout.tensor_parallel
     suffix = (f"_tp{size}" + (f"_dp{layout.ranks}" if layout.ranks > 1 else "")) if request.across_layouts else ""
@@ -56,7 +58,9 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "server_max_num_seqs_per_rank": str(layout.per_rank_cap(server_cap)),
             "num_prompts": str(prompts_at(request, spec, cap)),
             "tensor_parallel_size": str(size), "tensor_parallel": str(size),
-            "data_parallel_size": str(layout.ranks), "result_dir": str(folder),
+            "data_parallel_size": str(layout.ranks),
+            "expert_parallel_flag": "--enable-expert-parallel" if layout.expert_parallel else "",
+            "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
 

@@ -26,7 +26,7 @@ def _per_gpu(value: float, gpus: int) -> float | None:
 def _layout_fields(layout: Layout) -> dict[str, Any]:
     """A layout as the report names it: its label, sizes and the GPUs one server of it occupies."""
     return {"layout": layout.label, "tensor_parallel_size": layout.tensor_parallel,
-            "data_parallel_size": layout.ranks, "gpus": layout.gpus}
+            "data_parallel_size": layout.ranks, "enable_expert_parallel": layout.expert_parallel, "gpus": layout.gpus}
 
 
 def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:

@@ -43,7 +43,13 @@ from slim.tune.measurement import measurement_of_run
 from slim.tune.models import request_models
 from slim.tune.no_prior import unpredicted_quantities
 from slim.tune.request import OFFLINE, ONLINE, MeasuredPrompts, TuneRequest, WorkloadSpec, most_common, prompts_at
-from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, pipeline_parallel_sizes, tensor_parallel_sizes
+from slim.tune.server_sizes import (
+    data_parallel_sizes,
+    layout_expert_parallel,
+    layout_sizes,
+    pipeline_parallel_sizes,
+    tensor_parallel_sizes,
+)
 from slim.tune.session import TuneSession, TuneSettings
 from slim.tune.workload import WORKLOAD, Workload, curve_label
 
@@ -87,7 +93,7 @@ class TunePlan:
     def layout_of(self, label: str) -> Layout:
         """The layout a workload runs at (decided alone: one replica of the request's tensor-parallel size)."""
         workload = next(w for w in self.workloads if w.label == label)
-        alone = Layout.of_tensor_parallel(self.request.tensor_parallel)
+        alone = Layout.of_sizes(self.request.tensor_parallel, 1, workload.expert_parallel)
         return workload.layout if workload.layout is not None else alone
 
 
@@ -155,22 +161,33 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
     """Each workload's layouts, in `slim.tune.layouts.layout_order`: decided alone, the request's
     tensor-parallel size; across layouts, every tensor-parallel size at every data-parallel size of
     ``--data-parallel-sizes``, or where none is given at 1 and every data-parallel size the workload's
-    online `runs` record at that tensor-parallel size."""
+    online `runs` record at that tensor-parallel size. A layout whose runs spread the experts
+    (``--enable-expert-parallel``) keeps doing so (`slim.tune.server_sizes.layout_expert_parallel`)."""
     out = {}
     for spec in request.workloads:
+        of_spec = (runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
+                   if len(runs) else runs)
         if not request.across_layouts:
-            out[spec] = (Layout.of_tensor_parallel(request.tensor_parallel),)
+            out[spec] = (_with_recorded_experts(of_spec, request.tensor_parallel, 1),)
             continue
         recorded = set()
-        if len(runs) and not request.data_parallel_sizes and request.mode == ONLINE:     # offline: one engine
-            of_spec = runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
+        if len(of_spec) and not request.data_parallel_sizes and request.mode == ONLINE:     # offline: one engine
             recorded = set(layout_sizes(of_spec))
         layouts = set()
         for size in request.layout_sizes:
             ranks = request.data_parallel_sizes or (1, *(d for t, d in recorded if t == size))
-            layouts |= {Layout.of_sizes(size, d) for d in ranks}
+            layouts |= {_with_recorded_experts(of_spec, size, d) for d in ranks}
         out[spec] = tuple(sorted(layouts, key=layout_order))
     return out
+
+
+def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parallel: int) -> Layout:
+    """The layout of `tensor_parallel` x `data_parallel`, with expert parallelism where its `runs` used it."""
+    layout = Layout.of_sizes(tensor_parallel, data_parallel)
+    if not len(runs):
+        return layout
+    at = runs[(tensor_parallel_sizes(runs) == tensor_parallel) & (data_parallel_sizes(runs) == data_parallel)]
+    return Layout.of_sizes(tensor_parallel, data_parallel, layout_expert_parallel(at, layout.label))
 
 
 def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layout | None = None) -> np.ndarray:
@@ -233,7 +250,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
         arch = None if name in models.no_prior else catalog[name]
         workload = Workload(name, spec.input_len, spec.output_len, request.slos, request.epsilon,
                             tensor_parallel=layout.tensor_parallel if request.across_layouts else None,
-                            data_parallel=layout.ranks)
+                            data_parallel=layout.ranks, expert_parallel=layout.expert_parallel)
         if workload.label in specs:
             raise AdvisorError(f"workload {workload.label} is named twice")
         excluded = layout_exclusion(arch, hw, spec, layout, request.gpus if request.across_layouts else None)

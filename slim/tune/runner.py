@@ -84,15 +84,18 @@ def render_template(template: str, values: dict[str, str]) -> list[str]:
         raise AdvisorError(f"--run template cannot be split into arguments: {error}") from error
     if not words:
         raise AdvisorError("--run template is empty")
-    quoted = {name: shlex.quote(value) for name, value in values.items()}
+    # A switch placeholder left empty ({expert_parallel_flag} off) adds no argument, not an empty one.
+    quoted = {name: shlex.quote(value) if value else "" for name, value in values.items()}
     shell = Path(words[0]).name in SHELLS
     argv = []
     for position, word in enumerate(words):
         script = shell and position > 0 and words[position - 1] == "-c"
         try:
-            argv.append(word.format_map(quoted if script else values))
+            filled = word.format_map(quoted if script else values)
         except (ValueError, KeyError, IndexError, AttributeError) as error:
             raise AdvisorError(f"--run template: cannot fill '{word}' ({error})") from error
+        if filled or not word:
+            argv.append(filled)
     return argv
 
 

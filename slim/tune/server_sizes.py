@@ -1,6 +1,7 @@
 """The parallel sizes of the rows of a candidates or runs table: the tensor-parallel size ``t``, the
-data-parallel size ``d`` (1 where a row records none, vLLM's default) and the GPUs one server of the
-two occupies, ``t x d``, by which a run's duration is charged."""
+data-parallel size ``d`` (1 where a row records none, vLLM's default), the GPUs one server of the
+two occupies, ``t x d``, by which a run's duration is charged, and whether its experts were spread
+by expert parallelism (vLLM's ``--enable-expert-parallel``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
+from slim.errors import AdvisorError
 
 
 def _sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -40,3 +42,21 @@ def server_gpus(frame: pd.DataFrame) -> np.ndarray:
 def layout_sizes(frame: pd.DataFrame) -> list[tuple[int, int]]:
     """Each row's ``(t, d)``."""
     return list(zip(tensor_parallel_sizes(frame).tolist(), data_parallel_sizes(frame).tolist()))
+
+
+def expert_parallel_enabled(frame: pd.DataFrame) -> np.ndarray:
+    """Whether each row's server spread a mixture-of-experts model's experts over its GPUs (vLLM's
+    ``--enable-expert-parallel``): an expert-parallel size above 1 recorded (False where none is)."""
+    return _sizes(frame, col.EXPERT_PARALLEL) > 1
+
+
+def layout_expert_parallel(frame: pd.DataFrame, layout_label: str) -> bool:
+    """Whether the runs of one layout (`layout_label` names it in the error) spread the experts
+    (`expert_parallel_enabled`): a server with and one without are different deployments, so runs of
+    both kinds at one layout raise `AdvisorError` rather than being judged as one curve."""
+    enabled = expert_parallel_enabled(frame)
+    if enabled.any() and not enabled.all():
+        raise AdvisorError(f"the runs at {layout_label} mix servers with and without --enable-expert-parallel "
+                           f"({int(enabled.sum())} with, {int((~enabled).sum())} without): they are two deployments; "
+                           "keep one kind in the folder (advise can leave the others out with --exclude-runs)")
+    return bool(enabled.any())

@@ -38,11 +38,15 @@ class Workload:
     data_parallel: int = 1
     """The data-parallel size of this decision's layout (across layouts; its caps are the server's
     requests in flight, over all its ranks)."""
+    expert_parallel: bool = False
+    """Whether this decision's server spreads the experts over its GPUs (``--enable-expert-parallel``,
+    as the workload's runs at its layout did)."""
 
     @property
     def layout(self) -> Layout | None:
         """The layout this decision is one of across layouts (None: the cap decided alone)."""
-        return None if self.tensor_parallel is None else Layout.of_sizes(self.tensor_parallel, self.data_parallel)
+        return None if self.tensor_parallel is None else Layout.of_sizes(self.tensor_parallel, self.data_parallel,
+                                                                          self.expert_parallel)
 
     @property
     def bisection_start(self) -> float | None:

@@ -48,6 +48,7 @@ from slim.paper.figures.frontier import (
 )
 from slim.paper.figures.point_labels import PointLabel, near, place_labels
 from slim.specs.slo import IN_BATCH_E2E
+from slim.tune.server_sizes import expert_parallel_enabled
 
 LAYOUT_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
                  "tab:cyan")
@@ -268,16 +269,17 @@ def dataset_layout_frontiers(runs: pd.DataFrame, dataset: str, predictions: pd.D
                        .fillna(1).astype(int),
                        layout_data_parallel=runs.reindex(columns=[col.DATA_PARALLEL])[col.DATA_PARALLEL]
                        .fillna(1).astype(int),
-                       layout_gpus=server_gpus(runs))
+                       layout_expert_parallel=expert_parallel_enabled(runs), layout_gpus=server_gpus(runs))
     frontiers = []
     cell_keys = [col.HARDWARE, col.MODEL, col.INPUT_LEN_NOMINAL, col.OUTPUT_LEN_NOMINAL]
     for (hardware, model, il, ol), cell in runs.groupby(cell_keys, sort=True):
-        layouts = cell.groupby(["layout_tensor_parallel", "layout_data_parallel"], sort=True)
+        layouts = cell.groupby(["layout_tensor_parallel", "layout_data_parallel", "layout_expert_parallel"], sort=True)
         if layouts.ngroups < min_layouts:
             continue
         curves = []
-        for (tensor_parallel, data_parallel), rows in layouts:
-            name = Layout(int(tensor_parallel), int(tensor_parallel * data_parallel), int(data_parallel)).label
+        for (tensor_parallel, data_parallel, expert_parallel), rows in layouts:
+            name = Layout(int(tensor_parallel), int(tensor_parallel * data_parallel), int(data_parallel),
+                          bool(expert_parallel)).label
             curves.append(LayoutCurve(name, int(rows["layout_gpus"].max()), _run_points(rows, predicted)))
         note = f"{dataset}: measured"
         if any(not p.measured for curve in curves for p in curve.points):

@@ -60,7 +60,7 @@ from slim.tune.layout_uncertainty import (
 )
 from slim.tune.layouts import layout_decisions
 from slim.tune.loop import run_loop
-from slim.tune.server_sizes import data_parallel_sizes, layout_sizes, tensor_parallel_sizes
+from slim.tune.server_sizes import data_parallel_sizes, expert_parallel_enabled, layout_sizes, tensor_parallel_sizes
 from slim.tune.session import TuneSession, TuneSettings
 
 LAYOUT_POLICIES = ("exhaustive", "bisection_per_layout", "tune_per_layout", "tune_layouts", "tune_layouts_fitted",
@@ -104,15 +104,16 @@ def layout_workloads(frame: pd.DataFrame, kind: SloKind) -> tuple[list[LayoutWor
     workload or layout that cannot be replayed (fewer than two caps, a metric not judged)."""
     frame = frame.copy()
     frame["_tp"], frame["_dp"] = tensor_parallel_sizes(frame), data_parallel_sizes(frame)
+    frame["_ep"] = expert_parallel_enabled(frame)
     workloads, skipped, index = [], [], 0
     keys = [col.HARDWARE, *col.WORKLOAD_KEYS]
     for (hardware, model, il, ol), rows in frame.groupby(keys, sort=True):
         label = f"{model} IL {il:g} OL {ol:g} on {hardware}"
         layouts = []
-        for (tp, dp), runs in rows.groupby(["_tp", "_dp"], sort=True):
-            curves, lines = replay_curves(runs.drop(columns=["_tp", "_dp"]), kind)
+        for (tp, dp, ep), runs in rows.groupby(["_tp", "_dp", "_ep"], sort=True):
+            curves, lines = replay_curves(runs.drop(columns=["_tp", "_dp", "_ep"]), kind)
             gpus = _int(runs[col.GPUS_PER_SERVER].iloc[0], tp * dp) if col.GPUS_PER_SERVER in runs else tp * dp
-            name = Layout(tp, gpus, dp).label      # TP 4, or TP 4 x DP 4 where data parallelism is used
+            name = Layout(tp, gpus, dp, bool(ep)).label      # TP 4; TP 4 x DP 4; " (EP 16)" with experts spread
             skipped += [f"{label} {name}: {line}" for line in lines]
             for curve in curves:
                 layouts.append(LayoutCurve(name, gpus, replace(curve, index=index)))
