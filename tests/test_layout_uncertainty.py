@@ -13,6 +13,7 @@ from slim.tune.layout_uncertainty import (
     CONFIGURATION,
     LOG_RESIDUAL,
     fit_layout_uncertainty,
+    interval_coverage,
     layout_residual_sets,
 )
 
@@ -39,6 +40,16 @@ def test_the_fit_recovers_the_scales_the_residuals_were_drawn_with():
     assert fitted.offset_sd == pytest.approx(0.1, rel=0.25)
     small = fit_layout_uncertainty(layout_residual_sets(_draws(0.05, 0.2, 0.02, 600, seed=3)), noise_sd=0.02)
     assert small.slope_sd_per_doubling < 0.1 and small.offset_sd == pytest.approx(0.2, rel=0.15)
+
+
+def test_the_intervals_of_the_true_scales_cover_as_stated_and_too_narrow_ones_do_not():
+    sets = layout_residual_sets(_draws(0.3, 0.1, 0.02, 600, seed=5))
+    true = interval_coverage(sets, LayoutUncertainty(slope_sd_per_doubling=0.3, offset_sd=0.1), noise_sd=0.02)
+    assert true.pairs == 1200 and true.covered == pytest.approx(0.9, abs=0.03)
+    narrow = interval_coverage(sets, LayoutUncertainty(slope_sd_per_doubling=0.1, offset_sd=0.03), noise_sd=0.02)
+    assert narrow.covered < 0.6 and narrow.mean_half_width < true.mean_half_width
+    with pytest.raises(ValueError, match="no interval to check"):
+        interval_coverage([], LayoutUncertainty(), noise_sd=0.02)
 
 
 def test_the_fit_does_not_move_with_the_order_or_a_1e_9_perturbation():

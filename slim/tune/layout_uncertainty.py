@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -88,3 +89,30 @@ def fit_layout_uncertainty(sets: Sequence[LayoutResidualSet], noise_sd: float) -
                       args=(tuple(sets), noise_sd), method="L-BFGS-B", bounds=bounds)
     slope, offset = np.exp(result.x)
     return LayoutUncertainty(slope_sd_per_doubling=_rounded(slope), offset_sd=_rounded(offset))
+
+
+@dataclass(frozen=True)
+class LayoutCoverage:
+    """How often a belief's interval at a size not yet measured holds the residual found there: of
+    `pairs` (configuration, larger size), the share `covered`, and the interval's mean half-width
+    (log residual, so ``exp(half_width) - 1`` is its relative reach)."""
+
+    pairs: int
+    covered: float
+    mean_half_width: float
+
+
+def interval_coverage(sets: Sequence[LayoutResidualSet], scales: LayoutUncertainty, noise_sd: float,
+                      level: float = 0.9) -> LayoutCoverage:
+    """The `level` interval the scales give each larger size's difference ``delta_t`` before it is
+    measured, the smallest size measured (module docstring: ``delta_t ~ N(0, s^2 d_t^2 + o^2 + 2 n^2)``),
+    against the difference found; raises ValueError on no set."""
+    if not sets:
+        raise ValueError("no configuration measured at two tensor-parallel sizes: no interval to check")
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    doublings = np.concatenate([draw.doublings for draw in sets])
+    differences = np.concatenate([draw.differences for draw in sets])
+    half_width = z * np.sqrt(scales.slope_sd_per_doubling ** 2 * doublings ** 2 + scales.offset_sd ** 2
+                             + 2.0 * noise_sd ** 2)
+    return LayoutCoverage(len(differences), float(np.mean(np.abs(differences) <= half_width)),
+                          float(np.mean(half_width)))

@@ -56,6 +56,7 @@ from slim.tune.layout_uncertainty import (
     CONFIGURATION,
     LOG_RESIDUAL,
     fit_layout_uncertainty,
+    interval_coverage,
     layout_residual_sets,
 )
 from slim.tune.layouts import layout_decisions
@@ -370,6 +371,27 @@ def fitted_layout_uncertainty(predictions: pd.DataFrame, held_out: str, noise_sd
     return fit_layout_uncertainty(sets, noise_sd) if sets else None
 
 
+def layout_coverage_line(predictions: pd.DataFrame, dataset: str, noise_sd: float,
+                         fitted: LayoutUncertainty | None) -> str | None:
+    """How often the prior's 90% interval across sizes holds the dataset's own zero-shot residual at a size
+    before it is measured (`slim.tune.layout_uncertainty.interval_coverage`), with the shipped scales and,
+    where there are some, those fitted on the other datasets; None where no configuration has two sizes."""
+    sets = layout_residual_sets(layout_residuals(predictions[predictions["dataset"] == dataset]))
+    if not sets:
+        return None
+    parts, pairs = [], 0
+    for name, scales in (("the shipped scales", LayoutUncertainty()),
+                         ("the scales fitted on the other datasets", fitted)):
+        if scales is None:
+            continue
+        found = interval_coverage(sets, scales, noise_sd)
+        pairs = found.pairs
+        parts.append(f"{100 * found.covered:.0f}% with {name} (reach x{math.exp(found.mean_half_width):.2f} either way "
+                     "on average)")
+    return (f"{dataset}: the prior's 90% interval at a size not yet measured, given the smallest size's run, holds "
+            f"the residual found there in {'; '.join(parts)}, of {pairs} (configuration, size) pairs")
+
+
 def replay_dataset_layouts(runs: pd.DataFrame, predictions: pd.DataFrame, dataset: str,
                            kinds: Sequence[SloKind], epsilon: float, seeds: int, settings: TuneSettings,
                            architectures: ArchitectureLookup, hardware: dict[str, Hardware]
@@ -390,6 +412,8 @@ def replay_dataset_layouts(runs: pd.DataFrame, predictions: pd.DataFrame, datase
                      f"zero-shot residuals: slope {fitted.slope_sd_per_doubling:g} per doubling, offset "
                      f"{fitted.offset_sd:g} (tune_layouts: the shipped {LayoutUncertainty().slope_sd_per_doubling:g} "
                      f"and {LayoutUncertainty().offset_sd:g})")
+    coverage = layout_coverage_line(predictions, dataset, settings.kernel.noise_sd, fitted)
+    notes += [coverage] if coverage is not None else []
     for name, on_hardware in runs.groupby(col.HARDWARE, sort=True):
         prior = tabled_replay_prior(predictions[predictions["dataset"] == dataset], on_hardware, "zero_shot_",
                                     str(name), "SIM zero-shot (constants calibrated on the other models)")
