@@ -53,6 +53,8 @@ SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 STOP_GRACE_S = 5.0
 """How long a stopped run's process group has between SIGTERM and SIGKILL."""
 EXIT_TIMED_OUT, EXIT_CANNOT_START, EXIT_INTERRUPTED = 124, 127, 130
+RUN_TIMEOUT_FLOOR_S = 1.0
+"""The shortest time limit a run is given (wall seconds), however small its allowance."""
 
 
 def template_fields(template: str) -> set[str]:
@@ -317,7 +319,7 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
         relative_folder = str(folder.relative_to(results_folder))
         started = time.monotonic()
         limit_s = (None if proposal.limit_gpu_seconds is None
-                   else max(proposal.limit_gpu_seconds / gpus, 1.0))
+                   else max(proposal.limit_gpu_seconds / gpus, RUN_TIMEOUT_FLOOR_S))
         run_timeout_s = min((t for t in (timeout_s, limit_s) if t is not None), default=None)
         try:
             code, seconds = execute(argv, folder, run_timeout_s)
