@@ -1,7 +1,7 @@
 """A data-parallel server predicted from its ranks (`slim.predictors.data_parallel`): a row at TP t x DP
 d and cap B is d ranks at TP t, each holding its share of the B requests in flight, so SIM and SLIM
 predict d x the throughput of one rank at B / d with that rank's latencies; rows at DP 1 (or NaN, or
-without the column) are predicted exactly as before; `slim tune`'s prior uses it."""
+without the column) are predicted exactly as before; `slim tune`'s prior and `slim advise` use it."""
 
 import json
 
@@ -18,7 +18,7 @@ from slim.sim.schedules import ScheduleTable
 from slim.specs.architecture import load_architectures
 from slim.specs.data_parallel import RankShare, per_rank_cap, rank_shares
 from slim.specs.hardware import load_hardware
-from slim.specs.slo import SloMetric
+from slim.specs.slo import SloMetric, Slos
 from slim.tune.belief import prior_prediction, tune_prior
 
 MODEL = "opt-1.3b"
@@ -103,7 +103,7 @@ def test_an_uneven_share_sums_the_two_rank_kinds_and_takes_the_worse_ranks_perce
         assert of_server["p99_tpot_ms"][0] == max(high["p99_tpot_ms"][0], low["p99_tpot_ms"][0])
 
 
-# --- slim tune's prior ----------------------------------------------------------------------------------------
+# --- slim tune's prior and slim advise -------------------------------------------------------------------
 
 def _tune_priors(capsys, tmp_path, predictor: str) -> dict[tuple[str, int], dict]:
     from slim.cli import main
@@ -135,3 +135,27 @@ def test_tunes_sim_prior_of_a_data_parallel_layout_is_its_ranks(tmp_path, capsys
     assert server["total_token_throughput"] == pytest.approx(4 * rank["total_token_throughput"], rel=0.1)
     assert server["total_token_throughput"] > 1.5 * one_engine["total_token_throughput"]
     assert server["mean_in_batch_e2e_ms"] < one_engine["mean_in_batch_e2e_ms"]
+
+
+def test_advise_predicts_a_data_parallel_layout_from_its_ranks():
+    """`predictor_advice` at 4 ranks predicts the candidates as their ranks: what it predicts at cap 64
+    is 4 x (SLIM) its prediction at cap 16 and 1 rank."""
+    from slim.advisor.predictions import predictor_advice
+    from slim.advisor.request import AdviceRequest
+    from slim.predictors import advise_predictors
+
+    catalog, hw = load_architectures(), load_hardware()["a100-80gb"]
+    request = AdviceRequest(traces=".", model=MODEL, hardware=hw.name, input_len=256.0, output_len=128.0,
+                            slos=Slos.of(["mean_tpot_ms=50"]), candidates=(1, 16, 64), predictor="slim",
+                            num_prompts=256)
+    runs = pd.DataFrame(columns=[col.MODEL, col.MAX_NUM_SEQS, col.NUM_PROMPTS])
+
+    def advise(data_parallel: int) -> dict[str, np.ndarray]:
+        entry = advise_predictors()["slim"]
+        return predictor_advice(entry, request, runs, catalog, hw, catalog[MODEL], float("nan"), runs,
+                                throttled=True, tensor_parallel=1, data_parallel=data_parallel).predicted
+
+    one, four = advise(1), advise(4)
+    assert four["throughput"][2] == pytest.approx(4 * one["throughput"][1], rel=1e-12)
+    assert four["mean_tpot_ms"][2] == pytest.approx(one["mean_tpot_ms"][1], rel=1e-12)
+    assert four["throughput"][0] == one["throughput"][0]
