@@ -224,7 +224,8 @@ def advise(request: AdviceRequest) -> Advice:
     expert_parallel = layout_expert_parallel(measured_runs, Layout.of_sizes(tensor_parallel, data_parallel).label)
     throttled = col.MAX_CONCURRENCY in measured_runs and measured_runs[col.MAX_CONCURRENCY].notna().any()
     advice = predictor_advice(advise_predictors()[r.predictor], r, train, catalog, hw, arch, capacity_tokens,
-                              measured_runs, throttled, tensor_parallel, recorded_version(measured_runs, runs))
+                              measured_runs, throttled, tensor_parallel, recorded_version(measured_runs, runs),
+                              data_parallel)
     rows = candidate_rows(r, advice, measured_runs)
     resolved = advice_limits(r.slos, rows)
     limits = resolved.limits_ms

@@ -20,11 +20,13 @@ from slim.errors import FitError
 from slim.model.calibration import CalibrationResult
 from slim.predictors import FittedPredictor, RegisteredPredictor, TrainingRuns
 from slim.predictors.contract import predict_slo_metrics
+from slim.predictors.data_parallel import engine_rows
 from slim.sim.constants import load_sim_constants
 from slim.sim.run_cache import SimulationCache
-from slim.sim.schedules import ScheduleKey, keys_of_frame, simulate_schedules
-from slim.sim.vllm_defaults import constants_for_vllm_version, scheduler_release
+from slim.sim.schedules import keys_of_frame, simulate_schedules
+from slim.sim.vllm_defaults import constants_for_vllm_version
 from slim.specs.architecture import Architecture, ArchitectureCatalog
+from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E, SloMetric
 from slim.tune.request import benchmark_prompts, most_common
@@ -68,7 +70,8 @@ def candidate_prompts(request: AdviceRequest, measured_runs: pd.DataFrame) -> np
 def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: pd.DataFrame,
                      catalog: ArchitectureCatalog, hw: Hardware, arch: Architecture,
                      capacity_tokens: float, measured_runs: pd.DataFrame, throttled: bool = False,
-                     tensor_parallel: int = 1, vllm_version: str | None = None) -> PredictorAdvice:
+                     tensor_parallel: int = 1, vllm_version: str | None = None,
+                     data_parallel: int = 1) -> PredictorAdvice:
     """The registered predictor `entry` fitted on `train` (its prior where they cannot fit it), and its
     prediction of the request's workload at every candidate cap: throughput, the in-batch E2E and each
     SLO metric (`slim.predictors.contract.predict_slo_metrics`; under a client that keeps the cap in
@@ -76,10 +79,12 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
     that needs simulated schedules (SIM) gets those of the training runs and of each candidate cap
     (cap 1 too, for T(1), at the constants of `sim_constants_file`); the caps above vLLM's token
     budget are refused. The candidates run at the runs' `tensor_parallel` size and, where they record
-    it, their `vllm_version`'s scheduler."""
+    it, their `vllm_version`'s scheduler; at `data_parallel` ranks a cap is the server's requests in
+    flight, each rank holding its share (`slim.predictors.data_parallel`), and the budget holds per
+    rank."""
     caps = np.asarray(request.candidate_caps, dtype=float)
     prompts = candidate_prompts(request, measured_runs)
-    target = Target(arch.name, request.input_len, request.output_len, capacity_tokens)
+    target = Target(arch.name, request.input_len, request.output_len, capacity_tokens, data_parallel=data_parallel)
     schedules, over_budget = None, ()
     configs = target.at_caps(caps).assign(**{col.NUM_PROMPTS: prompts,
                                              col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE,
@@ -90,15 +95,13 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
     constants = load_sim_constants(request.sim_constants_file) if entry.needs_schedules else None
     simulations = request.simulations if request.simulations is not None else SimulationCache()
     if constants is not None:
-        budget = constants_for_vllm_version(constants, vllm_version, hw, int(caps.max())).max_num_batched_tokens
-        over_budget = tuple(float(cap) for cap in caps if cap > budget)
-        workload = [ScheduleKey(arch.name, int(round(request.input_len)), int(round(request.output_len)), int(cap),
-                                int(n), tensor_parallel, False, scheduler_release(vllm_version))
-                    for cap, n in zip(caps, prompts) if cap <= budget]
+        rank_caps = np.array([per_rank_cap(cap, data_parallel) for cap in caps], dtype=float)
+        budget = constants_for_vllm_version(constants, vllm_version, hw, int(rank_caps.max())).max_num_batched_tokens
+        over_budget = tuple(float(cap) for cap, rank_cap in zip(caps, rank_caps) if rank_cap > budget)
+        configs = configs[rank_caps <= budget].reset_index(drop=True)
         workers = min(4, os.cpu_count() or 1)
-        schedules = simulate_schedules([*keys_of_frame(train), *workload], catalog, hw, constants, workers=workers,
-                                       cache=simulations)
-        configs = configs[configs[col.MAX_NUM_SEQS] <= budget].reset_index(drop=True)
+        schedules = simulate_schedules([*keys_of_frame(train), *keys_of_frame(engine_rows(configs))], catalog, hw,
+                                       constants, workers=workers, cache=simulations)
     curve_decision = not entry.simulated
     # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.
     training = TrainingRuns(train, catalog, hw, schedules, f"usable runs under {request.traces}",

@@ -44,14 +44,16 @@ ADVISOR_BAND_KIND = "run"
 @dataclass(frozen=True)
 class Target:
     """One workload to choose a cap for: its model, mean lengths and KV capacity (tokens; NaN: vLLM's
-    default reservation), and the configurations of its caps (`configs`, one row per cap: the runs'
-    own where they were measured), which a simulated decision runs."""
+    default reservation), the configurations of its caps (`configs`, one row per cap: the runs'
+    own where they were measured), which a simulated decision runs, and the data-parallel ranks of
+    its server (a cap is the server's requests in flight over all of them)."""
 
     model: str
     input_len: float
     output_len: float
     kv_capacity_tokens: float = math.nan
     configs: pd.DataFrame | None = None
+    data_parallel: int = 1
 
     @classmethod
     def of_curve(cls, curve: MeasuredCurve, rows: pd.DataFrame | None = None) -> Target:
@@ -63,7 +65,8 @@ class Target:
         caps = np.asarray(caps, dtype=float)
         return pd.DataFrame({col.MODEL: self.model, col.INPUT_LEN_MEAN: float(self.input_len),
                              col.OUTPUT_LEN_MEAN: float(self.output_len), col.MAX_NUM_SEQS: caps,
-                             col.KV_CAPACITY_TOKENS: float(self.kv_capacity_tokens)}, index=range(len(caps)))
+                             col.KV_CAPACITY_TOKENS: float(self.kv_capacity_tokens),
+                             col.DATA_PARALLEL: int(self.data_parallel)}, index=range(len(caps)))
 
 
 @dataclass(frozen=True)

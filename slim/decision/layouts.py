@@ -24,6 +24,7 @@ import numpy as np
 
 from slim.decision.candidates import DEFAULT_TOLERANCE, UNITS, CandidateView, cap_number
 from slim.decision.certificate import Certificate
+from slim.specs.data_parallel import per_rank_cap
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,9 @@ class Layout:
 
     def per_rank_cap(self, cap: float) -> int:
         """vLLM's ``--max-num-seqs`` of a server whose runs measured `cap` requests in flight: vLLM's
-        cap holds per data-parallel rank, so each rank takes ``ceil(cap / d)``."""
-        return math.ceil(float(cap) / self.ranks - 1e-9)
+        cap holds per data-parallel rank, so each rank takes ``ceil(cap / d)``
+        (`slim.specs.data_parallel.per_rank_cap`)."""
+        return per_rank_cap(cap, self.ranks)
 
     def parallel_flags(self) -> list[str]:
         """vLLM's flags of the layout: ``--tensor-parallel-size t``, with data parallelism

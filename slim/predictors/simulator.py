@@ -23,6 +23,7 @@ from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import predict_frame
 from slim.predictors.contract import E2E, GOODPUT, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
+from slim.predictors.data_parallel import server_latencies, server_prediction
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
@@ -133,7 +134,12 @@ class FittedSim:
         """Throughput, E2E and mean batch of each configuration, with the range over the
         training-equivalent calibrations (no interval: SIM has none of its own). A configuration the
         simulated server cannot start (its KV cache or weights do not fit) is predicted NaN; it and
-        those whose simulated run preempts are `Prediction.refused`."""
+        those whose simulated run preempts are `Prediction.refused`. A data-parallel configuration is
+        its ranks' (`slim.predictors.data_parallel`)."""
+        return server_prediction(self._predict_engines, configs)
+
+    def _predict_engines(self, configs: pd.DataFrame) -> Prediction:
+        """`predict` of configurations each served by one engine."""
         from slim.sim.schedule_costs import ScheduleCosts
 
         table = schedules_for(configs, self.schedules, self.catalog, self.hardware, self.simulations)
@@ -166,8 +172,15 @@ class FittedSim:
         run of it at these constants (`simulated_latencies`); NaN where the simulated server cannot
         start, and for ITL's percentiles above the median: the tail of the public traces' ITL (p99
         180-270 ms from 256 concurrent streams on, whatever the model) is made outside the engine
-        step, which is all SIM models, so it is measured, not predicted (docs/simulator.md)."""
-        in_batch = (1e3 * np.asarray(self.predict(configs).e2e_latency_s, dtype=float)
+        step, which is all SIM models, so it is measured, not predicted (docs/simulator.md). A
+        data-parallel configuration's are its ranks' (`slim.predictors.data_parallel`)."""
+        return server_latencies(lambda engines: self._engine_latencies(engines, metrics, goodput),
+                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics)
+
+    def _engine_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
+                          goodput: Goodput | None) -> dict[str, np.ndarray]:
+        """`predict_latencies` of configurations each served by one engine."""
+        in_batch = (1e3 * np.asarray(self._predict_engines(configs).e2e_latency_s, dtype=float)
                     if any(metric.in_batch for metric in metrics) else np.full(len(configs), np.nan))
         return simulated_latencies(configs, metrics, goodput, self.catalog, self.hardware, self.constants, in_batch,
                                    self.simulations)
@@ -222,7 +235,12 @@ class FittedSlimAtSimBatch:
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """SLIM at SIM's chosen batch; the range covers SLIM's equivalent fits at that batch and
-        SLIM's chosen fit at each equivalent SIM calibration's batch."""
+        SLIM's chosen fit at each equivalent SIM calibration's batch. A data-parallel configuration is
+        its ranks' (`slim.predictors.data_parallel`)."""
+        return server_prediction(self._predict_engines, configs)
+
+    def _predict_engines(self, configs: pd.DataFrame) -> Prediction:
+        """`predict` of configurations each served by one engine."""
         sim = self.sim.predict(configs)
         fit = self.slim.calibration
 

@@ -30,6 +30,7 @@ from slim.predictors.contract import (
     TrainingRuns,
     throughput_interval_from_e2e,
 )
+from slim.predictors.data_parallel import server_latencies, server_prediction
 from slim.specs.architecture import BYTES_PER_FP16, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E
@@ -95,11 +96,16 @@ class FittedSlim:
 
     def predict(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """Throughput and E2E at the measured mean batch (or the batch each cap allows: see the
-        module docstring), with the band at `confidence` and the range over equivalent fits."""
+        module docstring), with the band at `confidence` and the range over equivalent fits; a
+        data-parallel configuration's are its ranks' (`slim.predictors.data_parallel`)."""
+        return server_prediction(lambda engines: self._predict_engines(engines, confidence), configs)
+
+    def _predict_engines(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
+        """`predict` of configurations each served by one engine."""
         if not has_measured_batch(configs):
             batch = np.array([running_batch(row, self.catalog, self.hardware) for _, row in configs.iterrows()],
                              dtype=float)
-            at_batch = self.predict(configs.assign(**{col.MEAN_BATCH_SIZE: batch}), confidence)
+            at_batch = self._predict_engines(configs.assign(**{col.MEAN_BATCH_SIZE: batch}), confidence)
             return replace(at_batch, mean_batch=batch)
         e2e_s, throughput = predict_frame(self.catalog, self.hardware, self.params, configs, self.ablation)
         fit = self.calibration
@@ -126,8 +132,15 @@ class FittedSlim:
         """The SLO metrics SLIM's equations give, ms: the in-batch E2E (Eq. 5) and the mean TPOT, Eq. 5
         over OL (the mean step a request's tokens wait for: its decode steps carry the batch's
         prefill chunks, Eqs. 7-10, as the all-at-once benchmark runs them); NaN for every other
-        statistic and for goodput (SLIM predicts means, not a request's distribution)."""
-        e2e_ms = 1e3 * np.asarray(self.predict(configs).e2e_latency_s, dtype=float)
+        statistic and for goodput (SLIM predicts means, not a request's distribution). A data-parallel
+        configuration's are its ranks' (`slim.predictors.data_parallel`)."""
+        return server_latencies(lambda engines: self._engine_latencies(engines, metrics, goodput),
+                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics)
+
+    def _engine_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
+                          goodput: Goodput | None) -> dict[str, np.ndarray]:
+        """`predict_latencies` of configurations each served by one engine."""
+        e2e_ms = 1e3 * np.asarray(self._predict_engines(configs).e2e_latency_s, dtype=float)
         ol = configs[col.OUTPUT_LEN_MEAN].to_numpy(dtype=float)
         nan = np.full(len(configs), np.nan)
         out = {metric.name: (e2e_ms if metric.in_batch else e2e_ms / ol if metric.name == col.MEAN_TPOT_MS else nan)

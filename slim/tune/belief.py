@@ -28,15 +28,15 @@ the largest score and that out-of-sample rank (or, without those scores, the nor
 
 **Across layouts** (`LayoutUncertainty`, where a session decides between parallel layouts: tensor-
 parallel sizes, each at one or more data-parallel sizes). The prior predicts every layout (a
-data-parallel one as one replica of its tensor-parallel size with the server's requests in flight),
-but its scaling across them is not trusted: the residual at a layout of ``g = t x d`` GPUs gains a
-term ``s u + o_L`` with ``u = log2 g - log2 g_min`` (the session's fewest GPUs), a slope ``s`` shared
-by every layout and an offset ``o_L`` of each layout but the session's first (fewest GPUs, then the
-smallest tensor-parallel size), both zero-mean Gaussian. Two layouts of as many GPUs (TP 8, TP 4 x
-DP 2) share the slope's coordinate but not their offsets. A run at one layout so corrects the prior at
-every other (the kernel's terms are shared), while the interval at a layout with no run of its own
-keeps the slope's and offset's width: it widens with the distance in doublings rather than trusting
-the prior's scaling.
+data-parallel one as its ranks, each at its share of the server's requests in flight,
+`slim.predictors.data_parallel`), but its scaling across them is not trusted: the residual at a
+layout of ``g = t x d`` GPUs gains a term ``s u + o_L`` with ``u = log2 g - log2 g_min`` (the
+session's fewest GPUs), a slope ``s`` shared by every layout and an offset ``o_L`` of each layout
+but the session's first (fewest GPUs, then the smallest tensor-parallel size), both zero-mean
+Gaussian. Two layouts of as many GPUs (TP 8, TP 4 x DP 2) share the slope's coordinate but not their
+offsets. A run at one layout so corrects the prior at every other (the kernel's terms are shared),
+while the interval at a layout with no run of its own keeps the slope's and offset's width: it
+widens with the distance in doublings rather than trusting the prior's scaling.
 
 Nothing here depends on the accelerator beyond its catalog entry and the runs measured on it.
 """

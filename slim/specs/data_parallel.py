@@ -1,0 +1,31 @@
+"""How a data-parallel server shares its requests in flight among its ranks: vLLM's
+``--max-num-seqs`` holds per rank, and its load balancer sends each request to the least loaded
+rank, so the ranks' loads differ by at most one request."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def per_rank_cap(requests: float, ranks: int) -> int:
+    """vLLM's ``--max-num-seqs`` of a server of `ranks` data-parallel ranks holding `requests` in
+    flight: the most any rank holds, ``ceil(requests / ranks)``."""
+    return math.ceil(float(requests) / int(ranks) - 1e-9)
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """`ranks` of a server's data-parallel ranks, each holding `requests` in flight."""
+
+    requests: int
+    ranks: int
+
+
+def rank_shares(requests: float, ranks: int) -> tuple[RankShare, ...]:
+    """How a server of `ranks` ranks holds `requests` (rounded to whole requests) in flight: ``r``
+    ranks at ``q + 1`` and the others at ``q``, where ``requests = q x ranks + r``; the larger
+    share first, idle ranks (a share of 0) left out."""
+    quotient, remainder = divmod(max(int(round(float(requests))), 0), int(ranks))
+    shares = (RankShare(quotient + 1, remainder), RankShare(quotient, int(ranks) - remainder))
+    return tuple(share for share in shares if share.requests > 0 and share.ranks > 0)
