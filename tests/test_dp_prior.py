@@ -159,3 +159,20 @@ def test_advise_predicts_a_data_parallel_layout_from_its_ranks():
     assert four["throughput"][2] == pytest.approx(4 * one["throughput"][1], rel=1e-12)
     assert four["mean_tpot_ms"][2] == pytest.approx(one["mean_tpot_ms"][1], rel=1e-12)
     assert four["throughput"][0] == one["throughput"][0]
+
+
+def test_a_mixture_of_experts_server_steps_its_ranks_together_so_it_is_one_engine_with_every_request(prior):
+    """vLLM shards MoE layers over all t x d GPUs, so the ranks step together: a MoE row at DP 4 is predicted
+    as the engine carrying all B requests (as NVIDIA's MiniMax-M2.5 TP 4 x DP 4 runs measure), a dense one
+    as its ranks."""
+    from slim.predictors.data_parallel import moe_in_lockstep
+
+    catalog = load_architectures()
+    lockstep = moe_in_lockstep(catalog)
+    assert lockstep("mixtral-8x7b") and lockstep("minimax-m2.5") and not lockstep(MODEL)
+    assert not lockstep("no-such-model")
+    moe = pd.DataFrame([{**row(4, 4, 64, 256), col.MODEL: "mixtral-8x7b"}, {**row(4, 4, 64, 256)}])
+    ranks = rank_rows(moe, lockstep)
+    assert list(ranks.split) == [False, True]
+    assert ranks.frame[col.MAX_NUM_SEQS].tolist() == [64.0, 16.0]
+    assert rank_rows(moe.iloc[:1], lockstep) is None

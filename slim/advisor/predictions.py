@@ -20,7 +20,7 @@ from slim.errors import FitError
 from slim.model.calibration import CalibrationResult
 from slim.predictors import FittedPredictor, RegisteredPredictor, TrainingRuns
 from slim.predictors.contract import predict_slo_metrics
-from slim.predictors.data_parallel import engine_rows
+from slim.predictors.data_parallel import engine_rows, moe_in_lockstep
 from slim.sim.constants import load_sim_constants
 from slim.sim.run_cache import SimulationCache
 from slim.sim.schedules import keys_of_frame, simulate_schedules
@@ -100,7 +100,8 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
         over_budget = tuple(float(cap) for cap, rank_cap in zip(caps, rank_caps) if rank_cap > budget)
         configs = configs[rank_caps <= budget].reset_index(drop=True)
         workers = min(4, os.cpu_count() or 1)
-        schedules = simulate_schedules([*keys_of_frame(train), *keys_of_frame(engine_rows(configs))], catalog, hw,
+        engines = engine_rows(configs, moe_in_lockstep(catalog))
+        schedules = simulate_schedules([*keys_of_frame(train), *keys_of_frame(engines)], catalog, hw,
                                        constants, workers=workers, cache=simulations)
     curve_decision = not entry.simulated
     # A band needs the training-equivalent fits (32 refinements) where the data leave directions open.

@@ -21,12 +21,14 @@ and the server is their sum (`server_prediction`, `server_latencies`):
 
 A configuration at data-parallel size 1, NaN or not given is predicted as it is.
 
-For a mixture-of-experts model served with expert parallelism the routed experts are split over all
-``t x d`` GPUs rather than held by every rank, and the ranks step together through the MoE layers.
-Neither the catalog nor SIM's memory plan splits experts over data-parallel ranks, so such a server
-is predicted as ``d`` replicas too: an approximation. NVIDIA's MiniMax-M2.5 runs at TP 4 x DP 4
-measure the TPOT and throughput of TP 4 at the same requests in flight rather than at a rank's share
-(`slim.paper.beyond_paper` simulates those runs so).
+A mixture-of-experts model is the exception (`moe_in_lockstep`): vLLM shards its MoE layers over all
+``t x d`` GPUs of the server, whole experts with ``--enable-expert-parallel`` and every expert's
+weights without (`FusedMoEParallelConfig.make` in ``vllm/model_executor/layers/fused_moe/config.py``
+flattens the tensor-parallel group across the data-parallel ranks), so every rank takes part in every
+MoE layer and the ranks step together. Such a server is predicted as one engine carrying all ``B``
+requests, as it was measured: NVIDIA's MiniMax-M2.5 runs at TP 4 x DP 4 show the TPOT and throughput
+of TP 4 at the same requests in flight, not at a rank's share (`slim.paper.beyond_paper` simulates
+those runs so); split into ranks, SIM's prior of them was off by 93% in throughput against 12%.
 """
 
 from __future__ import annotations
@@ -43,7 +45,16 @@ from slim.predictors.contract import E2E, GOODPUT, THROUGHPUT, Interval, Predict
 from slim.specs.data_parallel import rank_shares
 
 if TYPE_CHECKING:
+    from slim.specs.architecture import ArchitectureCatalog
     from slim.specs.slo import SloMetric
+
+Lockstep = Callable[[str], bool]
+"""Whether a model's data-parallel ranks step together (one engine), by the model's catalog name."""
+
+
+def moe_in_lockstep(catalog: ArchitectureCatalog) -> Lockstep:
+    """A mixture-of-experts model of `catalog` steps its ranks together (module docstring)."""
+    return lambda model: model in catalog and catalog[model].moe is not None
 
 
 def data_parallel_sizes(configs: pd.DataFrame) -> np.ndarray:
@@ -118,10 +129,14 @@ class RankRows:
         return out
 
 
-def rank_rows(configs: pd.DataFrame) -> RankRows | None:
+def rank_rows(configs: pd.DataFrame, lockstep: Lockstep | None = None) -> RankRows | None:
     """The ranks of `configs` (module docstring); None where no configuration has data-parallel size
-    above 1. A configuration's requests in flight are its `columns.MAX_NUM_SEQS`."""
+    above 1 whose model's ranks are engines of their own (`lockstep` False). A configuration's requests
+    in flight are its `columns.MAX_NUM_SEQS`."""
     sizes = data_parallel_sizes(configs)
+    if lockstep is not None and (sizes > 1).any():
+        together = np.array([bool(lockstep(str(model))) for model in configs[col.MODEL]], dtype=bool)
+        sizes = np.where(together, 1, sizes)
     if not (sizes > 1).any():
         return None
     caps = configs[col.MAX_NUM_SEQS].to_numpy(dtype=float)
@@ -153,10 +168,10 @@ def rank_rows(configs: pd.DataFrame) -> RankRows | None:
     return RankRows(frame, owner, np.asarray(ranks, dtype=float), sizes > 1)
 
 
-def engine_rows(configs: pd.DataFrame) -> pd.DataFrame:
+def engine_rows(configs: pd.DataFrame, lockstep: Lockstep | None = None) -> pd.DataFrame:
     """The engines `configs` run on, one row each: their ranks' rows (`rank_rows`), or `configs` itself
     where none is data-parallel."""
-    ranks = rank_rows(configs)
+    ranks = rank_rows(configs, lockstep)
     return configs if ranks is None else ranks.frame
 
 
@@ -164,10 +179,11 @@ def _interval(interval: Interval | None, combine: Callable[[np.ndarray], np.ndar
     return None if interval is None else replace(interval, low=combine(interval.low), high=combine(interval.high))
 
 
-def server_prediction(predict_engines: Callable[[pd.DataFrame], Prediction], configs: pd.DataFrame) -> Prediction:
+def server_prediction(predict_engines: Callable[[pd.DataFrame], Prediction], configs: pd.DataFrame,
+                      lockstep: Lockstep | None = None) -> Prediction:
     """`predict_engines`' prediction of `configs` (each row one engine), where a data-parallel
     configuration is its ranks' (module docstring)."""
-    ranks = rank_rows(configs)
+    ranks = rank_rows(configs, lockstep)
     if ranks is None:
         return predict_engines(configs)
     engines = predict_engines(ranks.frame)
@@ -192,12 +208,12 @@ def server_prediction(predict_engines: Callable[[pd.DataFrame], Prediction], con
 
 def server_latencies(latencies_of_engines: Callable[[pd.DataFrame], dict[str, np.ndarray]],
                      throughput_of_engines: Callable[[pd.DataFrame], np.ndarray], configs: pd.DataFrame,
-                     metrics: Sequence[SloMetric]) -> dict[str, np.ndarray]:
+                     metrics: Sequence[SloMetric], lockstep: Lockstep | None = None) -> dict[str, np.ndarray]:
     """`latencies_of_engines`' SLO metrics (and goodput, `GOODPUT`) of `configs`, each row one engine,
     where a data-parallel configuration's are its ranks' (module docstring: a mean weighted by the
     ranks' `throughput_of_engines` where their shares differ, the worse rank's median or percentile,
     the goodput summed)."""
-    ranks = rank_rows(configs)
+    ranks = rank_rows(configs, lockstep)
     if ranks is None:
         return latencies_of_engines(configs)
     engines = latencies_of_engines(ranks.frame)

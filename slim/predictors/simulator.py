@@ -23,7 +23,7 @@ from slim import columns as col
 from slim.errors import FitError
 from slim.model.equations import predict_frame
 from slim.predictors.contract import E2E, GOODPUT, MEAN_BATCH, THROUGHPUT, Prediction, Predictor, TrainingRuns
-from slim.predictors.data_parallel import server_latencies, server_prediction
+from slim.predictors.data_parallel import moe_in_lockstep, server_latencies, server_prediction
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
@@ -136,7 +136,7 @@ class FittedSim:
         simulated server cannot start (its KV cache or weights do not fit) is predicted NaN; it and
         those whose simulated run preempts are `Prediction.refused`. A data-parallel configuration is
         its ranks' (`slim.predictors.data_parallel`)."""
-        return server_prediction(self._predict_engines, configs)
+        return server_prediction(self._predict_engines, configs, moe_in_lockstep(self.catalog))
 
     def _predict_engines(self, configs: pd.DataFrame) -> Prediction:
         """`predict` of configurations each served by one engine."""
@@ -175,7 +175,8 @@ class FittedSim:
         step, which is all SIM models, so it is measured, not predicted (docs/simulator.md). A
         data-parallel configuration's are its ranks' (`slim.predictors.data_parallel`)."""
         return server_latencies(lambda engines: self._engine_latencies(engines, metrics, goodput),
-                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics)
+                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics,
+                                moe_in_lockstep(self.catalog))
 
     def _engine_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
                           goodput: Goodput | None) -> dict[str, np.ndarray]:
@@ -237,7 +238,7 @@ class FittedSlimAtSimBatch:
         """SLIM at SIM's chosen batch; the range covers SLIM's equivalent fits at that batch and
         SLIM's chosen fit at each equivalent SIM calibration's batch. A data-parallel configuration is
         its ranks' (`slim.predictors.data_parallel`)."""
-        return server_prediction(self._predict_engines, configs)
+        return server_prediction(self._predict_engines, configs, moe_in_lockstep(self.sim.catalog))
 
     def _predict_engines(self, configs: pd.DataFrame) -> Prediction:
         """`predict` of configurations each served by one engine."""

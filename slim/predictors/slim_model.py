@@ -30,7 +30,7 @@ from slim.predictors.contract import (
     TrainingRuns,
     throughput_interval_from_e2e,
 )
-from slim.predictors.data_parallel import server_latencies, server_prediction
+from slim.predictors.data_parallel import moe_in_lockstep, server_latencies, server_prediction
 from slim.specs.architecture import BYTES_PER_FP16, ArchitectureCatalog
 from slim.specs.hardware import Hardware
 from slim.specs.slo import IN_BATCH_E2E
@@ -98,7 +98,8 @@ class FittedSlim:
         """Throughput and E2E at the measured mean batch (or the batch each cap allows: see the
         module docstring), with the band at `confidence` and the range over equivalent fits; a
         data-parallel configuration's are its ranks' (`slim.predictors.data_parallel`)."""
-        return server_prediction(lambda engines: self._predict_engines(engines, confidence), configs)
+        return server_prediction(lambda engines: self._predict_engines(engines, confidence), configs,
+                                 moe_in_lockstep(self.catalog))
 
     def _predict_engines(self, configs: pd.DataFrame, confidence: float | None = None) -> Prediction:
         """`predict` of configurations each served by one engine."""
@@ -135,7 +136,8 @@ class FittedSlim:
         statistic and for goodput (SLIM predicts means, not a request's distribution). A data-parallel
         configuration's are its ranks' (`slim.predictors.data_parallel`)."""
         return server_latencies(lambda engines: self._engine_latencies(engines, metrics, goodput),
-                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics)
+                                lambda engines: self._predict_engines(engines).throughput_per_s, configs, metrics,
+                                moe_in_lockstep(self.catalog))
 
     def _engine_latencies(self, configs: pd.DataFrame, metrics: Sequence[SloMetric],
                           goodput: Goodput | None) -> dict[str, np.ndarray]:

@@ -1,5 +1,6 @@
 """The parallel sizes of the rows of a candidates or runs table: the tensor-parallel size ``t``, the
-data-parallel size ``d`` (1 where a row records none, vLLM's default), the GPUs one server of the
+data-parallel size ``d`` (1 where a row records none, vLLM's default:
+`slim.predictors.data_parallel.data_parallel_sizes`, which the predictors split a server by), the GPUs one server of the
 two occupies, ``t x d``, by which a run's duration is charged, and whether its experts were spread
 by expert parallelism (vLLM's ``--enable-expert-parallel``)."""
 
@@ -10,6 +11,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.errors import AdvisorError
+from slim.predictors.data_parallel import data_parallel_sizes
 
 
 def _sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -22,11 +24,6 @@ def _sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
 def tensor_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
     """Each row's tensor-parallel size (1 where not recorded)."""
     return _sizes(frame, col.TENSOR_PARALLEL)
-
-
-def data_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
-    """Each row's data-parallel size (1 where not recorded, or where the table has no such column)."""
-    return _sizes(frame, col.DATA_PARALLEL)
 
 
 def pipeline_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
