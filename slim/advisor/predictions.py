@@ -84,7 +84,8 @@ def predictor_advice(entry: RegisteredPredictor, request: AdviceRequest, train: 
     rank."""
     caps = np.asarray(request.candidate_caps, dtype=float)
     prompts = candidate_prompts(request, measured_runs)
-    target = Target(arch.name, request.input_len, request.output_len, capacity_tokens, data_parallel=data_parallel)
+    target = Target(arch.name, request.input_len, request.output_len, capacity_tokens, data_parallel=data_parallel,
+                    tensor_parallel=tensor_parallel)
     schedules, over_budget = None, ()
     configs = target.at_caps(caps).assign(**{col.NUM_PROMPTS: prompts,
                                              col.BENCHMARK_MODE: col.BenchmarkMode.ONLINE,

@@ -45,8 +45,9 @@ ADVISOR_BAND_KIND = "run"
 class Target:
     """One workload to choose a cap for: its model, mean lengths and KV capacity (tokens; NaN: vLLM's
     default reservation), the configurations of its caps (`configs`, one row per cap: the runs'
-    own where they were measured), which a simulated decision runs, and the data-parallel ranks of
-    its server (a cap is the server's requests in flight over all of them)."""
+    own where they were measured), which a simulated decision runs, the data-parallel ranks of
+    its server (a cap is the server's requests in flight over all of them) and each rank's
+    tensor-parallel size."""
 
     model: str
     input_len: float
@@ -54,11 +55,17 @@ class Target:
     kv_capacity_tokens: float = math.nan
     configs: pd.DataFrame | None = None
     data_parallel: int = 1
+    tensor_parallel: int = 1
 
     @classmethod
     def of_curve(cls, curve: MeasuredCurve, rows: pd.DataFrame | None = None) -> Target:
-        """A measured curve as a target: its workload and KV capacity, and its runs' configurations."""
-        return cls(curve.model, curve.input_len_mean, curve.output_len_mean, curve.kv_capacity_tokens, rows)
+        """A measured curve as a target: its workload and KV capacity, its runs' configurations and the
+        tensor-parallel size they ran at (1 where they record none)."""
+        sizes = (pd.to_numeric(rows[col.TENSOR_PARALLEL], errors="coerce").dropna().unique()
+                 if rows is not None and col.TENSOR_PARALLEL in rows else ())
+        tensor_parallel = int(sizes[0]) if len(sizes) == 1 else 1
+        return cls(curve.model, curve.input_len_mean, curve.output_len_mean, curve.kv_capacity_tokens, rows,
+                   tensor_parallel=tensor_parallel)
 
     def at_caps(self, caps: np.ndarray) -> pd.DataFrame:
         """The workload's configuration at each of `caps` (no measured batch: each cap's own)."""
@@ -66,6 +73,7 @@ class Target:
         return pd.DataFrame({col.MODEL: self.model, col.INPUT_LEN_MEAN: float(self.input_len),
                              col.OUTPUT_LEN_MEAN: float(self.output_len), col.MAX_NUM_SEQS: caps,
                              col.KV_CAPACITY_TOKENS: float(self.kv_capacity_tokens),
+                             col.TENSOR_PARALLEL: int(self.tensor_parallel),
                              col.DATA_PARALLEL: int(self.data_parallel)}, index=range(len(caps)))
 
 

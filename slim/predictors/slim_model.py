@@ -50,11 +50,13 @@ def has_measured_batch(configs: pd.DataFrame) -> bool:
 def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardware) -> float:
     """The batch a configuration's cap allows: ``min(cap, KV capacity in sequences, prompts)``, at
     least one; the KV capacity is the recorded one, else vLLM's default reservation
-    (`slim.gpu.kv_memory.kv_capacity_tokens_or_default`); a static batch runs the cap at once."""
+    (`slim.gpu.kv_memory.kv_capacity_tokens_or_default`, at the configuration's tensor-parallel size);
+    a static batch runs the cap at once."""
     arch = catalog[str(row[col.MODEL])]
     il, ol = float(row[col.INPUT_LEN_MEAN]), float(row[col.OUTPUT_LEN_MEAN])
     recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row.get(col.KV_CAPACITY_TOKENS)) else math.nan
-    capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, hardware)
+    tensor_parallel = int(row[col.TENSOR_PARALLEL]) if pd.notna(row.get(col.TENSOR_PARALLEL)) else 1
+    capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, hardware, tensor_parallel)
     batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol))
     if row.get(col.BENCHMARK_MODE) != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row.get(col.NUM_PROMPTS)):
         batch = min(batch, float(row[col.NUM_PROMPTS]))
