@@ -68,7 +68,6 @@ def _subprocesses_refused_unless_integration(item):
             _refusing_subprocesses_for.pop()
 
 
-@pytest.hookimpl(wrapper=True)
 @pytest.fixture(autouse=True)
 def _fake_benchmarks_outlive_their_start_up(monkeypatch):
     """The fake benchmark's simulated runs last well under a second of GPU time, while its interpreter
@@ -79,6 +78,7 @@ def _fake_benchmarks_outlive_their_start_up(monkeypatch):
     monkeypatch.setattr(runner, "RUN_TIMEOUT_FLOOR_S", 60.0)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
     with _subprocesses_refused_unless_integration(item):
         return (yield)
