@@ -176,3 +176,14 @@ def test_a_mixture_of_experts_server_steps_its_ranks_together_so_it_is_one_engin
     assert list(ranks.split) == [False, True]
     assert ranks.frame[col.MAX_NUM_SEQS].tolist() == [64.0, 16.0]
     assert rank_rows(moe.iloc[:1], lockstep) is None
+
+
+def test_a_dense_data_parallel_run_is_no_training_run_of_one_engine():
+    """It measured the sum of its ranks, which no run splits: advise fits on DP 1 runs and on lockstep MoE runs."""
+    from slim.predictors.data_parallel import moe_in_lockstep, one_engine_runs
+
+    runs = pd.DataFrame([row(1, 1, 16, 64), row(1, 4, 64, 256), row(1, np.nan, 8, 32),
+                         {**row(4, 4, 64, 256), col.MODEL: "mixtral-8x7b"}])
+    assert one_engine_runs(runs, moe_in_lockstep(load_architectures())).tolist() == [True, False, True, True]
+    assert one_engine_runs(runs).tolist() == [True, False, True, False]
+    assert one_engine_runs(runs.iloc[:0]).tolist() == []

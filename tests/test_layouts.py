@@ -14,6 +14,7 @@ import pytest
 from slim import cli
 from slim.advisor import advise as advise_module
 from slim.advisor import layouts as layouts_module
+from slim.advisor.advise import MeasuredLayout
 from slim.advisor.candidates import CandidateRow, advice_view
 from slim.advisor.layout_report import layout_fields, layout_lines
 from slim.advisor.layouts import CHOSEN, EXCLUDED, OPEN, LayoutAdvice, LayoutOutcome, advise_layouts
@@ -233,7 +234,7 @@ def decide(monkeypatch, tmp_path):
             tolerance: float = 0.01) -> LayoutAdvice:
         monkeypatch.setattr(layouts_module, "advise", _fake_advise(servers))
         monkeypatch.setattr(layouts_module, "workload_layouts",
-                            lambda request: {(t, 1): server_gpus for t, (server_gpus, _) in servers.items()})
+                            lambda request: {(t, 1): MeasuredLayout(gpus) for t, (gpus, _) in servers.items()})
         request = AdviceRequest(tmp_path, "m", 1024, 1024, slos=SLOS, hardware="h100-sxm-80gb", predictor="sim",
                                 candidates=CAPS, plan=False, tolerance=tolerance)
         return advise_layouts(request, tuple(servers), gpus=gpus)

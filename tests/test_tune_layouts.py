@@ -505,10 +505,13 @@ def test_a_pipeline_parallel_run_is_no_measurement_of_its_tensor_parallel_layout
     assert _matches(runs, "m", 1024, 1024, Layout.of_sizes(1)).tolist() == [False, False, True]
 
 
-def _fake_run(traces, name: str, *metadata: str, concurrency: int = 16) -> None:
+MOE = "mistralai/Mixtral-8x7B-v0.1"
+
+
+def _fake_run(traces, name: str, *metadata: str, concurrency: int = 16, model: str = MOE) -> None:
     from fake_vllm_bench import main as fake_bench
 
-    assert fake_bench(["--model", "facebook/opt-1.3b", "--random-input-len", "128", "--random-output-len", "32",
+    assert fake_bench(["--model", model, "--random-input-len", "128", "--random-output-len", "32",
                        "--max-concurrency", str(concurrency), "--num-prompts", "64", "--result-dir",
                        str(traces / name), "--result-filename", "result.json", "--tensor-parallel-size", "4",
                        "--hardware", "a100-sxm-40gb", "--metadata", "max_num_seqs=64", "tensor_parallel_size=4",
@@ -517,11 +520,11 @@ def _fake_run(traces, name: str, *metadata: str, concurrency: int = 16) -> None:
 
 def test_a_layout_whose_runs_spread_the_experts_keeps_the_flag_in_its_runs_and_answer(tmp_path, capsys):
     """Runs recorded with --enable-expert-parallel make their layout an expert-parallel one: named with its
-    expert-parallel size, its next server started with the flag, its template value set."""
+    expert-parallel size, its next server started with the flag and its benchmark recording it."""
     traces = tmp_path / "runs"
     _fake_run(traces, "ep", "enable_expert_parallel=true")
     capsys.readouterr()
-    code, body, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "4,8", model="facebook/opt-1.3b")
+    code, body, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "4,8", model=MOE)
     assert code == 0
     labels = [entry["layout"] for entry in body["layouts"][0]["layouts"]]
     assert labels == ["TP 4 (EP 4)", "TP 8"]
@@ -530,8 +533,17 @@ def test_a_layout_whose_runs_spread_the_experts_keeps_the_flag_in_its_runs_and_a
     ep = next(w for w in body["workloads"] if w["workload"].endswith("TP 4 (EP 4)"))
     assert [c["max_num_seqs"] for c in ep["candidates"] if c["runs"]] == [16]
     for proposal in body["next"]:
-        server = proposal["commands"]["server"]
-        assert ("--enable-expert-parallel" in server) == proposal["workload"].endswith("(EP 4)"), server
+        spread = proposal["workload"].endswith("(EP 4)")
+        assert ("--enable-expert-parallel" in proposal["commands"]["server"]) == spread
+        assert ("enable_expert_parallel=true" in proposal["commands"]["benchmark"]) == spread
+
+
+def test_a_dense_model_has_no_experts_to_spread_whatever_its_flag(tmp_path, capsys):
+    traces = tmp_path / "runs"
+    _fake_run(traces, "ep", "enable_expert_parallel=true", model="facebook/opt-1.3b")
+    capsys.readouterr()
+    code, body, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "4", model="facebook/opt-1.3b")
+    assert code == 0 and [entry["layout"] for entry in body["layouts"][0]["layouts"]] == ["TP 4"]
 
 
 def test_runs_with_and_without_expert_parallelism_at_one_layout_are_refused_as_one_curve(tmp_path, capsys):
@@ -541,7 +553,7 @@ def test_runs_with_and_without_expert_parallelism_at_one_layout_are_refused_as_o
     capsys.readouterr()
     from slim.cli import main
 
-    code = main(["tune", "--traces", str(traces), "--workload", "facebook/opt-1.3b:128:32", "--hardware",
+    code = main(["tune", "--traces", str(traces), "--workload", f"{MOE}:128:32", "--hardware",
                  "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
                  "--tensor-parallel-sizes", "4"])
     err = capsys.readouterr().err

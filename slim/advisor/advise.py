@@ -46,6 +46,7 @@ from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
 from slim.predictors import advise_predictors
+from slim.predictors.data_parallel import moe_in_lockstep, one_engine_runs
 from slim.sim.vllm_defaults import is_vllm_version
 from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
@@ -207,6 +208,8 @@ def advise(request: AdviceRequest) -> Advice:
     if judgement.problems:
         raise AdvisorError(judgement.problems[0])
     train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
+    # A dense model's data-parallel run measured its ranks' sum: the predictor is fitted on one engine's runs.
+    train = train[one_engine_runs(train, moe_in_lockstep(catalog))]
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
         float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw,
@@ -270,19 +273,30 @@ def without_excluded(runs: pd.DataFrame, globs: Sequence[str]) -> pd.DataFrame:
     return runs[~runs[col.RUN_ID].map(lambda run: any(fnmatch.fnmatchcase(str(run), glob) for glob in globs))]
 
 
-def workload_layouts(request: AdviceRequest) -> dict[tuple[int, int], int]:
+@dataclass(frozen=True)
+class MeasuredLayout:
+    """A layout the workload's runs measured: the GPUs one server of it occupies (`server_gpus`) and
+    whether its runs spread the experts (`slim.tune.server_sizes.layout_expert_parallel`)."""
+
+    server_gpus: int
+    expert_parallel: bool = False
+
+
+def workload_layouts(request: AdviceRequest) -> dict[tuple[int, int], MeasuredLayout]:
     """Every (tensor-parallel, data-parallel) size at which a usable run measured the workload, in
-    order (runs that record neither count as 1), with the GPUs one server of it occupies
-    (`server_gpus`)."""
+    order (runs that record neither count as 1), with what its runs say of its server."""
     catalog, arch, hw, hardware_catalog = resolve_target(request)
     options = trace_options(hardware_catalog, request.hardware, request.table_columns)
     runs = without_excluded(usable_runs(Path(request.traces), catalog, options, hardware=hw.name),
                             request.exclude_runs)
     measured = workload_runs(runs, arch.name, request.input_len, request.output_len)
     sizes = measured.reindex(columns=[col.TENSOR_PARALLEL, col.DATA_PARALLEL]).fillna(1).astype(int)
-    layouts = sorted(set(map(tuple, sizes.to_numpy().tolist())))
-    return {(t, d): server_gpus(measured[(sizes[col.TENSOR_PARALLEL] == t) & (sizes[col.DATA_PARALLEL] == d)], t, d)
-            for t, d in layouts}
+    out = {}
+    for t, d in sorted(set(map(tuple, sizes.to_numpy().tolist()))):
+        at = measured[(sizes[col.TENSOR_PARALLEL] == t) & (sizes[col.DATA_PARALLEL] == d)]
+        out[(t, d)] = MeasuredLayout(server_gpus(at, t, d),
+                                     layout_expert_parallel(at, Layout.of_sizes(t, d).label))
+    return out
 
 
 def server_gpus(measured_runs: pd.DataFrame, tensor_parallel: int, data_parallel: int) -> int:

@@ -105,7 +105,7 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
     """`slim advise --json`'s ``layouts`` document (docs/advisor.md, "The layout")."""
     def outcome(o: LayoutOutcome) -> dict[str, Any]:
         layout = {"tensor_parallel_size": o.tensor_parallel, "data_parallel_size": o.data_parallel,
-                  "enable_expert_parallel": bool(o.advice is not None and o.advice.expert_parallel),
+                  "enable_expert_parallel": o.expert_parallel,
                   "gpus_per_replica": o.gpus_per_replica, "status": o.status,
                   "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None}
         reason = o.verdict if o.verdict is not None else o.reason

@@ -40,7 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
-from slim.advisor.advise import Advice, advise, workload_layouts
+from slim.advisor.advise import Advice, MeasuredLayout, advise, workload_layouts
 from slim.advisor.candidates import CandidateRow, advice_limits, advice_view
 from slim.advisor.request import AdviceRequest
 from slim.decision.candidates import DEFAULT_TOLERANCE
@@ -70,14 +70,14 @@ class LayoutOutcome:
     verdict: str | None = None
     next_cap: float | None = None
     server_gpus: int | None = None
+    expert_parallel: bool = False
+    """Whether its runs spread the experts (``--enable-expert-parallel``)."""
 
     @property
     def name(self) -> str:
         """``TP t``, or ``TP t x DP d`` with data parallelism, `` (EP e)`` with expert parallelism
         (`Layout.label`)."""
-        if self.candidate is not None:
-            return self.candidate.layout.label
-        return Layout.of_sizes(self.tensor_parallel, self.data_parallel).label
+        return Layout.of_sizes(self.tensor_parallel, self.data_parallel, self.expert_parallel).label
 
     @property
     def gpus_per_replica(self) -> int:
@@ -161,32 +161,36 @@ def _infeasible_candidate(request: AdviceRequest, rows: Sequence[CandidateRow], 
 
 
 def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: int | None,
-                   server_gpus: int | None = None) -> LayoutOutcome:
-    """One layout advised on its own runs, with its evidence for the decision across layouts;
-    `server_gpus` is what its runs' server occupies (``t x d`` where None)."""
+                   measured: MeasuredLayout | None = None) -> LayoutOutcome:
+    """One layout advised on its own runs, with its evidence for the decision across layouts; `measured`
+    is what its runs say of its server (None: no run measured it, a server of ``t x d`` GPUs)."""
+    server_gpus = measured.server_gpus if measured is not None else None
+    expert_parallel = measured is not None and measured.expert_parallel
     needed = server_gpus or size * data_parallel
     if gpus is not None and needed > gpus:
         reason = (f"its runs' server uses {needed} GPUs" if needed > size * data_parallel else f"needs {needed} GPUs")
         return LayoutOutcome(size, None, f"{reason}, {gpus} available", data_parallel, status=EXCLUDED,
-                             server_gpus=server_gpus)
+                             server_gpus=server_gpus, expert_parallel=expert_parallel)
     at_layout = replace(request, tensor_parallel=size, data_parallel=data_parallel, plan=False)
     try:
         advice = advise(at_layout)
     except NoFeasibleCapError as error:
         reason = " ".join(str(error).split())
         if not error.decision:      # one sequence does not fit the KV cache: no cap can run
-            return LayoutOutcome(size, None, reason, data_parallel, status=EXCLUDED)
-        layout = Layout(size, server_gpus or size * data_parallel, data_parallel)
+            return LayoutOutcome(size, None, reason, data_parallel, status=EXCLUDED, expert_parallel=expert_parallel)
+        layout = Layout(size, server_gpus or size * data_parallel, data_parallel, expert_parallel)
         candidate = _infeasible_candidate(at_layout, error.decision, layout)
-        return LayoutOutcome(size, None, reason, data_parallel, candidate, server_gpus=server_gpus)
+        return LayoutOutcome(size, None, reason, data_parallel, candidate, server_gpus=server_gpus,
+                             expert_parallel=expert_parallel)
     except AdvisorError as error:   # the runs cannot judge it: it could still win
-        return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN)
+        return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN,
+                             expert_parallel=expert_parallel)
     if gpus is not None and advice.gpus_per_server > gpus:    # pipeline parallel: more than t x d per server
         return LayoutOutcome(size, None, f"its runs' server uses {advice.gpus_per_server} GPUs, {gpus} available",
-                             data_parallel, status=EXCLUDED)
+                             data_parallel, status=EXCLUDED, expert_parallel=advice.expert_parallel)
     layout = Layout(size, int(advice.gpus_per_server), data_parallel, advice.expert_parallel)
     candidate = LayoutCandidate(layout, advice.view, advice.certificate)
-    return LayoutOutcome(size, advice, None, data_parallel, candidate)
+    return LayoutOutcome(size, advice, None, data_parallel, candidate, expert_parallel=advice.expert_parallel)
 
 
 def _judged(outcome: LayoutOutcome, decision: LayoutDecision, chosen: LayoutOutcome | None) -> LayoutOutcome:

@@ -65,6 +65,16 @@ def data_parallel_sizes(configs: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(values) & (values >= 1), values, 1.0).round().astype(int)
 
 
+def one_engine_runs(runs: pd.DataFrame, lockstep: Lockstep | None = None) -> np.ndarray:
+    """Which `runs` measured one engine, so a predictor can be fitted on them as they are: those at
+    data-parallel size 1, and those whose ranks step together (`lockstep`). A dense model's
+    data-parallel run measured its ranks' sum, and no run records each rank's share of it."""
+    sizes = data_parallel_sizes(runs)
+    together = (np.array([bool(lockstep(str(model))) for model in runs[col.MODEL]], dtype=bool)
+                if lockstep is not None and len(runs) else np.zeros(len(runs), dtype=bool))
+    return (sizes == 1) | together
+
+
 @dataclass(frozen=True)
 class RankRows:
     """The ranks of a frame of configurations: `frame` has one row per configuration at data-parallel

@@ -42,7 +42,7 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
     vLLM's do. The cap and ``server_max_num_seqs`` are the server's requests in flight over all its
     data-parallel ranks; ``server_max_num_seqs_per_rank`` is vLLM's ``--max-num-seqs`` of each;
     ``expert_parallel_flag`` is ``--enable-expert-parallel`` at a layout whose runs spread the experts,
-    else empty."""
+    else empty, and ``enable_expert_parallel`` is ``true`` or ``false`` for the result's metadata."""
     layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
     size = layout.tensor_parallel
     suffix = (f"_tp{size}" + (f"_dp{layout.ranks}" if layout.ranks > 1 else "")) if request.across_layouts else ""
@@ -60,6 +60,7 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "tensor_parallel_size": str(size), "tensor_parallel": str(size),
             "data_parallel_size": str(layout.ranks),
             "expert_parallel_flag": "--enable-expert-parallel" if layout.expert_parallel else "",
+            "enable_expert_parallel": "true" if layout.expert_parallel else "false",
             "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
@@ -103,9 +104,11 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
                       layout: Layout | None = None) -> list[str]:
     """The exact benchmark of one candidate (its `repeat`-th further run, at `layout`; None: the
     request's tensor-parallel size alone), as an argument list; across layouts its result records the
-    layout's data-parallel size beside its tensor-parallel size."""
+    layout's data-parallel size beside its tensor-parallel size, and at an expert-parallel layout that
+    the server spread the experts."""
     values = placeholders(request, spec, cap, repeat, layout)
     recorded = ([f"data_parallel_size={values['data_parallel_size']}"] if request.across_layouts else [])
+    recorded += ["enable_expert_parallel=true"] if layout is not None and layout.expert_parallel else []
     if request.mode == ONLINE:
         return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
                 "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],

@@ -186,7 +186,8 @@ def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parall
     layout = Layout.of_sizes(tensor_parallel, data_parallel)
     if not len(runs):
         return layout
-    at = runs[(tensor_parallel_sizes(runs) == tensor_parallel) & (data_parallel_sizes(runs) == data_parallel)]
+    at = runs[(tensor_parallel_sizes(runs) == tensor_parallel) & (data_parallel_sizes(runs) == data_parallel)
+              & (pipeline_parallel_sizes(runs) == 1)]
     return Layout.of_sizes(tensor_parallel, data_parallel, layout_expert_parallel(at, layout.label))
 
 

@@ -44,7 +44,7 @@ from slim.tune.measurement import Measurement, Unusable, measurement_of_runs
 from slim.tune.plan import TunePlan
 from slim.tune.proposals import Proposal
 from slim.tune.request import TuneRequest
-from slim.tune.server_sizes import layout_sizes
+from slim.tune.server_sizes import expert_parallel_enabled, layout_sizes
 
 LEDGER = "attempts.jsonl"
 MAX_FAILURES_IN_A_ROW = 3
@@ -263,13 +263,14 @@ def ingest_run(plan: TunePlan, folder: Path, layout: Layout | None = None) -> tu
         return None, "the benchmark exited 0 but wrote no result file"
     if not len(runs):
         return None, "no usable run"
-    recorded = sorted(set(layout_sizes(runs)))
-    if layout is not None and recorded != [(layout.tensor_parallel, layout.ranks)]:
+    recorded = sorted(set(zip(layout_sizes(runs), expert_parallel_enabled(runs).tolist())))
+    if layout is not None and recorded != [((layout.tensor_parallel, layout.ranks), layout.expert_parallel)]:
         # A run at another layout than asked would count as another layout's, and a rerun would not find it.
-        found = ", ".join(Layout.of_sizes(t, d).label for t, d in recorded)
+        found = ", ".join(Layout.of_sizes(t, d, experts).label for (t, d), experts in recorded)
         return None, (f"the result records {found}, not {layout.label}: record it (--metadata "
-                      "tensor_parallel_size={tensor_parallel_size} data_parallel_size={data_parallel_size}) and "
-                      "start the server at it")
+                      "tensor_parallel_size={tensor_parallel_size} data_parallel_size={data_parallel_size} "
+                      "enable_expert_parallel={enable_expert_parallel}) and start the server at it "
+                      "({expert_parallel_flag})")
     return measurement_of_runs(runs, request.slos), ""
 
 
