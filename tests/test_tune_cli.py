@@ -393,3 +393,16 @@ def test_the_servers_run_with_the_quantization_and_kv_cache_dtype_given():
     assert command[-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
     plain = TuneRequest(Path("."), (spec,), "h100-sxm-80gb", Slos.of(["mean_tpot_ms=25"]))
     assert "--quantization" not in server_command(plain, spec) and "--kv-cache-dtype" not in server_command(plain, spec)
+
+
+@pytest.mark.integration
+def test_a_run_past_its_time_limit_is_stopped_with_exit_124_and_says_why(tmp_path):
+    from slim.tune.runner import EXIT_TIMED_OUT, _exit_reason, execute
+
+    started = time.monotonic()
+    code, seconds = execute([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "run", timeout_s=0.5)
+    assert code == EXIT_TIMED_OUT and 0.5 <= seconds < 10 and time.monotonic() - started < 10
+    assert "timed out after 0.5 s" in (tmp_path / "run" / "stderr.log").read_text()
+    assert "exit_code: 124" in (tmp_path / "run" / "command.log").read_text()
+    assert _exit_reason(code, 2.0, 2.0) == "exit code 124: timed out after 2 s (the bound's allowance for an extra run)"
+    assert _exit_reason(code, 2.0) == "exit code 124: timed out after 2 s"
