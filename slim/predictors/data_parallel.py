@@ -54,7 +54,7 @@ Lockstep = Callable[[str], bool]
 
 def moe_in_lockstep(catalog: ArchitectureCatalog) -> Lockstep:
     """A mixture-of-experts model of `catalog` steps its ranks together (module docstring)."""
-    return lambda model: model in catalog and catalog[model].moe is not None
+    return lambda model: bool(catalog.routes_experts(model))
 
 
 def data_parallel_sizes(configs: pd.DataFrame) -> np.ndarray:

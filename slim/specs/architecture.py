@@ -286,6 +286,14 @@ class ArchitectureCatalog:
         """Whether the models file describes the model, or this catalog knows it by name only (`measuring`)."""
         return self.resolve_name(model) is not None
 
+    def routes_experts(self, model: str) -> bool | None:
+        """Whether the model the catalog describes is a mixture of experts; None where it does not describe
+        it (unknown, or known by name only)."""
+        name = self.resolve_name(model)
+        if name is None or name in self._measured_only:
+            return None
+        return self._by_name[name].moe is not None
+
     def architecture(self, model: str) -> Architecture:
         """Any architecture the file describes (routed experts, latent attention and quantised weights
         included), for the decode-step physics; raises for an ``unsupported:`` entry or an unknown model."""

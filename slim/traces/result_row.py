@@ -171,12 +171,12 @@ class ResultRow:
             self.row[column] = (_positive_int(_setting(self.content, flag.replace("-", "_")))
                                 or evidence.server_setting(flag, find) or 1)
         # --enable-expert-parallel spreads the experts over every GPU of a replica's ranks
-        # (vLLM's FusedMoEParallelConfig.make: expert-parallel size = tensor x data parallel); a dense
-        # model has no experts to spread, whatever the flag.
+        # (vLLM's FusedMoEParallelConfig.make: expert-parallel size = tensor x data parallel); a model
+        # the catalog describes as dense has no experts to spread, whatever the flag.
         model = self.row.get(col.MODEL)
-        has_experts = isinstance(model, str) and model in self.catalog and self.catalog[model].moe is not None
+        dense = isinstance(model, str) and self.catalog.routes_experts(model) is False
         recorded = str(_setting(self.content, "enable_expert_parallel")).strip().lower()
-        if has_experts and (recorded in ("true", "1") or (recorded in ("none", "") and evidence.server_switch(
+        if not dense and (recorded in ("true", "1") or (recorded in ("none", "") and evidence.server_switch(
                 "enable-expert-parallel", find_expert_parallel_in_log))):
             self.row[col.EXPERT_PARALLEL] = self.row[col.TENSOR_PARALLEL] * self.row[col.DATA_PARALLEL]
         self.row[col.VLLM_VERSION] = evidence.first_in_server_logs(find_vllm_version_in_log)
