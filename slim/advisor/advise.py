@@ -49,6 +49,7 @@ from slim.predictors import advise_predictors
 from slim.predictors.data_parallel import moe_in_lockstep, one_engine_runs
 from slim.sim.vllm_defaults import is_vllm_version
 from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
+from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
@@ -121,8 +122,8 @@ class Advice:
     @property
     def max_num_seqs_per_rank(self) -> int:
         """vLLM's ``--max-num-seqs`` of the recommended cap: per data-parallel rank, its share of the
-        server's requests in flight (`slim.decision.layouts.Layout.per_rank_cap`)."""
-        return Layout.of_sizes(1, self.data_parallel).per_rank_cap(self.recommendation.batch_cap)
+        server's requests in flight (`slim.specs.data_parallel.per_rank_cap`)."""
+        return per_rank_cap(self.recommendation.batch_cap, self.data_parallel)
 
 
 def model_directory(model: str | None) -> Path | None:
@@ -240,8 +241,7 @@ def advise(request: AdviceRequest) -> Advice:
     blocks = of_model[col.NUM_GPU_BLOCKS].dropna()
     max_model_len = int(np.ceil(r.input_len + r.output_len)) if r.max_model_len is None else int(r.max_model_len)
     # The runs' cap is the server's requests in flight; each data-parallel rank holds its share of them.
-    per_rank_cap = Layout.of_sizes(tensor_parallel, data_parallel).per_rank_cap(recommendation.batch_cap)
-    memory = plan_kv_memory(arch, hw, per_rank_cap, r.input_len, r.output_len,
+    memory = plan_kv_memory(arch, hw, per_rank_cap(recommendation.batch_cap, data_parallel), r.input_len, r.output_len,
                             num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
                             max_model_len=max_model_len, tensor_parallel=tensor_parallel)
     served = served_name(r, arch)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.predictors.contract import E2E, GOODPUT, THROUGHPUT, Interval, Prediction
-from slim.specs.data_parallel import rank_shares
+from slim.specs.data_parallel import parallel_sizes, rank_shares
 
 if TYPE_CHECKING:
     from slim.specs.architecture import ArchitectureCatalog
@@ -59,20 +59,21 @@ def moe_in_lockstep(catalog: ArchitectureCatalog) -> Lockstep:
 
 def data_parallel_sizes(configs: pd.DataFrame) -> np.ndarray:
     """Each configuration's data-parallel size: 1 where not given, NaN or below 1."""
-    if col.DATA_PARALLEL not in configs:
-        return np.ones(len(configs), dtype=int)
-    values = pd.to_numeric(configs[col.DATA_PARALLEL], errors="coerce").to_numpy(dtype=float)
-    return np.where(np.isfinite(values) & (values >= 1), values, 1.0).round().astype(int)
+    return parallel_sizes(configs, col.DATA_PARALLEL)
+
+
+def _in_lockstep(frame: pd.DataFrame, lockstep: Lockstep | None) -> np.ndarray:
+    """Per row of `frame`, whether its model's data-parallel ranks step together (False without `lockstep`)."""
+    if lockstep is None or not len(frame):
+        return np.zeros(len(frame), dtype=bool)
+    return np.array([bool(lockstep(str(model))) for model in frame[col.MODEL]], dtype=bool)
 
 
 def one_engine_runs(runs: pd.DataFrame, lockstep: Lockstep | None = None) -> np.ndarray:
     """Which `runs` measured one engine, so a predictor can be fitted on them as they are: those at
     data-parallel size 1, and those whose ranks step together (`lockstep`). A dense model's
     data-parallel run measured its ranks' sum, and no run records each rank's share of it."""
-    sizes = data_parallel_sizes(runs)
-    together = (np.array([bool(lockstep(str(model))) for model in runs[col.MODEL]], dtype=bool)
-                if lockstep is not None and len(runs) else np.zeros(len(runs), dtype=bool))
-    return (sizes == 1) | together
+    return (data_parallel_sizes(runs) == 1) | _in_lockstep(runs, lockstep)
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,8 @@ def rank_rows(configs: pd.DataFrame, lockstep: Lockstep | None = None) -> RankRo
     above 1 whose model's ranks are engines of their own (`lockstep` False). A configuration's requests
     in flight are its `columns.MAX_NUM_SEQS`."""
     sizes = data_parallel_sizes(configs)
-    if lockstep is not None and (sizes > 1).any():
-        together = np.array([bool(lockstep(str(model))) for model in configs[col.MODEL]], dtype=bool)
-        sizes = np.where(together, 1, sizes)
+    if (sizes > 1).any():
+        sizes = np.where(_in_lockstep(configs, lockstep), 1, sizes)
     if not (sizes > 1).any():
         return None
     caps = configs[col.MAX_NUM_SEQS].to_numpy(dtype=float)

@@ -1,11 +1,24 @@
-"""How a data-parallel server shares its requests in flight among its ranks: vLLM's
-``--max-num-seqs`` holds per rank, and its load balancer sends each request to the least loaded
-rank, so the ranks' loads differ by at most one request."""
+"""A server's parallel sizes as a runs or candidates table records them, and how a data-parallel
+server shares its requests in flight among its ranks: vLLM's ``--max-num-seqs`` holds per rank, and
+its load balancer sends each request to the least loaded rank, so the ranks' loads differ by at most
+one request."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+def parallel_sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """Each row's parallel size in `column` (tensor, pipeline, data or expert parallel): 1 where the
+    table has no such column or a row records none, NaN or less than 1 (vLLM's default)."""
+    if column not in frame:
+        return np.ones(len(frame), dtype=int)
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    return np.where(np.isfinite(values) & (values >= 1), values, 1.0).round().astype(int)
 
 
 def per_rank_cap(requests: float, ranks: int) -> int:

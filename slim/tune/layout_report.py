@@ -14,6 +14,7 @@ import numpy as np
 
 from slim.decision.candidates import cap_number
 from slim.decision.layouts import Layout
+from slim.specs.data_parallel import per_rank_cap
 from slim.tune.commands import serve_command
 from slim.tune.layouts import layout_decisions, layout_groups, layout_of
 from slim.tune.plan import TunePlan
@@ -86,7 +87,7 @@ def _cap_words(layout: dict[str, Any]) -> str:
     cap = layout["max_num_seqs"]
     if layout["data_parallel_size"] == 1:
         return f"--max-num-seqs {cap}"
-    per_rank = Layout.of_sizes(layout["tensor_parallel_size"], layout["data_parallel_size"]).per_rank_cap(cap)
+    per_rank = per_rank_cap(cap, layout["data_parallel_size"])
     return f"{cap} requests in flight (--max-num-seqs {per_rank} per rank)"
 
 

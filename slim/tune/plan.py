@@ -186,9 +186,14 @@ def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parall
     layout = Layout.of_sizes(tensor_parallel, data_parallel)
     if not len(runs):
         return layout
-    at = runs[(tensor_parallel_sizes(runs) == tensor_parallel) & (data_parallel_sizes(runs) == data_parallel)
-              & (pipeline_parallel_sizes(runs) == 1)]
-    return Layout.of_sizes(tensor_parallel, data_parallel, layout_expert_parallel(at, layout.label))
+    return Layout.of_sizes(tensor_parallel, data_parallel,
+                           layout_expert_parallel(runs[_at_layout(runs, layout)], layout.label))
+
+
+def _at_layout(runs: pd.DataFrame, layout: Layout) -> np.ndarray:
+    """Runs at `layout`'s tensor- and data-parallel sizes (a pipeline-parallel run's server is no such layout)."""
+    return ((tensor_parallel_sizes(runs) == layout.tensor_parallel) & (data_parallel_sizes(runs) == layout.ranks)
+            & (pipeline_parallel_sizes(runs) == 1))
 
 
 def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layout | None = None) -> np.ndarray:
@@ -197,10 +202,7 @@ def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layou
     match = ((runs[col.MODEL] == model)
              & (np.abs(runs[col.INPUT_LEN_NOMINAL].astype(float) - il) <= NOMINAL_MATCH * il)
              & (np.abs(runs[col.OUTPUT_LEN_NOMINAL].astype(float) - ol) <= NOMINAL_MATCH * ol)).to_numpy()
-    if layout is not None:
-        match = (match & (tensor_parallel_sizes(runs) == layout.tensor_parallel)
-                 & (data_parallel_sizes(runs) == layout.ranks) & (pipeline_parallel_sizes(runs) == 1))
-    return match
+    return match & _at_layout(runs, layout) if layout is not None else match
 
 
 def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, layout: Layout,

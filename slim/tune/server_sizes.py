@@ -1,8 +1,8 @@
-"""The parallel sizes of the rows of a candidates or runs table: the tensor-parallel size ``t``, the
-data-parallel size ``d`` (1 where a row records none, vLLM's default:
-`slim.predictors.data_parallel.data_parallel_sizes`, which the predictors split a server by), the GPUs one server of the
-two occupies, ``t x d``, by which a run's duration is charged, and whether its experts were spread
-by expert parallelism (vLLM's ``--enable-expert-parallel``)."""
+"""The parallel sizes of the rows of a candidates or runs table (`slim.specs.data_parallel.parallel_sizes`:
+1 where a row records none, vLLM's default): the tensor-parallel size ``t``, the data-parallel size
+``d`` (`slim.predictors.data_parallel.data_parallel_sizes`, by which the predictors split a server),
+the GPUs one server of the two occupies, ``t x d``, by which a run's duration is charged, and whether
+its experts were spread by expert parallelism (vLLM's ``--enable-expert-parallel``)."""
 
 from __future__ import annotations
 
@@ -12,23 +12,17 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import AdvisorError
 from slim.predictors.data_parallel import data_parallel_sizes
-
-
-def _sizes(frame: pd.DataFrame, column: str) -> np.ndarray:
-    if column not in frame:
-        return np.ones(len(frame), dtype=int)
-    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
-    return np.where(np.isfinite(values) & (values >= 1), values, 1.0).round().astype(int)
+from slim.specs.data_parallel import parallel_sizes
 
 
 def tensor_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
     """Each row's tensor-parallel size (1 where not recorded)."""
-    return _sizes(frame, col.TENSOR_PARALLEL)
+    return parallel_sizes(frame, col.TENSOR_PARALLEL)
 
 
 def pipeline_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
     """Each row's pipeline-parallel size (1 where not recorded)."""
-    return _sizes(frame, col.PIPELINE_PARALLEL)
+    return parallel_sizes(frame, col.PIPELINE_PARALLEL)
 
 
 def server_gpus(frame: pd.DataFrame) -> np.ndarray:
@@ -44,7 +38,7 @@ def layout_sizes(frame: pd.DataFrame) -> list[tuple[int, int]]:
 def expert_parallel_enabled(frame: pd.DataFrame) -> np.ndarray:
     """Whether each row's server spread a mixture-of-experts model's experts over its GPUs (vLLM's
     ``--enable-expert-parallel``): an expert-parallel size above 1 recorded (False where none is)."""
-    return _sizes(frame, col.EXPERT_PARALLEL) > 1
+    return parallel_sizes(frame, col.EXPERT_PARALLEL) > 1
 
 
 def layout_expert_parallel(frame: pd.DataFrame, layout_label: str) -> bool:
