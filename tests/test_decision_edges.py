@@ -220,3 +220,52 @@ def test_the_serve_line_names_the_model_as_the_user_did_and_a_checkpoint_folder_
     assert code == 0 and advised["workload"]["served_model"] == str(folder)
     commands = advised["decision"]["next_commands"]
     assert not commands or commands["server"].startswith(f"vllm serve {folder} ")
+
+
+def _throughput_at_unmeasured_one(measured: list[float]):
+    """Throughput over caps 1, 16, 32, 64: cap 1 unmeasured with an interval nothing narrows (as after a
+    run far from its prior), the others measured at `measured`."""
+    from slim.decision.candidates import Estimates
+
+    n = 4
+    value = np.array([np.nan, *measured])
+    return Estimates(np.array([False, True, True, True]), value, np.array([126.0, *measured]),
+                     np.array([0.03, *measured]), np.array([5e5, *measured]), np.full(n, 0.02))
+
+
+def test_a_search_stopped_before_t_one_keeps_the_best_measured_cap_as_a_bisection_reads_it():
+    from slim.decision.candidates import THROUGHPUT, Estimates, candidate_view
+    from slim.decision.certificate import best_measured, certify
+
+    throughput = _throughput_at_unmeasured_one([1556.0, 2537.0, 1576.0])
+    view = candidate_view([1.0, 16.0, 32.0, 64.0], lambda name: throughput, {})
+    open_certificate = certify(view, 0.1)
+    assert not open_certificate.feasible and open_certificate.needs_throughput_at_one
+    stopped = best_measured(open_certificate, view, "stopped at the bound")
+    # T(1) read from cap 16 (1556 / 16): cap 32 batches efficiently and has the most throughput
+    assert stopped.batch_cap == 32.0 and stopped.throughput_per_s == 2537.0 and not stopped.settled
+    assert "stopped at the bound" in stopped.notes[-1] and "not certified" in stopped.notes[-1]
+    # an SLO that every measured cap breaks leaves nothing to keep
+    tpot = Estimates(np.array([False, True, True, True]), np.array([np.nan, 30.0, 40.0, 60.0]),
+                     np.array([10.0, 30.0, 40.0, 60.0]), np.array([5.0, 30.0, 40.0, 60.0]),
+                     np.array([20.0, 30.0, 40.0, 60.0]), np.full(4, 0.02))
+    bounded = candidate_view([1.0, 16.0, 32.0, 64.0], lambda name: throughput if name == THROUGHPUT else tpot,
+                             {"mean_tpot_ms": 25.0})
+    assert not best_measured(certify(bounded, 0.1), bounded, "stopped").feasible
+    # a certified incumbent is left as it is
+    measured = candidate_view([1.0, 16.0, 32.0], lambda name: Estimates.facts([126.0, 1556.0, 2537.0]), {})
+    certified = certify(measured, 0.1)
+    assert best_measured(certified, measured, "stopped") == certified
+
+
+def test_the_session_the_bound_stopped_answers_with_its_best_measured_cap():
+    from slim.tune.proposals import propose
+
+    session, workload = _session(Slos.of(slo_ms=1e6), margin=0.0)     # an SLO every cap meets
+    # measured far from the prior at the large caps: the intervals at cap 1 widen, and no extra run is allowed
+    for cap, factor in ((8.0, 1.0), (32.0, 3.0), (64.0, 0.3)):
+        session.record(_row(session, cap), Measurement(factor * 100.0 * cap ** 0.9, 1.0 + cap / 100, 10.0))
+    assert not propose(session) and workload.label in session.stopped_by_bound
+    certificate = session.certificate(workload)
+    assert certificate.batch_cap == 32.0 and not certificate.settled      # the most measured throughput
+    assert any("stopped at the bound" in note for note in certificate.notes)

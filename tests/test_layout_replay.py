@@ -107,6 +107,28 @@ def test_a_workload_at_one_layout_is_counted_not_replayed():
     assert any(line.startswith("2 workload(s) with a curve at fewer than two layouts") for line in notes)
 
 
+def test_runs_of_another_vllm_version_are_another_workload_not_one_curve(two_layouts):
+    """A cap measured on another engine (or one that records no version) joins neither the curve nor its
+    truth: the faster engine's run at cap 128 would otherwise be the best of the vLLM 0.18.0 curve."""
+    frame = two_layouts.assign(**{col.VLLM_VERSION: "0.18.0"})
+    other = frame[frame[col.MAX_NUM_SEQS] >= 64].assign(**{col.VLLM_VERSION: "0.11.2"})
+    other[col.TOTAL_TOKEN_THROUGHPUT] *= 5.0
+    other[col.MEAN_TPOT_MS] /= 4.0
+    unrecorded = frame[frame[col.MAX_NUM_SEQS] <= 8].assign(**{col.VLLM_VERSION: None})
+    mixed = pd.concat([frame[frame[col.MAX_NUM_SEQS] < 64], other, unrecorded], ignore_index=True)
+    workloads, _ = layout_workloads(mixed, TPOT_25)
+    labels = [w.label for w in workloads]
+    assert labels == ["llama-3.1-70b-fp8 IL 1024 OL 1024 on h100-sxm-80gb (vLLM version not recorded)",
+                      "llama-3.1-70b-fp8 IL 1024 OL 1024 on h100-sxm-80gb (vLLM 0.11.2)",
+                      "llama-3.1-70b-fp8 IL 1024 OL 1024 on h100-sxm-80gb (vLLM 0.18.0)"]
+    newest = workloads[2]
+    assert all(set(lc.curve.caps) == {4.0, 8.0, 16.0, 32.0} for lc in newest.layouts)
+    assert layout_truth(newest, 0.1).cap <= 32.0
+    # one version throughout: the label is the workload's alone
+    [single], _ = layout_workloads(frame, TPOT_25)
+    assert single.label == "llama-3.1-70b-fp8 IL 1024 OL 1024 on h100-sxm-80gb"
+
+
 def predictions_of(frame: pd.DataFrame, factor: float) -> pd.DataFrame:
     return pd.DataFrame({col.RUN_ID: frame[col.RUN_ID],
                          "zero_shot_total_token_throughput": frame[col.TOTAL_TOKEN_THROUGHPUT] * factor,

@@ -16,7 +16,7 @@ Bounds hold at the interval's confidence each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,34 @@ def certify(view: CandidateView, epsilon: float, tolerance: float = DEFAULT_TOLE
     nan = float("nan")
     notes = ("no candidate meets the SLOs and the efficiency floor",) if settled else ()
     return Certificate(nan, nan, nan, {}, notes=notes, **common)
+
+
+def best_measured(certificate: Certificate, view: CandidateView, why: str) -> Certificate:
+    """`certificate` of a search that stopped before it settled, with no certified incumbent, given the
+    best measured cap as its choice: Eq. 13 among the measured candidates alone, ``T(1)`` read as a
+    measured curve without cap 1 reads it (the smallest measured cap's throughput over its cap: the
+    reading of the model-free bisection, `slim.tune.guard.ShadowBisection`, whose cost bounds the
+    search). It stays open and says so in its notes (`why` names the stop); unchanged where it has an
+    incumbent, is settled, or no measured cap meets the SLOs and that floor."""
+    complete = view.complete
+    if certificate.feasible or certificate.settled or not complete.any():
+        return certificate
+    caps, t = view.caps, view.throughput
+    first = int(np.flatnonzero(complete)[0])
+    meets = complete.copy()
+    for c in view.constraints:
+        meets &= c.estimates.value <= c.limit_ms
+    with np.errstate(invalid="ignore", divide="ignore"):
+        efficiency = t.value / (caps * (t.value[first] / caps[first]))
+    chosen = int(eq13_choice(view.goal.value, meets, efficiency, certificate.epsilon, complete)[0])
+    if chosen < 0:
+        return certificate
+    note = (f"{why}: the best measured cap by Eq. 13, T(1) read from the smallest measured cap "
+            f"{caps[first]:g} (not certified)")
+    return replace(certificate, batch_cap=float(caps[chosen]), objective=float(view.goal.value[chosen]),
+                   throughput_per_s=float(t.value[chosen]),
+                   values_ms={c.name: float(c.estimates.value[chosen]) for c in view.constraints},
+                   notes=(*certificate.notes, note))
 
 
 def _first_measured_over(view: CandidateView, noise_z: float) -> dict[str, int]:

@@ -91,10 +91,10 @@ def propose(session: TuneSession) -> list[Proposal]:
     out = []
     gpu_seconds = predicted_gpu_seconds(session.candidates, session.belief.throughput_per_s)
     cautious_seconds = predicted_gpu_seconds(session.candidates, np.maximum(session.belief.throughput_low, 1e-300))
+    session.stopped_by_bound.clear()      # every workload's stop is judged anew, on pure certificates
     open_workloads = layout_open_workloads(session)
     weights = layout_weights(session, open_workloads)
     for workload in session.workloads:
-        session.stopped_by_bound.pop(workload.label, None)
         if workload.label not in weights:
             continue      # a layout the decision across layouts excluded, or whose curve is settled
         cert = session.certificate(workload)

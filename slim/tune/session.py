@@ -29,7 +29,7 @@ from slim.decision.candidates import (
     Estimates,
     candidate_view,
 )
-from slim.decision.certificate import Certificate, certify, pending
+from slim.decision.certificate import Certificate, best_measured, certify, pending
 from slim.decision.rule import Recommendation, recommend
 from slim.decision.scenarios import decision_probabilities
 from slim.decision.slo_limits import ResolvedLimits, resolve_limits
@@ -119,6 +119,8 @@ class TuneSession:
     failed: set[int] = field(default_factory=set)
     spent: dict[int, float] = field(default_factory=dict)
     stopped_by_bound: dict[str, str] = field(default_factory=dict)
+    """The workloads the bound stopped at the last round of proposals (label: why), no run of theirs left
+    within it: their certificate gives the best measured cap (`slim.decision.certificate.best_measured`)."""
     run_floor_gpu_seconds: np.ndarray | None = None
     """Per candidate, a lower bound of one run's GPU time (the accelerator's roofline:
     `slim.tune.belief.roofline_gpu_seconds`), which the bound's lower bound of a bisection rests on."""
@@ -239,8 +241,11 @@ class TuneSession:
         if resolved.limits_ms is None:
             return pending({}, workload.epsilon, self.settings.tolerance,
                            f"the SLO waits for the reference run at cap {workload.slos.reference_cap:g}")
-        certificate = certify(self.view(workload, resolved.limits_ms), workload.epsilon, self.settings.tolerance,
+        view = self.view(workload, resolved.limits_ms)
+        certificate = certify(view, workload.epsilon, self.settings.tolerance,
                               float(norm.ppf(self.settings.confidence)))
+        if workload.label in self.stopped_by_bound:     # no run left within the bound: the best measured cap
+            certificate = best_measured(certificate, view, "stopped at the bound")
         if resolved.predicted:
             note = (f"the reference run at cap {workload.slos.reference_cap:g} failed: the bound of "
                     f"{', '.join(resolved.predicted)} rests on the prediction there until it is measured "

@@ -100,19 +100,40 @@ def _int(value: Any, default: int = 1) -> int:
     return int(value) if value is not None and np.isfinite(float(value)) else default
 
 
+def engine_versions(frame: pd.DataFrame) -> pd.Series:
+    """Each run's vLLM version as its curve is keyed by: the recorded one, or ``""`` where none is
+    recorded (a run that records no version is not known to share an engine with one that does)."""
+    if col.VLLM_VERSION not in frame:
+        return pd.Series("", index=frame.index, dtype=object)
+    versions = frame[col.VLLM_VERSION]
+    return versions.astype(object).where(versions.notna(), "").astype(str)
+
+
+def _engine_label(version: str) -> str:
+    return f"vLLM {version}" if version else "vLLM version not recorded"
+
+
 def layout_workloads(frame: pd.DataFrame, kind: SloKind) -> tuple[list[LayoutWorkload], list[str]]:
     """The usable runs' workloads with two layouts or more under `kind`, and one line for each
-    workload or layout that cannot be replayed (fewer than two caps, a metric not judged)."""
+    workload or layout that cannot be replayed (fewer than two caps, a metric not judged).
+
+    A workload is one engine's: runs of one (accelerator, model, lengths) that record different vLLM
+    versions, or one a version and another none (`engine_versions`), were measured on different
+    servers, so they are different workloads, each named with its version where the runs hold more
+    than one."""
     frame = frame.copy()
     frame["_tp"], frame["_dp"] = tensor_parallel_sizes(frame), data_parallel_sizes(frame)
-    frame["_ep"] = expert_parallel_enabled(frame)
+    frame["_ep"], frame["_engine"] = expert_parallel_enabled(frame), engine_versions(frame)
     workloads, skipped, index = [], [], 0
     keys = [col.HARDWARE, *col.WORKLOAD_KEYS]
-    for (hardware, model, il, ol), rows in frame.groupby(keys, sort=True):
+    engines = frame.groupby(keys)["_engine"].transform("nunique")
+    for (hardware, model, il, ol, engine), rows in frame.groupby([*keys, "_engine"], sort=True):
         label = f"{model} IL {il:g} OL {ol:g} on {hardware}"
+        if engines[rows.index[0]] > 1:
+            label += f" ({_engine_label(engine)})"
         layouts = []
         for (tp, dp, ep), runs in rows.groupby(["_tp", "_dp", "_ep"], sort=True):
-            curves, lines = replay_curves(runs.drop(columns=["_tp", "_dp", "_ep"]), kind)
+            curves, lines = replay_curves(runs.drop(columns=["_tp", "_dp", "_ep", "_engine"]), kind)
             gpus = _int(runs[col.GPUS_PER_SERVER].iloc[0], tp * dp) if col.GPUS_PER_SERVER in runs else tp * dp
             name = Layout(tp, gpus, dp, bool(ep)).label      # TP 4; TP 4 x DP 4; " (EP 16)" with experts spread
             skipped += [f"{label} {name}: {line}" for line in lines]
