@@ -153,3 +153,15 @@ def test_zero_shot_constants_leave_the_model_out(sweep_predictions):
     assert constants[("h100-sxm-80gb", "minimax-m2.5")] != consts        # fitted on Llama's runs alone
     alone, notes = other_models_constants(subset[subset[col.MODEL] == "minimax-m2.5"], catalog, hardware, consts)
     assert alone == {} and "no zero-shot constants" in notes[0]
+
+
+def test_runs_of_another_vllm_release_are_another_curve_not_scored_by_its_calibration():
+    """The fifth run was measured on another engine: the first four are calibrated and scored alone, and
+    the other is a curve of one run, counted zero-shot but never calibrated on the others."""
+    measured, predicted = [10.0, 12.0, 15.0, 20.0, 5.0], [12.0, 12.0, 18.0, 24.0, 36.0]
+    curve = _curve(measured, predicted).assign(**{col.VLLM_VERSION: ["0.18.0"] * 4 + [None]})
+    rows = curve_accuracy(curve).set_index(col.VLLM_VERSION, drop=False)
+    newest, other = rows.loc["0.18.0"], rows[rows[col.VLLM_VERSION].isna()].iloc[0]
+    assert (newest["runs"], newest["calibrated_runs"], other["runs"], other["calibrated_runs"]) == (4, 1, 1, 0)
+    assert np.isnan(other["calibrated_mape"]) and other["zero_shot_mape"] == pytest.approx(620.0)
+    assert model_accuracy(curve_accuracy(curve)).loc[0, "runs"] == 5

@@ -2,8 +2,10 @@
 4-bit weights, sliding windows), per measured curve, zero-shot and calibrated on three runs of the
 curve.
 
-A curve is the runs of one (dataset, accelerator, model as served, parallel layout, lengths) at
-several concurrencies (online closed-loop sweeps) or batches (offline static batches). Each run is
+A curve is the runs of one (dataset, accelerator, model as served, parallel layout, lengths) on one
+engine (the vLLM release its runs record, or none recorded: runs of another release were measured on
+another server) at several concurrencies (online closed-loop sweeps) or batches (offline static
+batches). Each run is
 simulated from its configuration alone (`slim.sim.engine.simulate_run`: the step cost of
 `slim.sim.modern_cost`, the scheduler of the run's vLLM release):
 
@@ -58,7 +60,9 @@ UNKNOWN_VERSION = "0.12.0"
 sweep record)."""
 
 CURVE_KEY = (col.HARDWARE, col.MODEL, col.TENSOR_PARALLEL, col.DATA_PARALLEL, col.INPUT_LEN_NOMINAL,
-             col.OUTPUT_LEN_NOMINAL, col.BENCHMARK_MODE)
+             col.OUTPUT_LEN_NOMINAL, col.BENCHMARK_MODE, col.VLLM_VERSION)
+"""What a curve's runs share (module docstring); `VLLM_VERSION` is the release the runs record (None: not
+recorded), not the one simulated."""
 METRICS = ("mean_tpot_ms", "mean_ttft_ms", "total_token_throughput")
 """The metrics compared, in vLLM's names (throughput in tokens/s, total)."""
 CALIBRATION_RUNS = 3
@@ -91,7 +95,12 @@ def curve_run(row: pd.Series) -> CurveRun:
                     int(round(float(row[col.OUTPUT_LEN_MEAN]))),
                     max(int(round(float(row[col.MAX_NUM_SEQS]))), 1),
                     _int(row.get(col.TENSOR_PARALLEL)),
-                    str(version) if isinstance(version, str) and version.strip() else UNKNOWN_VERSION, offline)
+                    _recorded(version) or UNKNOWN_VERSION, offline)
+
+
+def _recorded(version: object) -> str | None:
+    """A run's recorded vLLM release, None where it records none."""
+    return str(version) if isinstance(version, str) and version.strip() else None
 
 
 def simulate_curve_run(run: CurveRun, catalog: ArchitectureCatalog, hw: Hardware,
@@ -122,7 +131,8 @@ def curve_predictions(usable: pd.DataFrame, catalog: ArchitectureCatalog, hardwa
     shipped constants (``shipped_*``) and, where `other_models` holds constants for its (accelerator,
     model), the zero-shot ones (``zero_shot_*``, NaN elsewhere), and the simulator's status."""
     rows = []
-    for _, row in usable.sort_values([*CURVE_KEY, col.MAX_NUM_SEQS, col.RUN_ID]).iterrows():
+    order = [key for key in CURVE_KEY if key in usable] + [col.MAX_NUM_SEQS, col.RUN_ID]
+    for _, row in usable.sort_values(order).iterrows():
         run = curve_run(row)
         shipped = simulate_curve_run(run, catalog, hardware[run.hardware], consts)
         fitted = (other_models or {}).get((run.hardware, run.model))
@@ -135,7 +145,8 @@ def curve_predictions(usable: pd.DataFrame, catalog: ArchitectureCatalog, hardwa
                      col.TENSOR_PARALLEL: run.tensor_parallel, col.DATA_PARALLEL: data_parallel,
                      col.INPUT_LEN_NOMINAL: int(row[col.INPUT_LEN_NOMINAL]),
                      col.OUTPUT_LEN_NOMINAL: int(row[col.OUTPUT_LEN_NOMINAL]),
-                     col.BENCHMARK_MODE: row[col.BENCHMARK_MODE], "in_flight": run.in_flight,
+                     col.BENCHMARK_MODE: row[col.BENCHMARK_MODE],
+                     col.VLLM_VERSION: _recorded(row.get(col.VLLM_VERSION)), "in_flight": run.in_flight,
                      "simulated_vllm_version": None if run.offline else run.vllm_version,
                      **{f"measured_{m}": float(v) if v is not None else math.nan for m, v in measured.items()},
                      **{f"shipped_{m}": shipped[m] for m in METRICS},
@@ -206,7 +217,8 @@ def curve_accuracy(predictions: pd.DataFrame, kernel: ResidualKernel | None = No
     factor."""
     kernel = kernel or load_kernels().kernel(SIM_OPTION)
     rows = []
-    for key, curve in predictions.groupby(list(CURVE_KEY), sort=True, dropna=False):
+    keys = [key for key in CURVE_KEY if key in predictions]      # a table without versions: one engine
+    for key, curve in predictions.groupby(keys, sort=True, dropna=False):
         curve = curve.sort_values("in_flight", kind="stable")
         started = curve[curve["sim_status"] == "ok"]
         chosen = calibration_runs(started["in_flight"])
@@ -222,7 +234,7 @@ def curve_accuracy(predictions: pd.DataFrame, kernel: ResidualKernel | None = No
                                                             float(key[5]), np.log(measured / zero_shot), scored,
                                                             kernel))
                          if scored else zero_shot)
-            rows.append({**dict(zip(CURVE_KEY, key)), "metric": metric, "runs": len(curve),
+            rows.append({**dict(zip(keys, key)), "metric": metric, "runs": len(curve),
                          "simulated": len(started),
                          "shipped_mape": float(np.mean(_ape(shipped, measured))) if len(started) else math.nan,
                          "zero_shot_mape": float(np.mean(_ape(zero_shot, measured))) if len(started) else math.nan,
