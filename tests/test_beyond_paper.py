@@ -39,7 +39,7 @@ def _curve(measured: list[float], predicted: list[float], status: list[str] | No
                          "measured_mean_ttft_ms": np.nan, "zero_shot_mean_ttft_ms": np.nan,
                          "shipped_mean_ttft_ms": np.nan, "measured_total_token_throughput": np.nan,
                          "zero_shot_total_token_throughput": np.nan, "shipped_total_token_throughput": np.nan,
-                         "sim_status": status or ["ok"] * n})
+                         "sim_status": status or ["ok"] * n, col.VLLM_VERSION: "0.18.0"})
 
 
 def test_the_mapes_of_a_curve_by_hand():
@@ -117,6 +117,10 @@ def test_every_usable_run_of_the_sweep_is_predicted(sweep_predictions):
     assert predictions[[f"shipped_{m}" for m in ("mean_tpot_ms", "mean_ttft_ms", "total_token_throughput")]] \
         .gt(0).all().all()
     assert predictions["zero_shot_mean_tpot_ms"].isna().all()     # no other-model constants were given
+    # each run carries the release it records (None where none), which keys its curve
+    recorded = usable.set_index(col.RUN_ID)[col.VLLM_VERSION].reindex(predictions[col.RUN_ID])
+    assert (predictions[col.VLLM_VERSION].fillna("") == recorded.fillna("").to_numpy()).all()
+    assert {"0.11.2", "0.12.0", "0.18.0"} <= set(predictions[col.VLLM_VERSION].dropna())
     models = model_accuracy(curve_accuracy(predictions))
     assert set(models[col.MODEL]) == {"qwen3-32b", "qwen3-32b-fp8", "llama-3.1-70b-fp8", "gpt-oss-120b",
                                       "minimax-m2.5"}
@@ -155,11 +159,16 @@ def test_zero_shot_constants_leave_the_model_out(sweep_predictions):
     assert alone == {} and "no zero-shot constants" in notes[0]
 
 
+def test_a_predictions_table_without_the_curve_keys_is_refused():
+    with pytest.raises(ValueError, match="vllm_version"):
+        curve_accuracy(_curve([10.0, 12.0, 15.0, 20.0], [12.0, 12.0, 18.0, 24.0]).drop(columns=[col.VLLM_VERSION]))
+
+
 def test_runs_of_another_vllm_release_are_another_curve_not_scored_by_its_calibration():
     """The fifth run was measured on another engine: the first four are calibrated and scored alone, and
     the other is a curve of one run, counted zero-shot but never calibrated on the others."""
     measured, predicted = [10.0, 12.0, 15.0, 20.0, 5.0], [12.0, 12.0, 18.0, 24.0, 36.0]
-    curve = _curve(measured, predicted).assign(**{col.VLLM_VERSION: ["0.18.0"] * 4 + [None]})
+    curve = _curve(measured, predicted).assign(**{col.VLLM_VERSION: ["0.18.0"] * 4 + [np.nan]})
     rows = curve_accuracy(curve).set_index(col.VLLM_VERSION, drop=False)
     newest, other = rows.loc["0.18.0"], rows[rows[col.VLLM_VERSION].isna()].iloc[0]
     assert (newest["runs"], newest["calibrated_runs"], other["runs"], other["calibrated_runs"]) == (4, 1, 1, 0)

@@ -245,6 +245,15 @@ def test_a_search_stopped_before_t_one_keeps_the_best_measured_cap_as_a_bisectio
     # T(1) read from cap 16 (1556 / 16): cap 32 batches efficiently and has the most throughput
     assert stopped.batch_cap == 32.0 and stopped.throughput_per_s == 2537.0 and not stopped.settled
     assert "stopped at the bound" in stopped.notes[-1] and "not certified" in stopped.notes[-1]
+    assert not stopped.certified and stopped.to_dict()["certified"] is False and open_certificate.certified
+    # T(1) is the smallest measured cap's reading (1556 / 16), not the prediction at cap 1 (126): at a floor
+    # of 0.7, cap 32 batches at 0.82 of it (and at 0.63 of the prediction's, which would keep cap 16)
+    strict = best_measured(certify(view, 0.7), view, "stopped at the bound")
+    assert strict.batch_cap == 32.0
+    from slim.decision.layouts import Layout, LayoutCandidate, decide_layouts
+
+    decision = decide_layouts([LayoutCandidate(Layout.of_tensor_parallel(1), view, stopped)])
+    assert not decision.settled and "not certified" in decision.chosen.reason
     # an SLO that every measured cap breaks leaves nothing to keep
     tpot = Estimates(np.array([False, True, True, True]), np.array([np.nan, 30.0, 40.0, 60.0]),
                      np.array([10.0, 30.0, 40.0, 60.0]), np.array([5.0, 30.0, 40.0, 60.0]),

@@ -66,6 +66,9 @@ class Certificate:
     repeat: tuple[float, ...] = ()
     unjudged: tuple[float, ...] = ()
     objective_name: str = THROUGHPUT
+    certified: bool = True
+    """Whether the incumbent met Eq. 13 at the bounds' confidence (`certify`); False for a search's
+    best measured cap where it stopped before one did (`best_measured`)."""
 
     @property
     def feasible(self) -> bool:
@@ -82,7 +85,7 @@ class Certificate:
                 "exclusions": [e.to_dict() for e in self.exclusions],
                 "challengers": [cap_number(c) for c in self.challengers],
                 "unjudged": [cap_number(c) for c in self.unjudged],
-                "needs_throughput_at_one": self.needs_throughput_at_one,
+                "needs_throughput_at_one": self.needs_throughput_at_one, "certified": self.certified,
                 "notes": list(self.notes), "repeat": [cap_number(c) for c in self.repeat]}
 
 
@@ -168,11 +171,12 @@ def certify(view: CandidateView, epsilon: float, tolerance: float = DEFAULT_TOLE
 
 def best_measured(certificate: Certificate, view: CandidateView, why: str) -> Certificate:
     """`certificate` of a search that stopped before it settled, with no certified incumbent, given the
-    best measured cap as its choice: Eq. 13 among the measured candidates alone, ``T(1)`` read as a
-    measured curve without cap 1 reads it (the smallest measured cap's throughput over its cap: the
-    reading of the model-free bisection, `slim.tune.guard.ShadowBisection`, whose cost bounds the
-    search). It stays open and says so in its notes (`why` names the stop); unchanged where it has an
-    incumbent, is settled, or no measured cap meets the SLOs and that floor."""
+    best measured cap as its choice, marked not `Certificate.certified`: Eq. 13 among the measured
+    candidates alone, ``T(1)`` read as a measured curve without cap 1 reads it (the smallest measured
+    cap's throughput over its cap, as `slim.decision.rule.recommend` reads it without a ``T(1)`` and
+    the replay's model-free searches choose, `slim.paper.replay.searches.measured_choice`). It stays
+    open and says why in its notes (`why` names the stop); unchanged where it has an incumbent, is
+    settled, or no measured cap meets the SLOs and that floor."""
     complete = view.complete
     if certificate.feasible or certificate.settled or not complete.any():
         return certificate
@@ -191,7 +195,7 @@ def best_measured(certificate: Certificate, view: CandidateView, why: str) -> Ce
     return replace(certificate, batch_cap=float(caps[chosen]), objective=float(view.goal.value[chosen]),
                    throughput_per_s=float(t.value[chosen]),
                    values_ms={c.name: float(c.estimates.value[chosen]) for c in view.constraints},
-                   notes=(*certificate.notes, note))
+                   notes=(*certificate.notes, note), certified=False)
 
 
 def _first_measured_over(view: CandidateView, noise_z: float) -> dict[str, int]:

@@ -179,7 +179,8 @@ def decide_layouts(candidates: Sequence[LayoutCandidate], tolerance: float = DEF
         ceiling = c.ceiling_per_gpu
         if c is chosen:
             reason = ("chosen" if c.certificate.settled else
-                      "best certified so far; its own cap decision is still open")
+                      "best certified so far; its own cap decision is still open" if c.certificate.certified else
+                      "best measured so far, not certified (its search stopped before its cap decision did)")
             verdicts.append(LayoutVerdict(c.layout, c.certificate.batch_cap, c.incumbent_per_gpu, ceiling, True,
                                           False, reason, c.certificate.settled))
             continue

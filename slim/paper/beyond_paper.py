@@ -52,6 +52,7 @@ from slim.sim.constants import SimConstants
 from slim.sim.engine import simulate_run
 from slim.specs.architecture import ArchitectureCatalog
 from slim.specs.hardware import Hardware
+from slim.traces.verdict import recorded_vllm_version
 from slim.tune.belief import ResidualKernel, ResidualProcess
 from slim.tune.kernel import load_kernels
 
@@ -95,12 +96,7 @@ def curve_run(row: pd.Series) -> CurveRun:
                     int(round(float(row[col.OUTPUT_LEN_MEAN]))),
                     max(int(round(float(row[col.MAX_NUM_SEQS]))), 1),
                     _int(row.get(col.TENSOR_PARALLEL)),
-                    _recorded(version) or UNKNOWN_VERSION, offline)
-
-
-def _recorded(version: object) -> str | None:
-    """A run's recorded vLLM release, None where it records none."""
-    return str(version) if isinstance(version, str) and version.strip() else None
+                    recorded_vllm_version(version) or UNKNOWN_VERSION, offline)
 
 
 def simulate_curve_run(run: CurveRun, catalog: ArchitectureCatalog, hw: Hardware,
@@ -146,7 +142,7 @@ def curve_predictions(usable: pd.DataFrame, catalog: ArchitectureCatalog, hardwa
                      col.INPUT_LEN_NOMINAL: int(row[col.INPUT_LEN_NOMINAL]),
                      col.OUTPUT_LEN_NOMINAL: int(row[col.OUTPUT_LEN_NOMINAL]),
                      col.BENCHMARK_MODE: row[col.BENCHMARK_MODE],
-                     col.VLLM_VERSION: _recorded(row.get(col.VLLM_VERSION)), "in_flight": run.in_flight,
+                     col.VLLM_VERSION: recorded_vllm_version(row.get(col.VLLM_VERSION)), "in_flight": run.in_flight,
                      "simulated_vllm_version": None if run.offline else run.vllm_version,
                      **{f"measured_{m}": float(v) if v is not None else math.nan for m, v in measured.items()},
                      **{f"shipped_{m}": shipped[m] for m in METRICS},
@@ -217,8 +213,11 @@ def curve_accuracy(predictions: pd.DataFrame, kernel: ResidualKernel | None = No
     factor."""
     kernel = kernel or load_kernels().kernel(SIM_OPTION)
     rows = []
-    keys = [key for key in CURVE_KEY if key in predictions]      # a table without versions: one engine
-    for key, curve in predictions.groupby(keys, sort=True, dropna=False):
+    missing = [key for key in CURVE_KEY if key not in predictions]
+    if missing:
+        raise ValueError(f"the predictions table lacks {', '.join(missing)} (written by curve_predictions)")
+    for key, curve in predictions.groupby(list(CURVE_KEY), sort=True, dropna=False):
+        named = dict(zip(CURVE_KEY, key))
         curve = curve.sort_values("in_flight", kind="stable")
         started = curve[curve["sim_status"] == "ok"]
         chosen = calibration_runs(started["in_flight"])
@@ -230,11 +229,13 @@ def curve_accuracy(predictions: pd.DataFrame, kernel: ResidualKernel | None = No
             scored = chosen if not np.isnan(zero_shot).any() else []
             held = np.setdiff1d(np.arange(len(started)), scored)
             factor = float(np.exp(np.mean(np.log(measured[scored] / zero_shot[scored])))) if scored else math.nan
-            corrected = (zero_shot * np.exp(tune_correction(started["in_flight"].to_numpy(), float(key[4]),
-                                                            float(key[5]), np.log(measured / zero_shot), scored,
+            corrected = (zero_shot * np.exp(tune_correction(started["in_flight"].to_numpy(),
+                                                            float(named[col.INPUT_LEN_NOMINAL]),
+                                                            float(named[col.OUTPUT_LEN_NOMINAL]),
+                                                            np.log(measured / zero_shot), scored,
                                                             kernel))
                          if scored else zero_shot)
-            rows.append({**dict(zip(keys, key)), "metric": metric, "runs": len(curve),
+            rows.append({**named, "metric": metric, "runs": len(curve),
                          "simulated": len(started),
                          "shipped_mape": float(np.mean(_ape(shipped, measured))) if len(started) else math.nan,
                          "zero_shot_mape": float(np.mean(_ape(zero_shot, measured))) if len(started) else math.nan,

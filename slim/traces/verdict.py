@@ -75,6 +75,12 @@ def gpus_per_server(row: dict[str, Any]) -> float:
     return float(math.prod(sizes))
 
 
+def recorded_vllm_version(value: Any) -> str | None:
+    """A run's `col.VLLM_VERSION` as recorded: the release's text, None where the run records none
+    (missing, NaN or blank)."""
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
 def with_verdict(row: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
     row[col.STATUS], row[col.REASON_DETAIL], row[col.FAULT_FILE] = verdict.status, verdict.detail, verdict.file
     return row

@@ -1,7 +1,8 @@
-"""The layout decision replayed on measured curves: each workload (accelerator, model, IL, OL) measured
-at several parallel layouts (tensor-parallel size x data-parallel size, a curve over the caps at each),
-and the (layout, cap) of most total tokens/s **per GPU** within the SLOs chosen by each way of
-searching, against what the recorded curves say is best.
+"""The layout decision replayed on measured curves: each workload (accelerator, model, IL, OL, on one
+engine: the vLLM version its runs record, `layout_workloads`) measured at several parallel layouts
+(tensor-parallel size x data-parallel size, a curve over the caps at each), and the (layout, cap) of
+most total tokens/s **per GPU** within the SLOs chosen by each way of searching, against what the
+recorded curves say is best.
 
 **The truth** (`best`): Eq. 13 on every recorded run of each layout (`full_profile_choice`, noise-free),
 then the layout whose choice has the most tokens/s per GPU (a tie: fewer GPUs). A workload no layout
@@ -51,6 +52,7 @@ from slim.paper.replay.scoring import OUT_OF_SAMPLE, REPLAY_COLUMNS, ReplayRun, 
 from slim.paper.replay.searches import MODEL_FREE_SEARCHES, full_profile_choice, model_free_caps, slo_binds
 from slim.paper.replay.tune_policy import WORKLOAD, candidates_of, curve_workload, oracle, replay_tune
 from slim.specs.hardware import Hardware
+from slim.traces.verdict import recorded_vllm_version
 from slim.tune.belief import LayoutUncertainty, roofline_gpu_seconds
 from slim.tune.layout_uncertainty import (
     CONFIGURATION,
@@ -101,12 +103,12 @@ def _int(value: Any, default: int = 1) -> int:
 
 
 def engine_versions(frame: pd.DataFrame) -> pd.Series:
-    """Each run's vLLM version as its curve is keyed by: the recorded one, or ``""`` where none is
-    recorded (a run that records no version is not known to share an engine with one that does)."""
+    """Each run's vLLM version as its curve is keyed by: the recorded one
+    (`slim.traces.verdict.recorded_vllm_version`), or ``""`` where none is recorded (a run that records
+    no version is not known to share an engine with one that does)."""
     if col.VLLM_VERSION not in frame:
         return pd.Series("", index=frame.index, dtype=object)
-    versions = frame[col.VLLM_VERSION]
-    return versions.astype(object).where(versions.notna(), "").astype(str)
+    return frame[col.VLLM_VERSION].map(lambda value: recorded_vllm_version(value) or "").astype(object)
 
 
 def _engine_label(version: str) -> str:
