@@ -34,7 +34,7 @@ def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
     recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
     return LayoutOutcome(tensor_parallel, SimpleNamespace(
         recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
-        max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel, expert_parallel=False))
+        max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel, expert_parallel=False, warnings=()))
 
 
 def test_the_deployment_on_gpus_and_for_a_request_rate():
@@ -85,6 +85,22 @@ def test_the_layout_changes_with_the_bound(silicon, capsys):
         assert all(f"<= 1.01 x the chosen TP {chosen[bound]}'s" in layout["reason"] and
                    layout["next_max_num_seqs"] is None for size, layout in layouts.items() if size != chosen[bound])
     assert chosen == {25: 4, 40: 2}
+
+
+@pytest.mark.integration
+def test_each_layouts_warnings_follow_the_report_once_per_warning_and_in_the_json(silicon, capsys):
+    """The workload's runs record one central TPOT of unstated statistic at every layout: one line names all
+    three layouts; the warnings every comparison raises (the other layouts' runs left out) are not repeated."""
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2,4,8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warnings = [line for line in lines if line.startswith("Warning")]
+    assert warnings == [line for line in lines[-len(warnings):]]          # last, after the serve line
+    (unstated,) = warnings
+    assert unstated.startswith("Warning (TP 2, TP 4, TP 8): 5 run(s) record one central TTFT and TPOT")
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2,4,8", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert all([w["code"] for w in layout["warnings"]] == ["latency_statistic_unstated"]
+               for layout in document["layouts"])
 
 
 @pytest.mark.integration
@@ -223,7 +239,7 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
         return SimpleNamespace(recommendation=recommendation, gpus_per_server=gpus, view=view,
                                certificate=certify(view, request.epsilon, request.tolerance), max_model_len=2048,
                                memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m",
-                               expert_parallel=False)
+                               expert_parallel=False, warnings=())
     return advise
 
 

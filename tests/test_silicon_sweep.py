@@ -161,6 +161,22 @@ def test_an_slo_judged_on_central_values_of_unstated_statistic_is_warned_about(f
         == ()
 
 
+def test_runs_of_several_vllm_releases_are_warned_about_as_one_curve(fixture_runs):
+    from slim.advisor.warnings import engine_warnings
+
+    usable, _ = clean_runs(fixture_runs)
+    one = usable.assign(**{col.VLLM_VERSION: "0.18.0"})
+    assert engine_warnings(one) == () and engine_warnings(one.drop(columns=[col.VLLM_VERSION])) == ()
+    assert engine_warnings(one.assign(**{col.VLLM_VERSION: None})) == ()        # one engine, release unknown
+    mixed = one.copy()
+    mixed.loc[mixed.index[0], col.VLLM_VERSION] = "0.11.2"
+    mixed.loc[mixed.index[1], col.VLLM_VERSION] = " "                           # blank: no release recorded
+    (warning,) = engine_warnings(mixed)
+    assert warning.code == "several_vllm_releases"
+    assert f"{len(mixed) - 2} on vLLM 0.18.0" in warning.message and "1 on vLLM 0.11.2" in warning.message
+    assert "1 recording no release" in warning.message
+
+
 # ---------------------------------------------------------------- the shared file
 
 @pytest.fixture(scope="module")

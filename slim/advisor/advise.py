@@ -34,6 +34,7 @@ from slim.advisor.warnings import (
     AdviceWarning,
     advice_warnings,
     data_parallel_warnings,
+    engine_warnings,
     tensor_parallel_warnings,
     unstated_statistic_warnings,
 )
@@ -259,7 +260,9 @@ def advise(request: AdviceRequest) -> Advice:
                                            capacity_source, advice.curve, memory, r.input_len + r.output_len)
                   + tensor_parallel_warnings(runs, every_degree, other_degrees)
                   + data_parallel_warnings(data_parallel, len(measured_runs), len(every_size), other_sizes)
-                  + unstated_statistic_warnings(r.slos, runs),
+                  # judged on the workload's own runs where it has some, else on what the prediction learnt from
+                  + unstated_statistic_warnings(r.slos, measured_runs if len(measured_runs) else runs)
+                  + engine_warnings(measured_runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,

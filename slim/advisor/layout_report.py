@@ -80,7 +80,16 @@ def decision_line(advice: LayoutAdvice) -> str:
 def layout_lines(advice: LayoutAdvice) -> list[str]:
     """The report: per layout its cap, tokens/s per GPU (measured or predicted) and the SLO metrics
     there, or why it has none, and its status in the decision across layouts with why; whether that
-    decision is settled; the deployment."""
+    decision is settled; the deployment; last, each layout's warnings."""
+    layouts_of: dict[str, list[str]] = {}        # one line per warning, naming every layout it holds for
+    for outcome in advice.outcomes:
+        for warning in outcome.warnings:
+            layouts_of.setdefault(warning.message, []).append(outcome.name)
+    return _decision_report(advice) + [f"Warning ({', '.join(names)}): {message}"
+                                       for message, names in layouts_of.items()]
+
+
+def _decision_report(advice: LayoutAdvice) -> list[str]:
     lines = ["Layouts compared on tokens/s per GPU (each advised on its own runs):"]
     lines += [_outcome_line(advice, outcome) for outcome in advice.outcomes]
     if advice.chosen is None:
@@ -109,6 +118,7 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
                   "gpus_per_replica": o.gpus_per_replica, "status": o.status,
                   "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None}
         reason = o.verdict if o.verdict is not None else o.reason
+        layout["warnings"] = [{"code": w.code, "message": w.message} for w in o.warnings]
         if o.advice is None:
             return {**layout, "max_num_seqs": None, "reason": reason}
         r = o.advice.recommendation

@@ -54,6 +54,10 @@ PREDICTED_CHOICE = "on predictions: no layout has a cap measured within every SL
 """Why the chosen layout is chosen where no layout has a certified cap to choose by."""
 
 
+LAYOUT_COMPARISON_WARNINGS = frozenset({"other_tensor_parallel_left_out", "other_data_parallel_left_out"})
+"""Advice warnings that comparing layouts raises by construction: each layout is advised on its own runs."""
+
+
 @dataclass(frozen=True)
 class LayoutOutcome:
     """One layout, tensor-parallel x data-parallel size: its advice, or why it has none (`reason`);
@@ -85,6 +89,14 @@ class LayoutOutcome:
         if self.advice is not None:
             return int(self.advice.gpus_per_server)
         return self.server_gpus or self.tensor_parallel * self.data_parallel
+
+    @property
+    def warnings(self) -> tuple:
+        """Its advice's warnings (`slim.advisor.warnings.AdviceWarning`) but those the comparison makes by
+        construction (runs at the other layouts left out of each layout's advice)."""
+        if self.advice is None:
+            return ()
+        return tuple(w for w in self.advice.warnings if w.code not in LAYOUT_COMPARISON_WARNINGS)
 
     @property
     def throughput_per_gpu(self) -> float:

@@ -1,7 +1,8 @@
 """What a user should know about an advice beyond the recommendation: the target was never profiled
 or left out of training, the cap exceeds the KV capacity or vLLM's reservation, runs at another
 tensor-parallel degree (or the workload's at another data-parallel size) were left out, the runs'
-latencies are central values of unstated statistic (`AdviceWarning`, each with a stable code)."""
+latencies are central values of unstated statistic, the workload's runs come from several vLLM
+releases (`AdviceWarning`, each with a stable code)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB
 from slim.specs.slo import Slos, judging_runs
 from slim.traces.silicon_sweep import LATENCY_SOURCE_UNSTATED
+from slim.traces.verdict import recorded_vllm_version
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,25 @@ def unstated_statistic_warnings(slos: Slos, runs: pd.DataFrame) -> tuple[AdviceW
         f"{int(unstated.sum())} run(s) record one central TTFT and TPOT each whose statistic (mean or median) "
         f"their source does not state: {', '.join(judged)} are judged on them, and on the E2E derived from them, "
         "as if they were means"),)
+
+
+def engine_warnings(measured_runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:
+    """A warning where the workload's runs record more than one vLLM release, or some a release and
+    others none (`slim.traces.verdict.recorded_vllm_version`): they were measured on different servers,
+    and their caps are judged as one curve."""
+    if col.VLLM_VERSION not in measured_runs or not len(measured_runs):
+        return ()
+    releases = measured_runs[col.VLLM_VERSION].map(recorded_vllm_version)
+    named = sorted(set(releases.dropna()))
+    unrecorded = int(releases.isna().sum())
+    if len(named) + (unrecorded > 0) < 2:
+        return ()
+    kinds = [f"{(releases == name).sum()} on vLLM {name}" for name in named]
+    kinds += [f"{unrecorded} recording no release"] if unrecorded else []
+    return (AdviceWarning(
+        "several_vllm_releases",
+        f"the workload's runs come from several engines ({', '.join(kinds)}) and are judged as one curve; a "
+        "curve is one server's: pass --traces a folder of one release"),)
 
 
 def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: Recommendation,
