@@ -43,6 +43,7 @@ import numpy as np
 from slim.advisor.advise import Advice, MeasuredLayout, advise, workload_layouts
 from slim.advisor.candidates import CandidateRow, advice_limits, advice_view
 from slim.advisor.request import AdviceRequest
+from slim.advisor.warnings import AdviceWarning
 from slim.decision.candidates import DEFAULT_TOLERANCE
 from slim.decision.certificate import certify
 from slim.decision.layouts import Layout, LayoutCandidate, LayoutDecision, decide_layouts
@@ -91,9 +92,9 @@ class LayoutOutcome:
         return self.server_gpus or self.tensor_parallel * self.data_parallel
 
     @property
-    def warnings(self) -> tuple:
-        """Its advice's warnings (`slim.advisor.warnings.AdviceWarning`) but those the comparison makes by
-        construction (runs at the other layouts left out of each layout's advice)."""
+    def warnings(self) -> tuple[AdviceWarning, ...]:
+        """Its advice's warnings but those the comparison makes by construction (runs at the other
+        layouts left out of each layout's advice)."""
         if self.advice is None:
             return ()
         return tuple(w for w in self.advice.warnings if w.code not in LAYOUT_COMPARISON_WARNINGS)

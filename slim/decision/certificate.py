@@ -99,6 +99,14 @@ def pending(limits_ms: dict[str, float], epsilon: float, tolerance: float, note:
     return Certificate(nan, nan, nan, {}, False, limits_ms, epsilon, tolerance, (nan, nan), False, notes=(note,))
 
 
+def _measured_within(view: CandidateView) -> np.ndarray:
+    """Per candidate: measured on everything (`CandidateView.complete`) and within every SLO."""
+    meets = view.complete.copy()
+    for c in view.constraints:
+        meets &= c.estimates.value <= c.limit_ms
+    return meets
+
+
 def certify(view: CandidateView, epsilon: float, tolerance: float = DEFAULT_TOLERANCE,
             noise_z: float = 0.0) -> Certificate:
     """The decision state of one workload (module docstring). ``T(1)`` of the efficiency floor is the
@@ -110,9 +118,7 @@ def certify(view: CandidateView, epsilon: float, tolerance: float = DEFAULT_TOLE
     one_measured = bool(t.measured[0])
     t_one = ((t.value[0] / caps[0],) * 2 if one_measured else (t.low[0] / caps[0], t.high[0] / caps[0]))
     complete = view.complete
-    meets = complete.copy()
-    for c in view.constraints:
-        meets &= c.estimates.value <= c.limit_ms
+    meets = _measured_within(view)
     with np.errstate(invalid="ignore", divide="ignore"):
         efficiency_low = t.value / (caps * t_one[1])
         efficiency_high = t.value / (caps * t_one[0])
@@ -182,9 +188,7 @@ def best_measured(certificate: Certificate, view: CandidateView, why: str) -> Ce
         return certificate
     caps, t = view.caps, view.throughput
     first = int(np.flatnonzero(complete)[0])
-    meets = complete.copy()
-    for c in view.constraints:
-        meets &= c.estimates.value <= c.limit_ms
+    meets = _measured_within(view)
     with np.errstate(invalid="ignore", divide="ignore"):
         efficiency = t.value / (caps * (t.value[first] / caps[first]))
     chosen = int(eq13_choice(view.goal.value, meets, efficiency, certificate.epsilon, complete)[0])
