@@ -333,6 +333,25 @@ def test_a_hugging_face_config_describes_a_model_the_catalog_lacks(tmp_path, cap
     assert "model config not found" in capsys.readouterr().err
 
 
+def test_a_described_model_is_the_workload_without_model(tmp_path, capsys):
+    # --model-config with the lengths and no --model: the workload is the model the config describes,
+    # served as the Hugging Face id it records, or as its folder (vllm serve DIR) where it records none.
+    config = json.loads((REPO / "tests" / "data" / "hf_configs" / "opt-350m" / "config.json").read_text())
+    for recorded, served in (("acme/opt-custom", "acme/opt-custom"), ("", str(tmp_path / "checkpoint"))):
+        (tmp_path / "checkpoint").mkdir(exist_ok=True)
+        (tmp_path / "checkpoint" / "config.json").write_text(json.dumps({**config, "_name_or_path": recorded}))
+        code = main(["tune", "--traces", str(tmp_path), "--model-config", str(tmp_path / "checkpoint" / "config.json"),
+                     "--input-len", "128", "--output-len", "32", "--hardware", "a100-sxm-40gb", "--slo-ms", "150",
+                     "--json"])
+        body = json.loads(capsys.readouterr().out)
+        assert code == 0
+        assert body["next"][0]["commands"]["server"].startswith(f"vllm serve {served} ")
+        assert body["next"][0]["commands"]["benchmark"].startswith(f"vllm bench serve --model {served} ")
+    assert main(["tune", "--traces", str(tmp_path), "--model-config", str(tmp_path / "checkpoint" / "config.json"),
+                 "--input-len", "128", "--hardware", "a100-sxm-40gb", "--slo-ms", "150"]) == 2
+    assert "--model (or --model-config), --input-len and --output-len go together" in capsys.readouterr().err
+
+
 # --- the documentation of --json ---------------------------------------------------------
 
 def documented_json_fields() -> set[str]:

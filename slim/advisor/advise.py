@@ -52,7 +52,7 @@ from slim.sim.vllm_defaults import is_vllm_version
 from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
 from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
-from slim.specs.hf_config import architecture_from_hf_config
+from slim.specs.hf_config import architecture_from_hf_config, served_model_of_config
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
 from slim.traces.usable import (
     SkippedRun,
@@ -173,12 +173,12 @@ def resolve_target(request: AdviceRequest) -> tuple[ArchitectureCatalog, Archite
 
 
 def served_name(request: AdviceRequest, arch: Architecture) -> str:
-    """The model as ``vllm serve`` should name it: as the user named it, else the folder of the config
-    that described it, else the catalog's name."""
+    """The model as ``vllm serve`` should name it: as the user named it, else as the config that
+    described it names its checkpoint (`served_model_of_config`), else the catalog's name."""
     if request.model is not None:
         return request.model
     if request.model_config is not None:
-        return str(Path(request.model_config).parent)
+        return served_model_of_config(request.model_config)
     return arch.name
 
 

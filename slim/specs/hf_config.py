@@ -23,6 +23,7 @@ without a quantisation.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,10 @@ def _sliding_window(raw: dict[str, Any], family: _Family, n_layers: int, source:
     return SlidingWindow(window, sliding) if sliding > 0 else None
 
 
+HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hugging Face model id, ``org/name`` (a local path has another form: absolute, relative or nested)."""
+
+
 def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any] | None, Path]:
     """``(config, hf_quant_config or None, config path)`` of a ``config.json`` or of a model folder
     (vLLM's ``--model DIR``: ``DIR/config.json``), with ModelOpt's ``hf_quant_config.json`` where the
@@ -239,6 +244,17 @@ def default_model_name(raw: dict[str, Any], source: Path) -> str:
     """The name a config describes: its ``_name_or_path``'s last part, else its folder's name."""
     name = str(raw.get("_name_or_path") or "").rstrip("/").rsplit("/", 1)[-1]
     return (name or source.resolve().parent.name).lower()
+
+
+def served_model_of_config(path: str | Path) -> str:
+    """The model as ``vllm serve`` names the checkpoint a ``config.json`` (or model folder)
+    describes when no name is given: the Hugging Face id its ``_name_or_path`` records (``org/name``),
+    else the folder it sits in (``vllm serve DIR``)."""
+    raw, _, source = read_checkpoint(path)
+    recorded = str(raw.get("_name_or_path") or "").strip().rstrip("/")
+    if HF_ID.fullmatch(recorded):
+        return recorded
+    return str(source.parent)
 
 
 def architecture_from_hf_mapping(raw: dict[str, Any], source: Path, name: str | None = None,

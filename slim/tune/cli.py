@@ -240,10 +240,15 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
     from slim.tune.request import TuneRequest, WorkloadSpec
 
     specs = [WorkloadSpec.parse(text) for text in args.workload]
-    if args.model is not None or args.input_len is not None or args.output_len is not None:
-        if args.model is None or args.input_len is None or args.output_len is None:
-            raise AdvisorError("--model, --input-len and --output-len go together")
-        specs.append(WorkloadSpec(args.model, args.input_len, args.output_len))
+    model = args.model
+    if model is None and args.model_config is not None and (args.input_len is not None or args.output_len is not None):
+        from slim.specs.hf_config import served_model_of_config
+
+        model = served_model_of_config(args.model_config)     # the workload is the described model
+    if model is not None or args.input_len is not None or args.output_len is not None:
+        if model is None or args.input_len is None or args.output_len is None:
+            raise AdvisorError("--model (or --model-config), --input-len and --output-len go together")
+        specs.append(WorkloadSpec(model, args.input_len, args.output_len))
     if args.run is None and (args.budget_runs is not None or args.budget_gpu_hours is not None):
         raise AdvisorError("--budget-runs and --budget-gpu-hours limit the loop: give --run too")
     return TuneRequest(args.traces, tuple(specs), args.hardware, slos_of(args), mode=args.mode,
