@@ -37,6 +37,7 @@ from slim.defaults import (
     MODELS_FILE,
     PREDICTOR_OPTIONS,
     SIM_CONSTANTS_FILE,
+    layout_sizes_for,
 )
 from slim.errors import NoFeasibleCapError, SlimError
 from slim.specs.hardware import HARDWARE_FILE
@@ -384,7 +385,7 @@ def _advise_layouts(args: argparse.Namespace) -> int:
     from slim.advisor.layout_report import layout_fields, layout_lines
     from slim.advisor.layouts import advise_layouts
 
-    sizes = args.tensor_parallel_sizes or tuple(t for t in (1, 2, 4, 8) if args.gpus is None or t <= args.gpus)
+    sizes = args.tensor_parallel_sizes or layout_sizes_for(args.gpus)
     layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)
     if args.plot is not None:
         from slim.paper.figures.frontier import save_frontier

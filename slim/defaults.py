@@ -13,6 +13,15 @@ MODELS_FILE = Path(__file__).parent / "specs" / "models.yaml"
 
 DEFAULT_CANDIDATE_CAPS: tuple[int, ...] = tuple(2**k for k in range(10))
 """The --max-num-seqs values advise and tune choose among: 1, 2, 4, ..., 512."""
+DEFAULT_TENSOR_PARALLEL_SIZES: tuple[int, ...] = (1, 2, 4, 8)
+"""The tensor-parallel sizes advise and tune compare when given the GPUs (--gpus) but no sizes."""
+
+
+def layout_sizes_for(gpus: int | None) -> tuple[int, ...]:
+    """`DEFAULT_TENSOR_PARALLEL_SIZES` that fit in `gpus` (None: all of them)."""
+    return tuple(size for size in DEFAULT_TENSOR_PARALLEL_SIZES if gpus is None or size <= gpus)
+
+
 DEFAULT_EPSILON = 0.1
 """The batching-efficiency floor of Eq. 13: ``T(B) / (B T(1))`` above it."""
 DEFAULT_MARGIN = 0.5

@@ -44,7 +44,8 @@ def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOpti
         raise TraceFormatError(f"trace directory '{traces}' does not exist")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog, options=options)
     if runs.empty:
-        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}'")
+        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}' (slim tune, given the workload, "
+                               "prints the first benchmarks to run)")
     return runs
 
 

@@ -32,6 +32,7 @@ from slim.defaults import (
     SIM_CONSTANTS_FILE,
     SIM_OPTION,
     TUNE_FOLDER,
+    layout_sizes_for,
 )
 from slim.errors import AdvisorError
 from slim.specs.hardware import HARDWARE_FILE
@@ -206,10 +207,12 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            f"workload's measured runs sent them, else vllm bench serve's {DEFAULT_ONLINE_PROMPTS}; "
                            "slim advise chooses the same)")
     tune.add_argument("--tensor-parallel-size", "--tensor-parallel", dest="tensor_parallel", type=positive_int,
-                      default=1, help="GPUs per model (default 1)")
+                      default=None, help="GPUs per model (default 1; with --gpus and no --tensor-parallel-sizes, "
+                                         "the layouts are compared instead)")
     tune.add_argument("--tensor-parallel-sizes", type=candidates, default=None, metavar="T1,T2,...",
                       help="decide the layout too: tune each tensor-parallel size's cap and choose the most tokens/s "
-                           "per GPU (docs/tuning.md, 'Tuning across layouts')")
+                           "per GPU (docs/tuning.md, 'Tuning across layouts'; default with --gpus N and no "
+                           "--tensor-parallel-size: 1,2,4,8 up to N)")
     tune.add_argument("--data-parallel-sizes", type=candidates, default=None, metavar="D1,D2,...",
                       help="decide across data-parallel layouts too (vLLM's --data-parallel-size): each "
                            "tensor-parallel size at each of these; a cap is the server's requests in flight "
@@ -255,14 +258,25 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        predictor=args.predictor,
                        candidates=args.candidates, epsilon=args.epsilon, tolerance=args.tolerance,
                        max_runs_per_cap=args.max_runs_per_cap,
-                       confidence=args.confidence, num_prompts=args.num_prompts, tensor_parallel=args.tensor_parallel,
-                       tensor_parallel_sizes=tuple(args.tensor_parallel_sizes or ()),
+                       confidence=args.confidence, num_prompts=args.num_prompts,
+                       tensor_parallel=args.tensor_parallel or 1, tensor_parallel_sizes=layout_sizes_of(args),
                        data_parallel_sizes=tuple(args.data_parallel_sizes or ()), gpus=args.gpus,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,
                        quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
                        margin=args.margin, retry_failed=args.retry_failed)
+
+
+def layout_sizes_of(args: argparse.Namespace) -> tuple[int, ...]:
+    """The tensor-parallel sizes to decide across: ``--tensor-parallel-sizes``; with ``--gpus`` and
+    neither size option, every default size up to the GPUs (`layout_sizes_for`, as slim advise
+    compares them); otherwise none (the cap alone, at ``--tensor-parallel-size``)."""
+    if args.tensor_parallel_sizes:
+        return tuple(args.tensor_parallel_sizes)
+    if args.gpus is not None and args.tensor_parallel is None:
+        return layout_sizes_for(args.gpus)
+    return ()
 
 
 def run_tune(args: argparse.Namespace) -> int:

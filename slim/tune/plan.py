@@ -207,8 +207,9 @@ def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layou
 
 def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, layout: Layout,
                      gpus: int | None) -> str | None:
-    """Why a layout takes no run, or None: its server needs more GPUs (``t x d``) than `gpus`, or the
-    weights and one request's KV cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`:
+    """Why a layout takes no run, or None: its server needs more GPUs (``t x d``) than `gpus`, its
+    tensor-parallel size does not divide the attention heads (vLLM refuses it), or the weights and
+    one request's KV cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`:
     the weights and the KV heads split over the tensor-parallel ranks, each data-parallel rank a copy;
     not checked without an architecture, `arch` None: its runs will tell)."""
     tensor_parallel = layout.tensor_parallel
@@ -216,6 +217,9 @@ def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec
         return f"needs {layout.gpus} GPUs, {gpus} available (--gpus)"
     if arch is None:
         return None
+    if arch.n_q_heads % tensor_parallel:
+        return (f"vLLM splits the {arch.n_q_heads} attention heads evenly over the ranks; {tensor_parallel} does not "
+                "divide them")
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
     if not fit.weights_fit:
         return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on each {hw.name}"
