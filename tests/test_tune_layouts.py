@@ -266,6 +266,17 @@ def test_the_loop_across_layouts_settles_a_layout_and_a_rerun_runs_nothing(tmp_p
     again, resumed, _ = _tune(capsys, traces, *arguments)
     assert again == 0 and resumed["loop"]["runs"] == 0 and resumed["status"] == "settled"
     assert resumed["layouts"][0]["deployment"] == deployment
+    # A request rate sizes the deployment from the chosen cap's measured throughput: each replica
+    # completes total_token_throughput / (IL + OL) requests per second.
+    chosen_run = next(w for w in resumed["workloads"] if w["workload"] == chosen["workload"])
+    per_replica = chosen_run["certificate"]["measured"]["total_token_throughput"] / (128 + 32)
+    rate = 2.5 * per_replica
+    _, sized, _ = _tune(capsys, traces, "--tensor-parallel-sizes", "1,2", "--gpus", "4", "--request-rate",
+                        f"{rate:.6f}")
+    for_rate = sized["layouts"][0]["deployment"]
+    assert for_rate["replicas"] == 3 and for_rate["gpus_needed"] == 3 * chosen["gpus"]
+    assert for_rate["requests_per_replica"] == pytest.approx(per_replica)
+    assert for_rate["headroom"] == pytest.approx(3 / 2.5 - 1, rel=1e-5)
 
 
 def test_a_curve_no_layout_of_which_can_run_is_not_reported_settled(monkeypatch):

@@ -46,7 +46,14 @@ from slim.advisor.request import AdviceRequest
 from slim.advisor.warnings import AdviceWarning
 from slim.decision.candidates import DEFAULT_TOLERANCE
 from slim.decision.certificate import certify
-from slim.decision.layouts import Layout, LayoutCandidate, LayoutDecision, decide_layouts
+from slim.decision.layouts import (
+    Layout,
+    LayoutCandidate,
+    LayoutDecision,
+    RateDeployment,
+    decide_layouts,
+    rate_deployment,
+)
 from slim.errors import AdvisorError, NoFeasibleCapError
 
 CHOSEN, EXCLUDED, OPEN = "chosen", "excluded", "open"
@@ -122,12 +129,20 @@ class LayoutAdvice:
     decision: LayoutDecision | None = None
 
     @property
+    def for_rate(self) -> RateDeployment | None:
+        """With a request rate and a chosen layout: the replicas it needs (`rate_deployment`)."""
+        if self.request_rate is None or self.chosen is None:
+            return None
+        return rate_deployment(self.request_rate, float(self.chosen.advice.recommendation.throughput_per_s),
+                               self.tokens_per_request, self.chosen.gpus_per_replica)
+
+    @property
     def replicas(self) -> int | None:
         """Replicas of the chosen layout: on `gpus`, else for `request_rate` (None without either)."""
         if self.chosen is None:
             return None
-        if self.request_rate is not None:
-            return max(math.ceil(self.request_rate / self.requests_per_replica - 1e-12), 1)
+        if self.for_rate is not None:
+            return self.for_rate.replicas
         return self.gpus // self.chosen.gpus_per_replica if self.gpus is not None else None
 
     @property
@@ -142,9 +157,7 @@ class LayoutAdvice:
     @property
     def headroom(self) -> float | None:
         """With a request rate: the share of it the replicas carry beyond it."""
-        if self.request_rate is None or self.chosen is None:
-            return None
-        return self.replicas * self.requests_per_replica / self.request_rate - 1.0
+        return self.for_rate.headroom if self.for_rate is not None else None
 
 
 def next_cap(candidate: LayoutCandidate) -> float | None:

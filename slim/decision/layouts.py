@@ -207,3 +207,28 @@ def decide_layouts(candidates: Sequence[LayoutCandidate], tolerance: float = DEF
         settled = all(c.certificate.settled and not c.certificate.feasible for c in ordered)
     chosen_verdict = next((v for v in verdicts if v.chosen), None)
     return LayoutDecision(chosen_verdict, settled, tuple(verdicts), tolerance)
+
+
+@dataclass(frozen=True)
+class RateDeployment:
+    """The replicas a request rate needs of one layout at its chosen cap, under the stated assumption:
+    independent replicas behind a load balancer, each carrying the requests per second its server
+    completed in its run (its throughput at the cap over the tokens of one request)."""
+
+    request_rate: float
+    requests_per_replica: float
+    replicas: int
+    gpus_needed: int
+    headroom: float
+    """The share of `request_rate` the replicas carry beyond it."""
+
+
+def rate_deployment(request_rate: float, throughput_per_s: float, tokens_per_request: float,
+                    gpus_per_replica: int) -> RateDeployment:
+    """`RateDeployment` of a layout whose server runs `throughput_per_s` tokens/s at its cap, each request
+    `tokens_per_request` tokens (prompt and output, as vLLM's ``total_token_throughput`` counts them):
+    ``ceil(rate / requests per replica)`` replicas, at least one."""
+    per_replica = float(throughput_per_s) / float(tokens_per_request)
+    replicas = max(math.ceil(request_rate / per_replica - 1e-12), 1)
+    return RateDeployment(request_rate, per_replica, replicas, replicas * gpus_per_replica,
+                          replicas * per_replica / request_rate - 1.0)

@@ -207,12 +207,12 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            f"workload's measured runs sent them, else vllm bench serve's {DEFAULT_ONLINE_PROMPTS}; "
                            "slim advise chooses the same)")
     tune.add_argument("--tensor-parallel-size", "--tensor-parallel", dest="tensor_parallel", type=positive_int,
-                      default=None, help="GPUs per model (default 1; with --gpus and no --tensor-parallel-sizes, "
-                                         "the layouts are compared instead)")
+                      default=None, help="GPUs per model (default 1; with --gpus or --request-rate and no "
+                                         "--tensor-parallel-sizes, the layouts are compared instead)")
     tune.add_argument("--tensor-parallel-sizes", type=candidates, default=None, metavar="T1,T2,...",
                       help="decide the layout too: tune each tensor-parallel size's cap and choose the most tokens/s "
-                           "per GPU (docs/tuning.md, 'Tuning across layouts'; default with --gpus N and no "
-                           "--tensor-parallel-size: 1,2,4,8 up to N)")
+                           "per GPU (docs/tuning.md, 'Tuning across layouts'; default with --gpus N or --request-rate "
+                           "and no --tensor-parallel-size: 1,2,4,8 up to N)")
     tune.add_argument("--data-parallel-sizes", type=candidates, default=None, metavar="D1,D2,...",
                       help="decide across data-parallel layouts too (vLLM's --data-parallel-size): each "
                            "tensor-parallel size at each of these; a cap is the server's requests in flight "
@@ -220,6 +220,9 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                       help="GPUs available: a layout whose server needs more (TP x DP) is excluded; the deployment "
                            "is N / (TP x DP) replicas")
+    tune.add_argument("--request-rate", type=positive_float, default=None, metavar="R",
+                      help="requests per second to serve: the replicas and GPUs the chosen layout needs "
+                           "(independent replicas behind a load balancer)")
     tune.add_argument("--next", type=positive_int, default=3, metavar="N",
                       help="how many next benchmarks to print, one per open workload (default 3)")
     tune.add_argument("--run", metavar="TEMPLATE", help="run each proposed benchmark through this command template")
@@ -261,6 +264,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
                        confidence=args.confidence, num_prompts=args.num_prompts,
                        tensor_parallel=args.tensor_parallel or 1, tensor_parallel_sizes=layout_sizes_of(args),
                        data_parallel_sizes=tuple(args.data_parallel_sizes or ()), gpus=args.gpus,
+                       request_rate=args.request_rate,
                        models_file=args.models_file, hardware_file=args.hardware_file,
                        sim_constants_file=args.sim_constants, table_columns=args.table_columns,
                        results=args.results, model_config=args.model_config, model_config_name=args.model,
@@ -269,12 +273,12 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
 
 
 def layout_sizes_of(args: argparse.Namespace) -> tuple[int, ...]:
-    """The tensor-parallel sizes to decide across: ``--tensor-parallel-sizes``; with ``--gpus`` and
-    neither size option, every default size up to the GPUs (`layout_sizes_for`, as slim advise
-    compares them); otherwise none (the cap alone, at ``--tensor-parallel-size``)."""
+    """The tensor-parallel sizes to decide across: ``--tensor-parallel-sizes``; with ``--gpus`` or
+    ``--request-rate`` and neither size option, every default size up to the GPUs (`layout_sizes_for`,
+    as slim advise compares them); otherwise none (the cap alone, at ``--tensor-parallel-size``)."""
     if args.tensor_parallel_sizes:
         return tuple(args.tensor_parallel_sizes)
-    if args.gpus is not None and args.tensor_parallel is None:
+    if (args.gpus is not None or args.request_rate is not None) and args.tensor_parallel is None:
         return layout_sizes_for(args.gpus)
     return ()
 

@@ -1,6 +1,7 @@
 """`slim tune`'s account of the decision across layouts, as `slim advise` names its layouts
 (`Layout.label`: ``TP t`` or ``TP t x DP d``): per curve, each layout with its cap and tokens/s per
-GPU (measured or predicted) or why it lost, and the deployment: ``gpus // (t x d)`` replicas of
+GPU (measured or predicted) or why it lost, and the deployment: ``gpus // (t x d)`` replicas (with a
+request rate, those it needs: `slim.decision.layouts.rate_deployment`) of
 ``vllm serve MODEL --tensor-parallel-size t [--data-parallel-size d] --max-num-seqs B/d`` on
 ``--gpus`` (a layout's cap ``B`` is its server's requests in flight, over all its data-parallel
 ranks). Names and units are vLLM's (``total_token_throughput``, tokens/s)."""
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from slim.decision.candidates import cap_number
-from slim.decision.layouts import Layout
+from slim.decision.layouts import Layout, rate_deployment
 from slim.specs.data_parallel import per_rank_cap
 from slim.tune.commands import serve_command
 from slim.tune.layouts import layout_decisions, layout_groups, layout_of
@@ -69,10 +70,18 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
         deployment = None
         if settled and chosen is not None:
             layout, cap = layout_of(chosen), decision.chosen.batch_cap
-            gpus = plan.request.gpus
+            gpus, rate = plan.request.gpus, plan.request.request_rate
+            for_rate = (rate_deployment(rate, session.certificate(chosen).throughput_per_s,
+                                        chosen.input_len + chosen.output_len, layout.gpus)
+                        if rate is not None else None)
             deployment = {**_layout_fields(layout), "gpus_per_replica": layout.gpus, "max_num_seqs": cap_number(cap),
                           "max_num_seqs_per_rank": layout.per_rank_cap(cap), "gpus": gpus,
-                          "replicas": gpus // layout.gpus if gpus is not None else None,
+                          "replicas": (for_rate.replicas if for_rate is not None
+                                       else gpus // layout.gpus if gpus is not None else None),
+                          "request_rate": rate,
+                          "requests_per_replica": for_rate.requests_per_replica if for_rate is not None else None,
+                          "gpus_needed": for_rate.gpus_needed if for_rate is not None else None,
+                          "headroom": for_rate.headroom if for_rate is not None else None,
                           "command": shlex.join(serve_command(plan, chosen.label, cap))}
         objective = "request_goodput" if plan.request.slos.goodput is not None else "total_token_throughput"
         out.append({"workload": curve, "settled": settled, "objective": objective,
@@ -108,7 +117,15 @@ def layout_lines(entry: dict[str, Any]) -> list[str]:
         lines.append(head + f"{_cap_words(layout)}, {value}: {verdict}")
     deployment = entry["deployment"]
     if deployment is not None:
-        if deployment["replicas"] is not None:
+        if deployment["request_rate"] is not None:
+            short = (f"; more than the {deployment['gpus']} GPUs available"
+                     if deployment["gpus"] is not None and deployment["gpus_needed"] > deployment["gpus"] else "")
+            lines.append(f"  For {deployment['request_rate']:g} requests/s: {deployment['replicas']} replica(s) x "
+                         f"{deployment['layout']} = {deployment['gpus_needed']} GPUs, each replica serving "
+                         f"{deployment['requests_per_replica']:.2f} requests/s (headroom "
+                         f"{100 * deployment['headroom']:.0f}%; independent replicas behind a load balancer{short}), "
+                         "each:")
+        elif deployment["replicas"] is not None:
             used = deployment["replicas"] * deployment["gpus_per_replica"]
             lines.append(f"  On {deployment['gpus']} GPUs: {deployment['replicas']} replica(s) x "
                          f"{deployment['layout']} ({used} GPUs used), each:")

@@ -161,7 +161,7 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
             "benchmark_setup": concurrency_sweep_note(request) if request.mode == ONLINE else None,
             "tensor_parallel_sizes": list(request.layout_sizes) if request.across_layouts else None,
             "data_parallel_sizes": sorted(set(request.data_parallel_sizes)) or None,
-            "gpus": request.gpus, "layouts": layouts_json(plan),
+            "gpus": request.gpus, "request_rate": request.request_rate, "layouts": layouts_json(plan),
             "workloads": workloads, "next": next_runs, "loop": {"stopped": stopped, "runs": runs_done}}
 
 

@@ -86,6 +86,9 @@ class TuneRequest:
     gpus: int | None = None
     """GPUs available: a layout whose server needs more (``t x d``) is excluded, and the deployment's
     replicas are ``gpus // (t x d)`` (None: not given)."""
+    request_rate: float | None = None
+    """Requests per second to serve: the replicas and GPUs the chosen layout needs
+    (`slim.decision.layouts.rate_deployment`; None: not given)."""
     models_file: Path = MODELS_FILE
     hardware_file: Path = HARDWARE_FILE
     sim_constants_file: Path = SIM_CONSTANTS_FILE
@@ -117,6 +120,8 @@ class TuneRequest:
                                "drop --data-parallel-sizes or tune --mode online")
         if self.gpus is not None and self.gpus < 1:
             raise AdvisorError(f"--gpus must be a positive count, got {self.gpus}")
+        if self.request_rate is not None and not self.request_rate > 0:
+            raise AdvisorError(f"--request-rate must be positive requests per second, got {self.request_rate}")
         if not (0 < self.confidence < 1):
             raise AdvisorError(f"confidence must lie in (0, 1), got {self.confidence}")
         if self.slos.relative and int(self.slos.reference_cap) not in self.candidate_caps:
