@@ -85,20 +85,21 @@ class ServingEngine:
 
     def run_step(self) -> bool:
         """One engine step (rules 1-4 of the module docstring); False when nothing could run."""
-        step, scheduler = self.step, self.scheduler
+        step, scheduler, now_s = self.step, self.scheduler, self.now_s
         gauges_before = (scheduler.used_blocks, len(scheduler.running), len(scheduler.waiting),
                          scheduler.preemptions)
-        batch = scheduler.schedule(step, self.now_s)
+        batch = scheduler.schedule(step, now_s)
         if batch.tokens == 0:
             return False
         context_tokens = scheduler.decode_context_tokens
-        time = self.timer.step(step, batch, context_tokens)
-        self.metrics.record_step(self.now_s, batch, time, gauges_before, context_tokens,
-                                 self.timer.prefill_s_per_pair)
-        end_s = self.now_s + time.duration_s
-        scheduler.decode_context_tokens += batch.n_decode
+        timer = self.timer
+        time = timer.step(step, batch, context_tokens)
+        self.metrics.record_step(now_s, batch, time, gauges_before, context_tokens, timer.prefill_s_per_pair)
+        end_s = now_s + time.duration_s
+        scheduler.decode_context_tokens = context_tokens + batch.n_decode
+        requests = scheduler.requests
         for r, chunk in batch.chunks:
-            request = scheduler.requests[r]
+            request = requests[r]
             request.prefilled += chunk
             if request.prefilled == request.prompt_len:
                 self._sample_after_prefill(r, request, step, end_s)
@@ -121,9 +122,12 @@ class ServingEngine:
             metrics.successes += 1
 
     def _finish_decodes(self, step: int) -> None:
-        for r in self.scheduler.finish_decodes(step):
-            self.scheduler.requests[r].finished_at_s = self.now_s
-            self.metrics.successes += 1
+        finished = self.scheduler.finish_decodes(step)
+        if finished:
+            requests, now_s = self.scheduler.requests, self.now_s
+            for r in finished:
+                requests[r].finished_at_s = now_s
+            self.metrics.successes += len(finished)
 
     def run_decode_stretch(self, steps: int) -> None:
         """`steps` pure-decode steps at once (see `Scheduler.decode_stretch_length`)."""
@@ -140,15 +144,16 @@ class ServingEngine:
         self.step = step + steps
 
     def run_until_idle(self) -> None:
-        while self.scheduler.running or self.scheduler.waiting:
-            if self.jump and self.run_identical_waves():
+        scheduler, jump = self.scheduler, self.jump
+        while scheduler.running or scheduler.waiting:
+            if jump and not scheduler.running and self.run_identical_waves():
                 continue
-            steps = self.scheduler.decode_stretch_length(self.step) if self.jump else 0
+            steps = scheduler.decode_stretch_length(self.step) if jump else 0
             if steps >= 2:
                 self.run_decode_stretch(steps)
             elif not self.run_step():
                 break
-        self.scheduler.settle()
+        scheduler.settle()
 
     # -- identical waves -----------------------------------------------------------------------
     def _wave_fits(self) -> bool:

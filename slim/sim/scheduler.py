@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from bisect import bisect_right
 from collections import deque
 from typing import NamedTuple
 
@@ -22,6 +23,9 @@ from slim.sim.constants import SimConstants
 
 MAX_STRETCH_STEPS = 1 << 16
 """The longest pure-decode stretch advanced in one vectorised jump."""
+
+NOT_YET = float("nan")
+"""A request time that has not happened."""
 
 
 class Request:
@@ -36,37 +40,34 @@ class Request:
         self.generated = 0                    # output tokens sampled so far
         self.decode_start_step = -1           # step that sampled the token before its first decode
         self.decode_start_tokens = 0          # IL + generated at that step
-        self.first_token_at_s = float("nan")
-        self.finished_at_s = float("nan")
-        self.last_token_at_s = float("nan")   # when it was preempted, for the next inter-token gap
+        self.first_token_at_s = NOT_YET
+        self.finished_at_s = NOT_YET
+        self.last_token_at_s = NOT_YET        # when it was preempted, for the next inter-token gap
 
 
 class ScheduledBatch(NamedTuple):
-    """What one step runs: every decoding sequence and the prompt chunks."""
+    """What one step runs: every decoding sequence and the prompt chunks (`of` fills in the
+    totals the step's cost and accounting read)."""
 
     n_decode: int                        # decoding sequences, one token each
     chunks: list[tuple[int, int]]        # (request id, prompt tokens computed this step)
     prefill_tokens: int
     attention_pairs: int                 # causal (query, key) pairs of the prompt chunks
     n_finishing_prefill: int             # chunks that complete their prompt (and sample a token)
+    tokens: int                          # n_decode + prefill_tokens
+    sequences: int                       # n_decode + len(chunks)
+    sampled: int                         # n_decode + n_finishing_prefill
+    kind: str                            # "decode_only", "prefill_only" or "mixed"
 
-    @property
-    def tokens(self) -> int:
-        return self.n_decode + self.prefill_tokens
-
-    @property
-    def sequences(self) -> int:
-        return self.n_decode + len(self.chunks)
-
-    @property
-    def sampled(self) -> int:
-        return self.n_decode + self.n_finishing_prefill
-
-    @property
-    def kind(self) -> str:
-        if self.n_decode and self.prefill_tokens:
-            return "mixed"
-        return "decode_only" if self.n_decode else "prefill_only"
+    @classmethod
+    def of(cls, n_decode: int, chunks: list[tuple[int, int]], prefill_tokens: int, attention_pairs: int,
+           n_finishing_prefill: int) -> ScheduledBatch:
+        if n_decode:
+            kind = "mixed" if prefill_tokens else "decode_only"
+        else:
+            kind = "prefill_only"
+        return cls(n_decode, chunks, prefill_tokens, attention_pairs, n_finishing_prefill, n_decode + prefill_tokens,
+                   n_decode + len(chunks), n_decode + n_finishing_prefill, kind)
 
 
 class Scheduler:
@@ -96,7 +97,8 @@ class Scheduler:
     def submit(self, count: int) -> list[int]:
         """Queue `count` new requests of ``input_len`` prompt tokens; their ids."""
         ids = list(range(len(self.requests), len(self.requests) + count))
-        self.requests.extend(Request(self.input_len) for _ in ids)
+        input_len = self.input_len
+        self.requests.extend([Request(input_len) for _ in ids])
         self.waiting.extend(ids)
         return ids
 
@@ -166,14 +168,16 @@ class Scheduler:
         budget left; the `preempted` requests go back to the front of the queue."""
         if preempted:
             self.waiting.extendleft(preempted)
+        requests = self.requests
         pairs = 0
         finishing = 0
         for r, c in chunks:
-            done = self.requests[r].prefilled
+            request = requests[r]
+            done = request.prefilled
             pairs += c * (2 * done + c + 1) // 2
-            if done + c == self.requests[r].prompt_len:
+            if done + c == request.prompt_len:
                 finishing += 1
-        return ScheduledBatch(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
+        return ScheduledBatch.of(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
 
     # -- one step -----------------------------------------------------------------------------
     def schedule(self, step: int, now_s: float) -> ScheduledBatch:
@@ -182,9 +186,9 @@ class Scheduler:
         preempted = self._reserve_decode_blocks(step, now_s)
         n_decode = self.n_decoding
         budget = self.token_budget - n_decode
-        requests = self.requests
+        requests, prefilling = self.requests, self.prefilling
         chunks: list[tuple[int, int]] = []
-        for r in self.prefilling:
+        for r in prefilling:
             if budget <= 0:
                 break
             request = requests[r]
@@ -192,23 +196,25 @@ class Scheduler:
             chunks.append((r, c))
             budget -= c
         waiting, running = self.waiting, self.running
-        while budget > 0 and waiting and len(running) < self.max_num_seqs:
-            r = waiting[0]
-            request = requests[r]
-            blocks = self._blocks_of(request.prompt_len)
-            if self.num_blocks - blocks < self.watermark_blocks:      # AllocStatus.NEVER: vLLM ignores it
+        if budget > 0 and waiting and len(running) < self.max_num_seqs:
+            num_blocks, watermark, block_size = self.num_blocks, self.watermark_blocks, self.block_size
+            while budget > 0 and waiting and len(running) < self.max_num_seqs:
+                r = waiting[0]
+                request = requests[r]
+                blocks = -(-request.prompt_len // block_size)
+                if num_blocks - blocks < watermark:                      # AllocStatus.NEVER: vLLM ignores it
+                    waiting.popleft()
+                    self.ignored.append(r)
+                    continue
+                if num_blocks - self.used_blocks - blocks < watermark:   # AllocStatus.LATER
+                    break
                 waiting.popleft()
-                self.ignored.append(r)
-                continue
-            if self.num_blocks - self.used_blocks - blocks < self.watermark_blocks:   # AllocStatus.LATER
-                break
-            waiting.popleft()
-            self.used_blocks += blocks
-            running[r] = None
-            self.prefilling[r] = None
-            c = min(request.prompt_len, budget)
-            chunks.append((r, c))
-            budget -= c
+                self.used_blocks += blocks
+                running[r] = None
+                prefilling[r] = None
+                c = min(request.prompt_len, budget)
+                chunks.append((r, c))
+                budget -= c
         return self._batch(n_decode, chunks, budget, preempted)
 
     def end_prefill(self, r: int, step: int) -> bool:
@@ -216,21 +222,24 @@ class Scheduler:
         finishes if that was its last token (True), else it starts decoding."""
         del self.prefilling[r]
         request = self.requests[r]
-        if request.generated >= self.output_len:
-            self.used_blocks -= self._blocks_of(request.prompt_len)
+        generated = request.generated
+        if generated >= self.output_len:
+            self.used_blocks -= -(-request.prompt_len // self.block_size)
             del self.running[r]
             return True
-        tokens = self.input_len + request.generated
+        tokens = self.input_len + generated
         request.decode_start_step = step
         request.decode_start_tokens = tokens
         self.block_demand_by_phase[(step + 2 - tokens) % self.block_size] += 1
         self.n_decoding += 1
         self.decode_context_tokens += tokens
-        finish_step = step + self.output_len - request.generated
-        if finish_step not in self.completions_at_step:
-            self.completions_at_step[finish_step] = []
+        finish_step = step + self.output_len - generated
+        finishing_then = self.completions_at_step.get(finish_step)
+        if finishing_then is None:
+            self.completions_at_step[finish_step] = [r]
             heapq.heappush(self.completion_heap, finish_step)
-        self.completions_at_step[finish_step].append(r)
+        else:
+            finishing_then.append(r)
         return False
 
     def finish_decodes(self, step: int) -> list[int]:
@@ -238,15 +247,21 @@ class Scheduler:
         finished = self.completions_at_step.pop(step, None)
         if not finished:
             return []
+        requests, running, by_phase = self.requests, self.running, self.block_demand_by_phase
+        block_size, output_len = self.block_size, self.output_len
+        freed_blocks = context_tokens = 0
         for r in finished:
-            request = self.requests[r]
-            tokens = request.decode_start_tokens + (step - request.decode_start_step)
-            self.used_blocks -= self._blocks_of(tokens - 1)
-            self.decode_context_tokens -= tokens
-            self.n_decoding -= 1
-            self.block_demand_by_phase[self._decode_phase(request)] -= 1
-            del self.running[r]
-            request.generated = self.output_len
+            request = requests[r]
+            start_step, start_tokens = request.decode_start_step, request.decode_start_tokens
+            tokens = start_tokens + (step - start_step)
+            freed_blocks += -(-(tokens - 1) // block_size)
+            context_tokens += tokens
+            by_phase[(start_step + 2 - start_tokens) % block_size] -= 1
+            del running[r]
+            request.generated = output_len
+        self.used_blocks -= freed_blocks
+        self.decode_context_tokens -= context_tokens
+        self.n_decoding -= len(finished)
         return finished
 
     def settle(self) -> None:
@@ -290,11 +305,12 @@ class Scheduler:
         blocks: ``searchsorted(stretch_block_demand(step, n), free, side="right")`` for a long
         enough ``n``, from one block-size period of the demand (it repeats with that period)."""
         size, by_phase = self.block_size, self.block_demand_by_phase
-        period = list(itertools.accumulate(by_phase[(step + offset) % size] for offset in range(size)))
+        start = step % size
+        period = list(itertools.accumulate(by_phase[start:] + by_phase[:start]))
         if period[-1] == 0:
             return MAX_STRETCH_STEPS
         periods, left = divmod(free, period[-1])
-        return periods * size + next(offset for offset, demand in enumerate(period) if demand > left)
+        return periods * size + bisect_right(period, left)
 
     def stretch_block_demand(self, step: int, steps: int) -> np.ndarray:
         """Cumulative new blocks the decodes need over `steps` steps from `step`."""
