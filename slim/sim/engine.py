@@ -53,7 +53,7 @@ from slim.sim.constants import SimConstants
 from slim.sim.cost import StepCostModel
 from slim.sim.jitter import StepJitter
 from slim.sim.memory import kv_cache_plan
-from slim.sim.metrics import METRICS_COLUMNS, SAMPLE_PERIOD_S, ServerMetrics
+from slim.sim.metrics import METRICS_COLUMNS, SAMPLE_PERIOD_S, ServerMetrics, running_totals
 from slim.sim.result import SimResult
 from slim.sim.scheduler import MAX_STRETCH_STEPS, Request, Scheduler
 from slim.sim.scheduler_v1 import SchedulerV1
@@ -136,7 +136,7 @@ class ServingEngine:
         demand = scheduler.stretch_block_demand(step, steps)
         context = scheduler.decode_context_tokens + n_decode * np.arange(steps)
         gpu, cpu, jit, durations = self.timer.decode_stretch(step, steps, n_decode, context)
-        ends = np.add.accumulate(np.concatenate(([self.now_s], durations)))[1:]
+        ends = running_totals(self.now_s, durations.copy())
         self.metrics.record_decode_stretch(ends, gpu, cpu, jit, durations, demand, context, n_decode)
         self.now_s = float(ends[-1])
         scheduler.advance_stretch(steps, demand)

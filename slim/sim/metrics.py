@@ -24,6 +24,13 @@ METRICS_COLUMNS = (
 """Columns of the scraped samples (and of ``metrics_engine.csv``), in order."""
 
 
+def running_totals(start: float, increments: np.ndarray) -> np.ndarray:
+    """``start + increments[0]``, then each next increment added to the previous total, one at a
+    time as a step loop adds them (`increments`, a non-empty float array, is overwritten)."""
+    increments[0] += start
+    return np.add.accumulate(increments, out=increments)
+
+
 @dataclass
 class ScheduleStats:
     """Jitter-weighted sufficient statistics of the main benchmark window.
@@ -119,27 +126,27 @@ class ServerMetrics:
         the phases in proportion to its prefill and decode tokens; prefill attention goes to
         prefill, decode attention to decode.
         """
-        jit, duration = time.jitter, time.duration_s
+        fixed, gpu, cpu, jit, duration = time
         if self.next_sample_s < start_s + duration:
             used, n_running, n_waiting, n_preempted = gauges_before
             row = (self.scheduler_time_s, self.forward_time_s, used / self.scheduler.num_blocks, n_running, n_waiting,
                    n_preempted, self.successes, self.prompt_tokens, self.generation_tokens)
             self.record_samples_before(start_s + duration, row)
-        self.scheduler_time_s += time.cpu_s * jit
-        self.forward_time_s += time.gpu_s * jit
-        prefill_part = jit * ((time.fixed_s + time.cpu_s) * (batch.prefill_tokens / batch.tokens)
-                              + batch.attention_pairs * prefill_s_per_pair)
+        self.scheduler_time_s += cpu * jit
+        self.forward_time_s += gpu * jit
+        n_decode, prefill_tokens = batch.n_decode, batch.prefill_tokens
+        prefill_part = jit * ((fixed + cpu) * (prefill_tokens / batch.tokens) + batch.attention_pairs * prefill_s_per_pair)
         self.prefill_time_s += prefill_part
         self.decode_time_s += duration - prefill_part
         self.step_counts[batch.kind] += 1
         if self.recording:
             _add_step(self.stats, batch, jit, decode_context_tokens)
             _add_step(self.stats.running_weighted, batch, jit * gauges_before[1], decode_context_tokens)
-        self.generation_tokens += batch.n_decode
-        if batch.n_decode:
+        self.generation_tokens += n_decode
+        if n_decode:
             self.itl_values.append(duration)
-            self.itl_weights.append(batch.n_decode)
-        self.prompt_tokens += batch.prefill_tokens
+            self.itl_weights.append(n_decode)
+        self.prompt_tokens += prefill_tokens
 
     def record_decode_stretch(self, ends_s: np.ndarray, gpu_s: np.ndarray, cpu_s: float, jit: np.ndarray,
                               durations_s: np.ndarray, demand: np.ndarray, context_tokens: np.ndarray,
@@ -147,8 +154,8 @@ class ServerMetrics:
         """`record_step` for a stretch of pure-decode steps ending at `ends_s`, vectorised:
         samples inside it see the counters of the steps completed before them."""
         steps = len(durations_s)
-        scheduler_times = np.add.accumulate(np.concatenate(([self.scheduler_time_s], cpu_s * jit)))[1:]
-        forward_times = np.add.accumulate(np.concatenate(([self.forward_time_s], gpu_s * jit)))[1:]
+        scheduler_times = running_totals(self.scheduler_time_s, cpu_s * jit)
+        forward_times = running_totals(self.forward_time_s, gpu_s * jit)
         used_blocks = self.scheduler.used_blocks
         while self.next_sample_s < ends_s[-1]:
             done = int(np.searchsorted(ends_s, self.next_sample_s, side="right"))
@@ -160,7 +167,7 @@ class ServerMetrics:
                                       used_blocks + int(demand[done - 1]), self.generation_tokens + n_decode * done)
             self.samples.append((self.next_sample_s,) + row)
             self.next_sample_s += SAMPLE_PERIOD_S
-        self.decode_time_s = float(np.add.accumulate(np.concatenate(([self.decode_time_s], durations_s)))[-1])
+        self.decode_time_s = float(running_totals(self.decode_time_s, durations_s.copy())[-1])
         self.step_counts["decode_only"] += steps
         if self.recording:
             _add_decode_stretch(self.stats, jit, context_tokens, n_decode)

@@ -46,8 +46,8 @@ class Request:
 
 
 class ScheduledBatch(NamedTuple):
-    """What one step runs: every decoding sequence and the prompt chunks (`of` fills in the
-    totals the step's cost and accounting read)."""
+    """What one step runs: every decoding sequence and the prompt chunks, and the totals the
+    step's cost and accounting read."""
 
     n_decode: int                        # decoding sequences, one token each
     chunks: list[tuple[int, int]]        # (request id, prompt tokens computed this step)
@@ -58,16 +58,6 @@ class ScheduledBatch(NamedTuple):
     sequences: int                       # n_decode + len(chunks)
     sampled: int                         # n_decode + n_finishing_prefill
     kind: str                            # "decode_only", "prefill_only" or "mixed"
-
-    @classmethod
-    def of(cls, n_decode: int, chunks: list[tuple[int, int]], prefill_tokens: int, attention_pairs: int,
-           n_finishing_prefill: int) -> ScheduledBatch:
-        if n_decode:
-            kind = "mixed" if prefill_tokens else "decode_only"
-        else:
-            kind = "prefill_only"
-        return cls(n_decode, chunks, prefill_tokens, attention_pairs, n_finishing_prefill, n_decode + prefill_tokens,
-                   n_decode + len(chunks), n_decode + n_finishing_prefill, kind)
 
 
 class Scheduler:
@@ -132,13 +122,19 @@ class Scheduler:
         self.preemptions += 1
 
     def _allocate_decode_blocks_with_preemption(self, step: int, now_s: float) -> list[int]:
-        phase_now = step % self.block_size
+        # A preemption changes no other request's phase and admits nothing, so the decodes that
+        # start a block now are known before the first one is served.
+        size, requests, prefilling = self.block_size, self.requests, self.prefilling
+        phase_now = step % size
+        needy = [r for r in self.running if r not in prefilling
+                 and (requests[r].decode_start_step + 2 - requests[r].decode_start_tokens) % size == phase_now]
         preempted: list[int] = []
-        for r in list(self.running):
-            if r not in self.running or r in self.prefilling or self._decode_phase(self.requests[r]) != phase_now:
+        running = self.running
+        for r in needy:
+            if r not in running:
                 continue
             self._preempt_for(r, 1, step, now_s, preempted)
-            if r in self.running:
+            if r in running:
                 self.used_blocks += 1
         return preempted
 
@@ -177,7 +173,13 @@ class Scheduler:
             pairs += c * (2 * done + c + 1) // 2
             if done + c == request.prompt_len:
                 finishing += 1
-        return ScheduledBatch.of(n_decode, chunks, self.token_budget - n_decode - budget, pairs, finishing)
+        prefill_tokens = self.token_budget - n_decode - budget
+        if n_decode:
+            kind = "mixed" if prefill_tokens else "decode_only"
+        else:
+            kind = "prefill_only"
+        return ScheduledBatch(n_decode, chunks, prefill_tokens, pairs, finishing, n_decode + prefill_tokens,
+                              n_decode + len(chunks), n_decode + finishing, kind)
 
     # -- one step -----------------------------------------------------------------------------
     def schedule(self, step: int, now_s: float) -> ScheduledBatch:
@@ -314,7 +316,9 @@ class Scheduler:
 
     def stretch_block_demand(self, step: int, steps: int) -> np.ndarray:
         """Cumulative new blocks the decodes need over `steps` steps from `step`."""
-        return np.cumsum(np.asarray(self.block_demand_by_phase)[(step + np.arange(steps)) % self.block_size])
+        start = step % self.block_size
+        by_phase = self.block_demand_by_phase
+        return np.cumsum(np.resize(np.asarray(by_phase[start:] + by_phase[:start]), steps))
 
     def advance_stretch(self, steps: int, demand: np.ndarray) -> None:
         """Hold the stretch's blocks and its decode tokens (`demand` from `stretch_block_demand`)."""
