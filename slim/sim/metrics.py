@@ -135,7 +135,8 @@ class ServerMetrics:
         self.scheduler_time_s += cpu * jit
         self.forward_time_s += gpu * jit
         n_decode, prefill_tokens = batch.n_decode, batch.prefill_tokens
-        prefill_part = jit * ((fixed + cpu) * (prefill_tokens / batch.tokens) + batch.attention_pairs * prefill_s_per_pair)
+        prefill_part = jit * ((fixed + cpu) * (prefill_tokens / batch.tokens)
+                              + batch.attention_pairs * prefill_s_per_pair)
         self.prefill_time_s += prefill_part
         self.decode_time_s += duration - prefill_part
         self.step_counts[batch.kind] += 1

@@ -88,7 +88,17 @@ class SimResult:
             if len(values_ms) == 0:
                 values_ms = np.zeros(1)
             summary[f"mean_{name}_ms"] = float(np.mean(values_ms))
-            summary[f"median_{name}_ms"] = float(np.median(values_ms))
-            summary[f"std_{name}_ms"] = float(np.std(values_ms))
+            std = float(np.std(values_ms))
+            summary[f"median_{name}_ms"] = _median_partitioning(values_ms)
+            summary[f"std_{name}_ms"] = std
             summary[f"p99_{name}_ms"] = float(np.percentile(values_ms, 99))
         return summary
+
+
+def _median_partitioning(values: np.ndarray) -> float:
+    """``np.median(values)``, found by partitioning `values` in place around their middle: the
+    median of the one or two middle values, which a later percentile then finds faster."""
+    middle = len(values) // 2
+    first = middle - 1 if len(values) % 2 == 0 else middle
+    values.partition([first, middle] if first < middle else [middle])
+    return float(np.median(values[first:middle + 1]))
