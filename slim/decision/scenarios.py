@@ -2,33 +2,38 @@
 the decision once every candidate is known, what `slim tune` weighs its next measurement by.
 
 `decision_probabilities` draws every unmeasured quantity at the standard normal quantiles
-`SCENARIO_QUANTILES` (one draw for the whole curve) and applies Eq. 13 in each scenario.
+`scenario_quantiles` (one draw for the whole curve) and applies Eq. 13 in each scenario.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
 
 from slim.decision.candidates import CandidateView, Estimates
 from slim.decision.rule import eq13_choice
 
 SCENARIO_COUNT = 64
-SCENARIO_QUANTILES = norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
-"""The scenarios of `decision_probabilities`: standard normal quantiles at equal weights (deterministic)."""
+
+
+def scenario_quantiles() -> np.ndarray:
+    """The scenarios of `decision_probabilities`: `SCENARIO_COUNT` standard normal quantiles at
+    equal weights (deterministic)."""
+    from scipy.stats import norm
+
+    return norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
 
 
 def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The belief read as scenarios (`decision_probabilities`): per scenario and candidate, whether it
     is within every SLO (a metric nothing predicts counts as met, or with `unknown_met` False as not
     met), and its objective."""
-    z = SCENARIO_QUANTILES[:, None]
+    z = scenario_quantiles()[:, None]
 
     def draw(e: Estimates, sign: float) -> np.ndarray:
         sd = np.where(np.isfinite(e.log_sd), e.log_sd, 0.0)
         return np.where(e.measured, e.value, e.mean * np.exp(sign * sd * z))
 
-    within = np.ones((len(SCENARIO_QUANTILES), len(view.caps)), dtype=bool)
+    within = np.ones((SCENARIO_COUNT, len(view.caps)), dtype=bool)
     for c in view.constraints:
         values = draw(c.estimates, -1.0)
         within &= ~(values > c.limit_ms) if unknown_met else (values <= c.limit_ms)   # NaN: unpredicted
@@ -38,7 +43,7 @@ def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.n
 
 
 def scenario_decisions(view: CandidateView, epsilon: float, unknown_met: bool = True) -> np.ndarray:
-    """Per scenario (`SCENARIO_QUANTILES`): the position Eq. 13 chooses once every candidate is known,
+    """Per scenario (`scenario_quantiles`): the position Eq. 13 chooses once every candidate is known,
     -1 where no candidate is admissible."""
     within, goal, throughput = scenario_values(view, unknown_met)
     failed = view.failed & ~view.throughput.measured
@@ -48,11 +53,11 @@ def scenario_decisions(view: CandidateView, epsilon: float, unknown_met: bool = 
 
 def decision_probabilities(view: CandidateView, epsilon: float, unknown_met: bool = True) -> np.ndarray:
     """Per candidate: the probability that Eq. 13 chooses it once every candidate is known, reading
-    the intervals as scenarios: at each standard normal quantile ``z`` (`SCENARIO_QUANTILES`, one
+    the intervals as scenarios: at each standard normal quantile ``z`` (`scenario_quantiles`, one
     draw for the whole curve: a prior too slow at one cap is too slow at its neighbours, and a
     slower run is slower in every metric), an unmeasured candidate's throughput and objective are
     their means times ``exp(sd z)`` and each SLO metric its mean divided by ``exp(sd z)``; a metric
     nothing predicts counts as met (only a run can tell), or with `unknown_met` False as not met (no
     scenario can count on it). Measured values stay what they are."""
     chosen = scenario_decisions(view, epsilon, unknown_met)
-    return np.bincount(chosen[chosen >= 0], minlength=len(view.caps)) / len(SCENARIO_QUANTILES)
+    return np.bincount(chosen[chosen >= 0], minlength=len(view.caps)) / SCENARIO_COUNT

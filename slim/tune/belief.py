@@ -49,8 +49,6 @@ from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import cho_factor, cho_solve
-from scipy.stats import norm
 
 from slim import columns as col
 from slim.decision.candidates import THROUGHPUT
@@ -267,6 +265,8 @@ def conformal_multiplier(scores: np.ndarray, confidence: float, reference_scores
     can widen its intervals, not narrow them below what other accelerators needed); with too few
     scores for the rank, the larger of the largest score and that reference, or without
     reference scores the normal quantile."""
+    from scipy.stats import norm
+
     reference = conformal_quantile(np.asarray(reference_scores, dtype=float), confidence)
     quantile = conformal_quantile(scores, confidence)
     if math.isfinite(quantile):
@@ -281,6 +281,8 @@ class ResidualProcess:
     def __init__(self, kernel: ResidualKernel, coordinates: np.ndarray, models: np.ndarray,
                  residuals: np.ndarray, curves: np.ndarray, noise_sd: np.ndarray,
                  layouts: LayoutUncertainty | None = None, layout_coordinates: np.ndarray | None = None):
+        from scipy.linalg import cho_factor, cho_solve
+
         self.kernel, self.coordinates, self.models = kernel, coordinates, models
         self.residuals, self.curves = residuals, curves
         self.layouts, self.layout_coordinates = layouts, layout_coordinates
@@ -295,6 +297,8 @@ class ResidualProcess:
     def predict(self, coordinates: np.ndarray, models: np.ndarray, noise_sd: float,
                 layout_coordinates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of a new run's log residual (scatter included)."""
+        from scipy.linalg import cho_solve
+
         prior_var = self.kernel.variance(coordinates) + noise_sd ** 2
         if self.layouts is not None:
             prior_var = prior_var + self.layouts.variance(layout_coordinates)
@@ -311,6 +315,8 @@ class ResidualProcess:
         """``|r_i - mean_i| / sd_i`` of every measured run, predicted from every other measured run
         (its own curve's other caps included: extrapolation across caps), in closed form:
         ``e_i = (K^-1 r)_i / (K^-1)_ii``, ``sd_i^2 = 1 / (K^-1)_ii``."""
+        from scipy.linalg import cho_solve
+
         if not len(self.residuals):
             return np.zeros(0)
         inverse_diagonal = cho_solve(self._factor, np.eye(len(self.residuals))).diagonal()
@@ -319,6 +325,8 @@ class ResidualProcess:
     def leave_one_curve_out_scores(self) -> np.ndarray:
         """``|r_i - mean_i| / sd_i`` of every measured run, predicted from the other curves only
         (the block form of leave-one-out: ``e_C = (K^-1)_CC^-1 (K^-1 r)_C``)."""
+        from scipy.linalg import cho_solve
+
         if not len(self.residuals):
             return np.zeros(0)
         inverse = cho_solve(self._factor, np.eye(len(self.residuals)))
@@ -408,6 +416,8 @@ def belief(candidates: pd.DataFrame, prior: PriorPrediction, measured: Mapping[s
     unknown there until measured; at a candidate no prior describes (`PriorPrediction.no_prior`), only
     its curve's measured caps bound it (`slim.tune.no_prior.bisection_order_bounds`). With `layouts`,
     the residual has its terms across layouts (`LayoutUncertainty`)."""
+    from scipy.stats import norm
+
     coordinates = kernel.coordinates(candidates)
     layout_coordinates = layouts.coordinates(candidates) if layouts is not None else None
     models = candidates[col.MODEL].astype(str).to_numpy()

@@ -28,8 +28,6 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import yaml
-from scipy.linalg import cho_factor, cho_solve
-from scipy.optimize import minimize
 
 from slim import columns as col
 from slim.errors import ConfigError
@@ -100,6 +98,8 @@ def _kernel_of(theta: np.ndarray, start: ResidualKernel) -> ResidualKernel:
 
 def negative_log_evidence(kernel: ResidualKernel, sets: Sequence[ResidualSet]) -> float:
     """``-log p(r | kernel)`` summed over independent sets, without the constant."""
+    from scipy.linalg import cho_factor, cho_solve
+
     total = 0.0
     for data in sets:
         covariance = (kernel.covariance(data.coordinates, data.models, data.coordinates, data.models)
@@ -116,6 +116,8 @@ def _rounded(value: float) -> float:
 
 def fit_residual_kernel(sets: Sequence[ResidualSet], start: ResidualKernel = ResidualKernel()) -> ResidualKernel:
     """The kernel of largest evidence on `sets` (module docstring); `start` where there is no set."""
+    from scipy.optimize import minimize
+
     if not sets:
         return start
     theta0 = np.r_[np.log([getattr(start, name) for name in FITTED_SCALES]), np.log(start.length_scale_log2),

@@ -27,7 +27,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 
 from slim import columns as col
 from slim.tune.belief import LayoutUncertainty
@@ -81,6 +80,8 @@ def _rounded(value: float) -> float:
 
 def fit_layout_uncertainty(sets: Sequence[LayoutResidualSet], noise_sd: float) -> LayoutUncertainty:
     """The scales of most likelihood on `sets` (module docstring), rounded; raises ValueError on no set."""
+    from scipy.optimize import minimize
+
     if not sets:
         raise ValueError("no configuration measured at two tensor-parallel sizes: nothing to fit the scaling on")
     start = LayoutUncertainty()

@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.stats import norm
 
 from slim import columns as col
 from slim.decision.candidates import GOODPUT, cap_number
@@ -186,6 +185,8 @@ def _outlook(session: TuneSession, workload: Workload, seconds: np.ndarray) -> B
 
 def _workload_proposals(session: TuneSession, workload: Workload, cert: Certificate,
                     gpu_seconds: np.ndarray) -> list[Proposal]:
+    from scipy.stats import norm
+
     rows = session.rows(workload)
     limits = session.limits_ms(workload)
     if limits is None:

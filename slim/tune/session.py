@@ -18,7 +18,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from slim import columns as col
 from slim.decision.candidates import (
@@ -237,6 +236,8 @@ class TuneSession:
                               repeatable=[self.runs_of(i) < self.settings.max_runs_per_cap for i in rows])
 
     def certificate(self, workload: Workload) -> Certificate:
+        from scipy.stats import norm
+
         resolved = self.resolved_limits(workload)
         if resolved.limits_ms is None:
             return pending({}, workload.epsilon, self.settings.tolerance,

@@ -22,8 +22,6 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from scipy import integrate
-from scipy.stats import norm
 
 from slim import columns as col
 from slim.advisor.measured import MeasuredCurve, curve_from_rows
@@ -173,6 +171,9 @@ class RunNoise:
 
 def expected_range_of_normals(n: int) -> float:
     """``d2(n)``: the expected range of `n` standard normal draws (1.128 for two)."""
+    from scipy import integrate
+    from scipy.stats import norm
+
     def integrand(x: float) -> float:
         cdf = norm.cdf(x)
         return 1.0 - (1.0 - cdf) ** n - cdf ** n
