@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from scipy.optimize import least_squares
 
 import slim.model.calibration as calibration
 from slim.errors import ConfigError, FitError
@@ -222,7 +223,7 @@ def test_the_solver_hands_on_the_jacobian_as_computed_unless_it_selects_the_free
 
     def record_layout(residuals, jacobian, start, lower, upper, tolerance, failure):
         layouts.append(jacobian(start).flags["C_CONTIGUOUS"])
-        return calibration.least_squares(residuals, start, jac=jacobian, bounds=(lower, upper))
+        return least_squares(residuals, start, jac=jacobian, bounds=(lower, upper))
 
     monkeypatch.setattr(calibration, "bounded_least_squares", record_layout)
     held = [Parameter("a", 1.0, "s", 0.0, 10.0), Parameter("b", 1.0, "s", 0.0, 10.0, vary=False),

@@ -17,10 +17,9 @@ import itertools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy.optimize import OptimizeResult, least_squares
 
 from slim.errors import ConfigError, FitError
 from slim.model.identifiability import (
@@ -30,6 +29,9 @@ from slim.model.identifiability import (
     parameter_uncertainty,
 )
 from slim.model.metrics import mape_pct
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 VALLEY_SAMPLES = 32
 """Seeded reference points projected onto the set of training-equivalent solutions."""
@@ -102,7 +104,7 @@ def start_at(values: Any) -> Callable[[Sequence[Parameter]], list[tuple[float, .
     return starts
 
 
-Solve = Callable[[np.ndarray, float], OptimizeResult]
+Solve = Callable[[np.ndarray, float], "OptimizeResult"]
 """``solve(start, tolerance)``: one bounded least-squares solve of a problem from `start`."""
 
 
@@ -111,6 +113,8 @@ def bounded_least_squares(residuals: Callable[[np.ndarray], np.ndarray], jacobia
                           failure: str) -> OptimizeResult:
     """`least_squares` (TRF, exact Jacobian) from `start` clipped to the box; a start at which the
     residuals are not finite raises `FitError` with `failure` and the start."""
+    from scipy.optimize import least_squares
+
     try:
         return least_squares(residuals, np.clip(start, lower, upper), jac=jacobian, bounds=(lower, upper),
                              method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance,
