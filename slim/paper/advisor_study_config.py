@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pandas as pd
 
 from slim.decision.candidates import DEFAULT_EPSILON
@@ -83,6 +82,8 @@ def _numbers(raw: dict, key: str, where: Path, default: list[float] | None = Non
 
 def load_bca_config(path: str | Path) -> BcaStudyConfig:
     """Read an advisor study file (`config/bca/<dataset>.yaml`); raise `ConfigError` naming the file and key."""
+    import jsonschema
+
     path = Path(path)
     raw = read_yaml_mapping(path, f"BCA config not found: {path}; see config/bca/ for examples")
     try:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pandas as pd
 
 from slim import columns as col
@@ -61,6 +60,8 @@ class Split:
 
 def load_settings(path: str | Path) -> list[HeldOutSetting]:
     """Read and schema-check a settings file; resolve `train_union` references."""
+    import jsonschema
+
     path = Path(path)
     raw = parse_yaml(path)
     schema = parse_yaml(SETTINGS_SCHEMA)

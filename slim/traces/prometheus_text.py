@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from slim.errors import TraceFormatError
 from slim.traces.engine_metrics import SOURCE_PROMETHEUS_TEXT, MetricsSeries
@@ -58,6 +57,8 @@ def _relevant_text(text: str, histograms: bool = False) -> str:
 
 
 def _families(text: str, name: str, histograms: bool = False):
+    from prometheus_client.parser import text_string_to_metric_families
+
     try:
         yield from text_string_to_metric_families(_relevant_text(text, histograms))
     except (ValueError, TypeError, IndexError) as error:
