@@ -7,6 +7,8 @@ the decision once every candidate is known, what `slim tune` weighs its next mea
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from slim.decision.candidates import CandidateView, Estimates
@@ -15,12 +17,15 @@ from slim.decision.rule import eq13_choice
 SCENARIO_COUNT = 64
 
 
+@cache
 def scenario_quantiles() -> np.ndarray:
     """The scenarios of `decision_probabilities`: `SCENARIO_COUNT` standard normal quantiles at
-    equal weights (deterministic)."""
+    equal weights (deterministic; computed once, read-only)."""
     from scipy.stats import norm
 
-    return norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
+    quantiles = norm.ppf((np.arange(SCENARIO_COUNT) + 0.5) / SCENARIO_COUNT)
+    quantiles.setflags(write=False)
+    return quantiles
 
 
 def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.ndarray, np.ndarray]:
