@@ -221,17 +221,21 @@ def _layout_template() -> str:
 
 
 def test_the_gpus_alone_compare_the_default_sizes_up_to_them(tmp_path, capsys):
-    # As slim advise does: --gpus without a size compares 1, 2, 4, 8 up to the GPUs; a size given
-    # keeps the cap alone at it.
+    # As slim advise does: --gpus without a size compares 1, 2, 4, 8 up to the GPUs.
     assert _tune(capsys, tmp_path, "--gpus", "4")[1]["tensor_parallel_sizes"] == [1, 2, 4]
     code, body, _ = _tune(capsys, tmp_path, "--gpus", "16")
     assert code == 0 and body["tensor_parallel_sizes"] == [1, 2, 4, 8]
     sizes = {entry["tensor_parallel_size"]: entry for entry in body["layouts"][0]["layouts"]}
     # OPT-125M's 12 heads do not split over 8 ranks: vLLM refuses that server, so it takes no run.
     assert sizes[8]["status"] == "excluded" and "12 attention heads" in sizes[8]["reason"]
+    # A size given with the GPUs (or a rate) is the one layout whose deployment they size.
     alone = _tune(capsys, tmp_path, "--gpus", "4", "--tensor-parallel-size", "2")[1]
-    assert alone["layouts"] is None and "--tensor-parallel-size 2" in alone["next"][0]["commands"]["server"]
+    assert alone["tensor_parallel_sizes"] == [2]
+    assert "--tensor-parallel-size 2" in alone["next"][0]["commands"]["server"]
+    rated = _tune(capsys, tmp_path, "--request-rate", "5", "--tensor-parallel-size", "2")[1]
+    assert rated["tensor_parallel_sizes"] == [2] and rated["request_rate"] == 5
     assert _tune(capsys, tmp_path)[1]["layouts"] is None
+    assert _tune(capsys, tmp_path, "--tensor-parallel-size", "2")[1]["layouts"] is None
 
 
 def test_the_plan_across_layouts_names_each_layout_and_excludes_one_needing_more_gpus(tmp_path, capsys):

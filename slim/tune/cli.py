@@ -207,8 +207,8 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            f"workload's measured runs sent them, else vllm bench serve's {DEFAULT_ONLINE_PROMPTS}; "
                            "slim advise chooses the same)")
     tune.add_argument("--tensor-parallel-size", "--tensor-parallel", dest="tensor_parallel", type=positive_int,
-                      default=None, help="GPUs per model (default 1; with --gpus or --request-rate and no "
-                                         "--tensor-parallel-sizes, the layouts are compared instead)")
+                      default=None, help="GPUs per model (default 1; with --gpus or --request-rate and neither size "
+                                         "option, tensor-parallel sizes 1, 2, 4, 8 are compared)")
     tune.add_argument("--tensor-parallel-sizes", type=candidates, default=None, metavar="T1,T2,...",
                       help="decide the layout too: tune each tensor-parallel size's cap and choose the most tokens/s "
                            "per GPU (docs/tuning.md, 'Tuning across layouts'; default with --gpus N or --request-rate "
@@ -274,13 +274,14 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
 
 def layout_sizes_of(args: argparse.Namespace) -> tuple[int, ...]:
     """The tensor-parallel sizes to decide across: ``--tensor-parallel-sizes``; with ``--gpus`` or
-    ``--request-rate`` and neither size option, every default size up to the GPUs (`layout_sizes_for`,
-    as slim advise compares them); otherwise none (the cap alone, at ``--tensor-parallel-size``)."""
+    ``--request-rate`` (a deployment to size), ``--tensor-parallel-size`` alone, else every default
+    size up to the GPUs (`layout_sizes_for`, as slim advise compares them); otherwise none (the cap
+    alone, at ``--tensor-parallel-size``)."""
     if args.tensor_parallel_sizes:
         return tuple(args.tensor_parallel_sizes)
-    if (args.gpus is not None or args.request_rate is not None) and args.tensor_parallel is None:
-        return layout_sizes_for(args.gpus)
-    return ()
+    if args.gpus is None and args.request_rate is None:
+        return ()
+    return (args.tensor_parallel,) if args.tensor_parallel is not None else layout_sizes_for(args.gpus)
 
 
 def run_tune(args: argparse.Namespace) -> int:
