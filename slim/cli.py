@@ -241,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "smallest the traces hold); the memory plan is each rank's")
     advise_parser.add_argument("--tensor-parallel-sizes", type=_candidates, default=None, metavar="T1,T2",
                                help="compare these tensor-parallel sizes, each advised on its runs, by tokens/s "
-                                    "per GPU under the SLOs (default with --gpus or --request-rate: 1,2,4,8)")
+                                    "per GPU under the SLOs (default with --gpus or --request-rate: "
+                                    "--tensor-parallel-size if given, else 1,2,4,8)")
     advise_parser.add_argument("--gpus", type=_positive_int, default=None, metavar="N",
                                help="GPUs available: layouts above N are left out and the choice is N / TP replicas")
     advise_parser.add_argument("--request-rate", type=_positive_float, default=None, metavar="R",
@@ -385,7 +386,8 @@ def _advise_layouts(args: argparse.Namespace) -> int:
     from slim.advisor.layout_report import layout_fields, layout_lines
     from slim.advisor.layouts import advise_layouts
 
-    sizes = args.tensor_parallel_sizes or layout_sizes_for(args.gpus)
+    sizes = args.tensor_parallel_sizes or ((args.tensor_parallel_size,) if args.tensor_parallel_size is not None
+                                           else layout_sizes_for(args.gpus))
     layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)
     if args.plot is not None:
         from slim.paper.figures.frontier import save_frontier

@@ -114,6 +114,10 @@ def test_a_layout_above_the_gpus_loses_with_its_reason_and_the_rate_sizes_the_fl
     assert "Layout decision: settled: TP 2 at --max-num-seqs 64 was measured within every SLO" in out
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2,4", "--gpus", "2"]) == 0
     assert "TP 4: no cap (needs 4 GPUs, 2 available)" in capsys.readouterr().out
+    # One size given with the GPUs: that layout's deployment, not the default sizes.
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-size", "4", "--gpus", "8",
+                     "--json"]) == 0
+    assert [layout["tensor_parallel_size"] for layout in json.loads(capsys.readouterr().out)["layouts"]] == [4]
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--tensor-parallel-sizes", "2", "--request-rate", "20",
                      "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
