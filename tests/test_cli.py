@@ -228,6 +228,15 @@ def test_check_exits_2_when_nothing_is_usable_and_names_a_missing_folder(capsys,
     code, _, err = run_main(capsys, ["check", str(tmp_path / "a_file")])
     assert code == EXIT_BAD_INPUT
     assert_one_line_error(err, "no vLLM benchmark runs found under", "a_file")
+    # A table with its own headers says how to map them; an empty folder says where to start.
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "bench.csv").write_text("Model,Batch Size,Latency\nopt-125m,8,1.5\n")
+    code, _, err = run_main(capsys, ["check", str(tmp_path / "tables")])
+    assert code == EXIT_BAD_INPUT
+    assert_one_line_error(err, "bench.csv has the columns Model, Batch Size, Latency", "--table-columns YAML")
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_main(capsys, ["check", str(tmp_path / "empty")])
+    assert code == EXIT_BAD_INPUT and "slim tune, given the workload, prints the first benchmarks" in err
 
 
 def test_advise_without_usable_runs_prints_why_for_each_run(capsys, tmp_path):

@@ -17,7 +17,14 @@ from slim.specs.hardware import ADD_HARDWARE, Hardware, unknown_hardware_message
 from slim.traces.clean import CleaningPolicy, check_lines, check_records, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.offline_ingest import IngestOptions
-from slim.traces.summary_table import DEFAULT_LAYOUT, load_table_layout
+from slim.traces.summary_table import (
+    DEFAULT_LAYOUT,
+    MEASURED,
+    REQUIRED,
+    TABLE_SUFFIXES,
+    load_table_layout,
+    table_headers,
+)
 
 
 def trace_options(hardware_catalog: Mapping[str, Hardware], hardware: str | None,
@@ -44,9 +51,26 @@ def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOpti
         raise TraceFormatError(f"trace directory '{traces}' does not exist")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog, options=options)
     if runs.empty:
-        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}' (slim tune, given the workload, "
-                               "prints the first benchmarks to run)")
+        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}' ({_why_no_runs(traces)})")
     return runs
+
+
+def _why_no_runs(traces: Path) -> str:
+    """What to do about a trace folder (or file) in which no run was found: map the headers of a table
+    whose columns are not the vocabulary, or, in a folder with no files at all, start with slim tune."""
+    tables = [traces] if traces.is_file() else sorted(path for path in traces.rglob("*")
+                                                       if path.suffix.lower() in TABLE_SUFFIXES)
+    for table in tables[:1]:
+        try:
+            headers = table_headers(table)
+        except TraceFormatError:
+            continue
+        return (f"{table.name} has the columns {', '.join(headers[:8])}{', ...' if len(headers) > 8 else ''}, "
+                f"not a summary table's ({', '.join(REQUIRED)}, and {' or '.join(MEASURED)}): map them with "
+                "--table-columns YAML, docs/traces.md, 'Summary tables'")
+    if traces.is_dir() and not any(path.is_file() for path in traces.rglob("*")):
+        return "slim tune, given the workload, prints the first benchmarks to run"
+    return "no file in a layout slim reads: docs/traces.md lists them"
 
 
 def usable_runs(traces: Path, catalog: ArchitectureCatalog, options: IngestOptions = IngestOptions(),
