@@ -309,11 +309,11 @@ def test_a_layout_whose_unmeasured_cap_could_beat_the_choice_per_gpu_is_open_wit
     # Choosing by the advised caps alone would take TP 4's prediction; the decision chooses what was measured.
     assert by_size[4].throughput_per_gpu == 1500.0 > by_size[2].throughput_per_gpu
     assert (by_size[4].status, by_size[4].next_cap) == (OPEN, 32.0)
-    assert by_size[4].verdict == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's 1,300"
+    assert by_size[4].verdict == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's measured 1,300"
     assert by_size[8].status == EXCLUDED and by_size[2].next_cap is None
     lines = layout_lines(advice)
     assert lines[2].endswith("15% more tokens/s per GPU; open: could reach 1,500 tokens/s per GPU > 1.01 x the "
-                             "chosen TP 2's 1,300; run --max-num-seqs 32 next")
+                             "chosen TP 2's measured 1,300; run --max-num-seqs 32 next")
     assert lines[4] == "Layout decision: open; the runs that would settle it: TP 4 --max-num-seqs 32 (could still win)"
     assert "--tensor-parallel-size 2 --max-num-seqs 16 " in lines[-1]
 
@@ -389,7 +389,7 @@ def test_the_json_document_says_whether_settled_and_each_layouts_status_and_next
     assert open_document["settled"] is False and open_document["chosen_tensor_parallel_size"] == 2
     tp4_entry = open_document["layouts"][1]
     assert (tp4_entry["status"], tp4_entry["next_max_num_seqs"], tp4_entry["max_num_seqs"]) == (OPEN, 32, 32)
-    assert tp4_entry["reason"] == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's 1,300"
+    assert tp4_entry["reason"] == "could reach 1,500 tokens/s per GPU > 1.01 x the chosen TP 2's measured 1,300"
     assert json.loads(json.dumps(open_document)) == open_document
 
 

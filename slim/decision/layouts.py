@@ -196,7 +196,7 @@ def decide_layouts(candidates: Sequence[LayoutCandidate], tolerance: float = DEF
             excluded = False
             reason = (f"could reach {_fmt(ceiling)} {unit}" if np.isfinite(ceiling)
                       else "nothing bounds it yet") + (
-                f" > {1 + tolerance:g} x the chosen {chosen.layout.label}'s {_fmt(chosen.incumbent_per_gpu)}"
+                f" > {1 + tolerance:g} x the chosen {chosen.layout.label}'s measured {_fmt(chosen.incumbent_per_gpu)}"
                 if chosen is not None else "")
         verdicts.append(LayoutVerdict(c.layout, c.certificate.batch_cap, c.incumbent_per_gpu, ceiling, False,
                                       excluded, reason, c.certificate.settled))
