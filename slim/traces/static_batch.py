@@ -71,7 +71,8 @@ class AcceleratorLookup:
             return found
         known = ", ".join(sorted(self.by_label or {})) or "none"
         return Verdict("unknown_hardware", f"hardware '{label}' is neither a key of the hardware file nor mapped "
-                       f"to one (add it to the dataset's table.hardware_map; mapped: {known})")
+                       "to one (add it to the hardware_map of the --table-columns file, or of the dataset's table: "
+                       f"section in the pipeline; mapped: {known})")
 
 
 @dataclass(frozen=True)
