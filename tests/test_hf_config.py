@@ -85,3 +85,23 @@ def test_a_file_that_is_not_a_json_object_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not a readable JSON model config"):
         architecture_from_hf_config(tmp_path / "config.json")
+
+
+def test_the_served_name_of_a_config_is_what_vllm_can_load(tmp_path, monkeypatch):
+    # A config alone: the Hugging Face id it records; a folder holding weights: the folder itself (a
+    # local fine-tune records the model it came from); a recorded local path or nothing: the folder,
+    # always absolute, so a run folder named after it is never a hidden '.' folder.
+    from slim.specs.hf_config import served_model_of_config
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    config = folder / "config.json"
+    for recorded, served in (("acme/opt-custom", "acme/opt-custom"), ("", str(folder)),
+                             ("/home/someone/checkpoint-500", str(folder)), ("../ckpt", str(folder))):
+        config.write_text(json.dumps({"_name_or_path": recorded}))
+        assert served_model_of_config(config) == served
+    monkeypatch.chdir(folder)
+    assert served_model_of_config("config.json") == str(folder)
+    config.write_text(json.dumps({"_name_or_path": "acme/opt-custom"}))
+    (folder / "model.safetensors").write_bytes(b"")
+    assert served_model_of_config(config) == str(folder) == served_model_of_config(folder)

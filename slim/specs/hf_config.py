@@ -212,7 +212,9 @@ def _sliding_window(raw: dict[str, Any], family: _Family, n_layers: int, source:
 
 
 HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-"""A Hugging Face model id, ``org/name`` (a local path has another form: absolute, relative or nested)."""
+"""The form of a Hugging Face model id, ``org/name`` (a relative two-part path has it too)."""
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.gguf", "*.safetensors.index.json")
+"""Files of a checkpoint's weights: a folder holding one is a model vLLM loads as ``vllm serve DIR``."""
 
 
 def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any] | None, Path]:
@@ -247,14 +249,18 @@ def default_model_name(raw: dict[str, Any], source: Path) -> str:
 
 
 def served_model_of_config(path: str | Path) -> str:
-    """The model as ``vllm serve`` names the checkpoint a ``config.json`` (or model folder)
-    describes when no name is given: the Hugging Face id its ``_name_or_path`` records (``org/name``),
-    else the folder it sits in (``vllm serve DIR``)."""
+    """The model as ``vllm serve`` names the checkpoint a ``config.json`` (or model folder) describes
+    when no name is given: its folder, as an absolute path, where the folder holds weights (a local
+    checkpoint, whose ``_name_or_path`` often records the model it was tuned from); else the Hugging
+    Face id its ``_name_or_path`` records (``org/name``, not a local path); else its folder."""
     raw, _, source = read_checkpoint(path)
+    folder = source.parent.resolve()
+    if any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        return str(folder)
     recorded = str(raw.get("_name_or_path") or "").strip().rstrip("/")
-    if HF_ID.fullmatch(recorded):
+    if HF_ID.fullmatch(recorded) and ".." not in recorded.split("/") and not Path(recorded).exists():
         return recorded
-    return str(source.parent)
+    return str(folder)
 
 
 def architecture_from_hf_mapping(raw: dict[str, Any], source: Path, name: str | None = None,
