@@ -54,6 +54,7 @@ from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config, served_model_of_config
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
+from slim.specs.transformer import tensor_parallel_refusal
 from slim.traces.usable import (
     SkippedRun,
     single_data_parallel_size,
@@ -197,6 +198,9 @@ def advise(request: AdviceRequest) -> Advice:
     """
     r = request
     catalog, arch, hw, hardware_catalog = resolve_target(r)
+    refused = tensor_parallel_refusal(arch, int(r.tensor_parallel)) if r.tensor_parallel is not None else None
+    if refused is not None:
+        raise NoFeasibleCapError(f"{arch.name} at --tensor-parallel-size {r.tensor_parallel}: {refused}")
     # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
     options = trace_options(hardware_catalog, r.hardware, r.table_columns)
     every_degree, report = usable_runs(Path(r.traces), catalog, options, hardware=hw.name, with_report=True)
@@ -216,10 +220,10 @@ def advise(request: AdviceRequest) -> Advice:
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
         float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw,
         tensor_parallel)
-    capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len)
     if capacity_tokens <= 0:
         raise NoFeasibleCapError(f"the weights of {arch.name} split over {tensor_parallel} rank(s) leave no KV "
                                  f"cache on each {hw.name}")
+    capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len)
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")

@@ -275,3 +275,16 @@ class Architecture:
         if self.kv_bytes_per_element != BYTES_PER_FP16:
             return f"a {self.kv_cache_dtype} KV cache: SLIM's KV-scan term (Eq. 11) counts 16-bit K and V"
         return None
+
+
+def tensor_parallel_refusal(arch: Architecture, tensor_parallel: int) -> str | None:
+    """Why vLLM refuses to split `arch` over `tensor_parallel` ranks, or None: its attention heads, hidden
+    size and FFN width are split evenly over the ranks (vLLM's ``ModelConfig.verify_with_parallel_config``
+    checks the heads; its column- and row-parallel layers divide the widths)."""
+    if arch.n_q_heads % tensor_parallel:
+        return (f"vLLM splits the {arch.n_q_heads} attention heads evenly over the ranks; {tensor_parallel} does "
+                "not divide them")
+    if arch.hidden_dim % tensor_parallel or arch.ffn_dim % tensor_parallel:
+        return (f"vLLM splits the hidden size {arch.hidden_dim} and FFN width {arch.ffn_dim} evenly over the "
+                f"ranks; {tensor_parallel} does not divide them")
+    return None

@@ -26,6 +26,7 @@ from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
+from slim.specs.transformer import tensor_parallel_refusal
 from slim.traces.clean import CleaningPolicy, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.usable import SkippedRun, trace_options
@@ -207,8 +208,8 @@ def _matches(runs: pd.DataFrame, model: str, il: float, ol: float, layout: Layou
 
 def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec, layout: Layout,
                      gpus: int | None) -> str | None:
-    """Why a layout takes no run, or None: its server needs more GPUs (``t x d``) than `gpus`, its
-    tensor-parallel size does not divide the attention heads (vLLM refuses it), or the weights and
+    """Why a layout takes no run, or None: its server needs more GPUs (``t x d``) than `gpus`, vLLM
+    refuses its tensor-parallel size (`tensor_parallel_refusal`), or the weights and
     one request's KV cache do not fit on each rank (`slim.gpu.kv_memory.static_batch_fit`:
     the weights and the KV heads split over the tensor-parallel ranks, each data-parallel rank a copy;
     not checked without an architecture, `arch` None: its runs will tell)."""
@@ -217,9 +218,9 @@ def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec
         return f"needs {layout.gpus} GPUs, {gpus} available (--gpus)"
     if arch is None:
         return None
-    if arch.n_q_heads % tensor_parallel:
-        return (f"vLLM splits the {arch.n_q_heads} attention heads evenly over the ranks; {tensor_parallel} does not "
-                "divide them")
+    refused = tensor_parallel_refusal(arch, tensor_parallel)
+    if refused is not None:
+        return refused
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
     if not fit.weights_fit:
         return f"the weights split over {tensor_parallel} rank(s) leave no KV cache on each {hw.name}"
@@ -262,8 +263,10 @@ def build_plan(request: TuneRequest) -> TunePlan:
             raise AdvisorError(f"workload {workload.label} is named twice")
         excluded = layout_exclusion(arch, hw, spec, layout, request.gpus if request.across_layouts else None)
         if excluded is not None and not request.across_layouts:
-            raise AdvisorError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; give a larger "
-                               "--tensor-parallel-size (or --tensor-parallel-sizes 2,4,8 to compare layouts)")
+            refused = arch is not None and tensor_parallel_refusal(arch, layout.tensor_parallel) is not None
+            hint = ("give a size that divides them" if refused else "give a larger --tensor-parallel-size")
+            raise AdvisorError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; {hint} (or --gpus N "
+                               "to compare the layouts that fit)")
         if excluded is not None:
             exclusions.setdefault(workload.curve, {})[layout] = excluded
             continue
