@@ -3,6 +3,7 @@ objective per GPU, the exclusion by a layout's ceiling per GPU or by having no f
 it is settled."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -135,3 +136,28 @@ def test_the_server_log_states_expert_parallelism_in_its_non_default_args():
     assert find_expert_parallel_in_log(line) is True
     assert find_expert_parallel_in_log(line.replace("True", "False")) is None
     assert find_expert_parallel_in_log("non-default args: {'tensor_parallel_size': 4}") is None
+
+
+def test_a_request_rate_needs_the_replicas_that_carry_it():
+    from slim.decision.layouts import rate_deployment
+    from slim.errors import AdvisorError
+
+    # 4,000 tokens/s at 2,000 tokens a request: 2 requests/s a replica of 4 GPUs.
+    exact = rate_deployment(6.0, 4000.0, 2000.0, 4)
+    assert (exact.replicas, exact.gpus_needed, exact.requests_per_replica, exact.headroom) == (3, 12, 2.0, 0.0)
+    over = rate_deployment(6.5, 4000.0, 2000.0, 4)
+    assert over.replicas == 4 and over.headroom == pytest.approx(8 / 6.5 - 1)
+    assert rate_deployment(0.1, 4000.0, 2000.0, 1).replicas == 1
+    for throughput in (0.0, float("nan")):
+        with pytest.raises(AdvisorError, match="sizes no deployment"):
+            rate_deployment(6.0, throughput, 2000.0, 4)
+
+
+def test_vllm_refuses_a_size_that_does_not_divide_the_heads_or_widths():
+    from slim.specs.transformer import tensor_parallel_refusal
+
+    arch = SimpleNamespace(n_q_heads=12, hidden_dim=768, ffn_dim=3072)
+    assert tensor_parallel_refusal(arch, 4) is None
+    assert "12 attention heads" in tensor_parallel_refusal(arch, 8)
+    wide = SimpleNamespace(n_q_heads=16, hidden_dim=2040, ffn_dim=3072)
+    assert "hidden size 2040" in tensor_parallel_refusal(wide, 16)

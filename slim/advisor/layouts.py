@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -53,6 +54,7 @@ from slim.decision.layouts import (
     RateDeployment,
     decide_layouts,
     rate_deployment,
+    requests_per_second,
 )
 from slim.errors import AdvisorError, NoFeasibleCapError
 
@@ -128,7 +130,7 @@ class LayoutAdvice:
     tolerance: float = DEFAULT_TOLERANCE
     decision: LayoutDecision | None = None
 
-    @property
+    @cached_property
     def for_rate(self) -> RateDeployment | None:
         """With a request rate and a chosen layout: the replicas it needs (`rate_deployment`)."""
         if self.request_rate is None or self.chosen is None:
@@ -148,7 +150,7 @@ class LayoutAdvice:
     @property
     def requests_per_replica(self) -> float:
         """Requests per second one replica of the chosen layout serves at its cap."""
-        return float(self.chosen.advice.recommendation.throughput_per_s) / self.tokens_per_request
+        return requests_per_second(self.chosen.advice.recommendation.throughput_per_s, self.tokens_per_request)
 
     @property
     def gpus_needed(self) -> int | None:

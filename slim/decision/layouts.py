@@ -24,6 +24,7 @@ import numpy as np
 
 from slim.decision.candidates import DEFAULT_TOLERANCE, UNITS, CandidateView, cap_number
 from slim.decision.certificate import Certificate
+from slim.errors import AdvisorError
 from slim.specs.data_parallel import per_rank_cap
 
 
@@ -223,12 +224,21 @@ class RateDeployment:
     """The share of `request_rate` the replicas carry beyond it."""
 
 
+def requests_per_second(throughput_per_s: float, tokens_per_request: float) -> float:
+    """The requests per second a server completes at `throughput_per_s` tokens/s, each request
+    `tokens_per_request` tokens (prompt and output, as vLLM's ``total_token_throughput`` counts them)."""
+    return float(throughput_per_s) / float(tokens_per_request)
+
+
 def rate_deployment(request_rate: float, throughput_per_s: float, tokens_per_request: float,
                     gpus_per_replica: int) -> RateDeployment:
-    """`RateDeployment` of a layout whose server runs `throughput_per_s` tokens/s at its cap, each request
-    `tokens_per_request` tokens (prompt and output, as vLLM's ``total_token_throughput`` counts them):
-    ``ceil(rate / requests per replica)`` replicas, at least one."""
-    per_replica = float(throughput_per_s) / float(tokens_per_request)
+    """`RateDeployment` of a layout whose server runs `throughput_per_s` tokens/s at its cap:
+    ``ceil(rate / requests per replica)`` replicas (`requests_per_second`), at least one. Raises
+    `AdvisorError` where that throughput is not a positive number (no replica count follows)."""
+    if not (math.isfinite(throughput_per_s) and throughput_per_s > 0):
+        raise AdvisorError(f"the chosen cap's throughput ({throughput_per_s:g} tokens/s) sizes no deployment for "
+                           f"--request-rate {request_rate:g}")
+    per_replica = requests_per_second(throughput_per_s, tokens_per_request)
     replicas = max(math.ceil(request_rate / per_replica - 1e-12), 1)
     return RateDeployment(request_rate, per_replica, replicas, replicas * gpus_per_replica,
                           replicas * per_replica / request_rate - 1.0)

@@ -74,13 +74,13 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
             for_rate = (rate_deployment(rate, session.certificate(chosen).throughput_per_s,
                                         chosen.input_len + chosen.output_len, layout.gpus)
                         if rate is not None else None)
+            replicas = (for_rate.replicas if for_rate is not None
+                        else gpus // layout.gpus if gpus is not None else None)
             deployment = {**_layout_fields(layout), "gpus_per_replica": layout.gpus, "max_num_seqs": cap_number(cap),
-                          "max_num_seqs_per_rank": layout.per_rank_cap(cap), "gpus": gpus,
-                          "replicas": (for_rate.replicas if for_rate is not None
-                                       else gpus // layout.gpus if gpus is not None else None),
+                          "max_num_seqs_per_rank": layout.per_rank_cap(cap), "gpus": gpus, "replicas": replicas,
+                          "gpus_needed": replicas * layout.gpus if replicas is not None else None,
                           "request_rate": rate,
                           "requests_per_replica": for_rate.requests_per_replica if for_rate is not None else None,
-                          "gpus_needed": for_rate.gpus_needed if for_rate is not None else None,
                           "headroom": for_rate.headroom if for_rate is not None else None,
                           "command": shlex.join(serve_command(plan, chosen.label, cap))}
         objective = "request_goodput" if plan.request.slos.goodput is not None else "total_token_throughput"
