@@ -386,8 +386,7 @@ def _advise_layouts(args: argparse.Namespace) -> int:
     from slim.advisor.layout_report import layout_fields, layout_lines
     from slim.advisor.layouts import advise_layouts
 
-    sizes = args.tensor_parallel_sizes or ((args.tensor_parallel_size,) if args.tensor_parallel_size is not None
-                                           else layout_sizes_for(args.gpus))
+    sizes = layout_sizes_for(args.tensor_parallel_sizes, args.tensor_parallel_size, args.gpus)
     layouts = advise_layouts(advice_request(args), sizes, args.gpus, args.request_rate)
     if args.plot is not None:
         from slim.paper.figures.frontier import save_frontier

@@ -7,6 +7,7 @@ for the help."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 MODELS_FILE = Path(__file__).parent / "specs" / "models.yaml"
 """The model catalog shipped with the package; the pipeline's `models_file` points at it too."""
@@ -17,8 +18,14 @@ DEFAULT_TENSOR_PARALLEL_SIZES: tuple[int, ...] = (1, 2, 4, 8)
 """The tensor-parallel sizes advise and tune compare when given the GPUs (--gpus) but no sizes."""
 
 
-def layout_sizes_for(gpus: int | None) -> tuple[int, ...]:
-    """`DEFAULT_TENSOR_PARALLEL_SIZES` that fit in `gpus` (None: all of them)."""
+def layout_sizes_for(sizes: Sequence[int] | None, tensor_parallel: int | None, gpus: int | None) -> tuple[int, ...]:
+    """The tensor-parallel sizes a layout comparison considers: `sizes` (``--tensor-parallel-sizes``)
+    where given, else the one `tensor_parallel` (``--tensor-parallel-size``) where given, else
+    `DEFAULT_TENSOR_PARALLEL_SIZES` that fit in `gpus` (None: all of them)."""
+    if sizes:
+        return tuple(sizes)
+    if tensor_parallel is not None:
+        return (tensor_parallel,)
     return tuple(size for size in DEFAULT_TENSOR_PARALLEL_SIZES if gpus is None or size <= gpus)
 
 

@@ -227,7 +227,8 @@ def test_check_exits_2_when_nothing_is_usable_and_names_a_missing_folder(capsys,
     (tmp_path / "a_file").write_text("x")   # one file is read as traces (a summary table, an offline result)
     code, _, err = run_main(capsys, ["check", str(tmp_path / "a_file")])
     assert code == EXIT_BAD_INPUT
-    assert_one_line_error(err, "no vLLM benchmark runs found under", "a_file")
+    assert_one_line_error(err, "no vLLM benchmark runs found under", "a_file",
+                          "no file in a layout slim reads: docs/traces.md lists them")
     # A table with its own headers says how to map them; an empty folder says where to start.
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "bench.csv").write_text("Model,Batch Size,Latency\nopt-125m,8,1.5\n")

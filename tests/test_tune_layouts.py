@@ -234,6 +234,9 @@ def test_the_gpus_alone_compare_the_default_sizes_up_to_them(tmp_path, capsys):
     assert "--tensor-parallel-size 2" in alone["next"][0]["commands"]["server"]
     rated = _tune(capsys, tmp_path, "--request-rate", "5", "--tensor-parallel-size", "2")[1]
     assert rated["tensor_parallel_sizes"] == [2] and rated["request_rate"] == 5
+    assert _tune(capsys, tmp_path, "--request-rate", "5")[1]["tensor_parallel_sizes"] == [1, 2, 4, 8]
+    # --data-parallel-sizes with the GPUs keeps deciding them at --tensor-parallel-size.
+    assert _tune(capsys, tmp_path, "--gpus", "8", "--data-parallel-sizes", "1,2")[1]["tensor_parallel_sizes"] == [1]
     assert _tune(capsys, tmp_path)[1]["layouts"] is None
     assert _tune(capsys, tmp_path, "--tensor-parallel-size", "2")[1]["layouts"] is None
 
@@ -281,6 +284,13 @@ def test_the_loop_across_layouts_settles_a_layout_and_a_rerun_runs_nothing(tmp_p
     assert for_rate["replicas"] == 3 and for_rate["gpus_needed"] == 3 * chosen["gpus"]
     assert for_rate["requests_per_replica"] == pytest.approx(per_replica)
     assert for_rate["headroom"] == pytest.approx(3 / 2.5 - 1, rel=1e-5)
+    from slim.cli import main
+
+    assert main(["tune", "--traces", str(traces), "--workload", "facebook/opt-125m:128:32", "--hardware",
+                 "a100-sxm-40gb", "--num-prompts", "64", "--candidates", "1,4,16,64", "--slo-ms", "150",
+                 "--tensor-parallel-sizes", "1,2", "--gpus", "4", "--request-rate", f"{rate:.6f}"]) == 0
+    text = capsys.readouterr().out
+    assert f"For {rate:g} requests/s: 3 replica(s) x {chosen['layout']} = {3 * chosen['gpus']} GPUs" in text
 
 
 def test_a_curve_no_layout_of_which_can_run_is_not_reported_settled(monkeypatch):

@@ -28,10 +28,10 @@ def scenario_quantiles() -> np.ndarray:
     return quantiles
 
 
-def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def scenario_values(view: CandidateView, unknown_met: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The belief read as scenarios (`decision_probabilities`): per scenario and candidate, whether it
     is within every SLO (a metric nothing predicts counts as met, or with `unknown_met` False as not
-    met), and its objective."""
+    met), its objective and its throughput."""
     z = scenario_quantiles()[:, None]
 
     def draw(e: Estimates, sign: float) -> np.ndarray:

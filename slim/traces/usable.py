@@ -22,6 +22,7 @@ from slim.traces.summary_table import (
     MEASURED,
     REQUIRED,
     TABLE_SUFFIXES,
+    TableLayout,
     load_table_layout,
     table_headers,
 )
@@ -51,24 +52,28 @@ def check_traces(traces: Path, catalog: ArchitectureCatalog, options: IngestOpti
         raise TraceFormatError(f"trace directory '{traces}' does not exist")
     runs = ingest_traces(traces, dataset=traces.name, catalog=catalog, options=options)
     if runs.empty:
-        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}' ({_why_no_runs(traces)})")
+        raise TraceFormatError(f"no vLLM benchmark runs found under '{traces}' "
+                               f"({_why_no_runs(traces, options.table_layout)})")
     return runs
 
 
-def _why_no_runs(traces: Path) -> str:
+def _why_no_runs(traces: Path, layout: TableLayout) -> str:
     """What to do about a trace folder (or file) in which no run was found: map the headers of a table
-    whose columns are not the vocabulary, or, in a folder with no files at all, start with slim tune."""
-    tables = [traces] if traces.is_file() else sorted(path for path in traces.rglob("*")
-                                                       if path.suffix.lower() in TABLE_SUFFIXES)
-    for table in tables[:1]:
+    that lacks a required column under `layout`'s names, or, in a folder with no files at all, start
+    with slim tune; else read docs/traces.md for the layouts slim reads."""
+    candidates = [traces] if traces.is_file() else sorted(traces.rglob("*"))
+    required = [layout.header(name) for name in REQUIRED]
+    for table in (path for path in candidates if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES):
         try:
-            headers = table_headers(table)
+            headers = [header for header in table_headers(table) if header]
         except TraceFormatError:
             continue
-        return (f"{table.name} has the columns {', '.join(headers[:8])}{', ...' if len(headers) > 8 else ''}, "
-                f"not a summary table's ({', '.join(REQUIRED)}, and {' or '.join(MEASURED)}): map them with "
-                "--table-columns YAML, docs/traces.md, 'Summary tables'")
-    if traces.is_dir() and not any(path.is_file() for path in traces.rglob("*")):
+        if headers and not all(name in headers for name in required):
+            shown = ", ".join(headers[:8]) + (", ..." if len(headers) > 8 else "")
+            return (f"{table.name} has the columns {shown}, not a summary table's ({', '.join(required)}, and "
+                    f"{' or '.join(layout.header(name) for name in MEASURED)}): map them with --table-columns "
+                    "YAML, docs/traces.md, 'Summary tables'")
+    if traces.is_dir() and not any(path.is_file() for path in candidates):
         return "slim tune, given the workload, prints the first benchmarks to run"
     return "no file in a layout slim reads: docs/traces.md lists them"
 

@@ -175,10 +175,12 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
     tune.add_argument("--workload", action="append", default=[], metavar="MODEL:IL:OL",
                       help="a workload: the model as vLLM serves it (Hugging Face id or catalog name), prompt and "
                            "output tokens (repeatable)")
-    tune.add_argument("--model", help="one workload's model (with --input-len and --output-len)")
+    tune.add_argument("--model", help="one workload's model (with --input-len and --output-len; --model-config "
+                                      "alone names it too)")
     tune.add_argument("--model-config", type=Path, metavar="CONFIG_JSON",
                       help="Hugging Face config.json describing a workload's model the models file lacks (as slim "
-                           "advise --model-config), named --model if given, else by its _name_or_path; runs of it "
+                           "advise --model-config), named --model if given, else served as its folder where it holds "
+                           "weights, else by the Hugging Face id its _name_or_path records; runs of it "
                            "become usable too")
     tune.add_argument("--input-len", type=positive_int, help="prompt tokens per request")
     tune.add_argument("--output-len", type=positive_int, help="generated tokens per request")
@@ -219,7 +221,7 @@ def add_tune_parser(commands: argparse._SubParsersAction, positive_int: Callable
                            "(default across layouts: 1 and every size the workload's runs record)")
     tune.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                       help="GPUs available: a layout whose server needs more (TP x DP) is excluded; the deployment "
-                           "is N / (TP x DP) replicas")
+                           "is N / (TP x DP) replicas (with --request-rate, those the rate needs)")
     tune.add_argument("--request-rate", type=positive_float, default=None, metavar="R",
                       help="requests per second to serve: the replicas and GPUs the chosen layout needs "
                            "(independent replicas behind a load balancer)")
@@ -274,14 +276,13 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
 
 def layout_sizes_of(args: argparse.Namespace) -> tuple[int, ...]:
     """The tensor-parallel sizes to decide across: ``--tensor-parallel-sizes``; with ``--gpus`` or
-    ``--request-rate`` (a deployment to size), ``--tensor-parallel-size`` alone, else every default
-    size up to the GPUs (`layout_sizes_for`, as slim advise compares them); otherwise none (the cap
-    alone, at ``--tensor-parallel-size``)."""
-    if args.tensor_parallel_sizes:
-        return tuple(args.tensor_parallel_sizes)
-    if args.gpus is None and args.request_rate is None:
-        return ()
-    return (args.tensor_parallel,) if args.tensor_parallel is not None else layout_sizes_for(args.gpus)
+    ``--request-rate`` (a deployment to size) and no ``--data-parallel-sizes``, ``--tensor-parallel-size``
+    alone, else every default size up to the GPUs (`layout_sizes_for`, as slim advise compares them);
+    otherwise none (the cap alone, or each data-parallel size, at ``--tensor-parallel-size``)."""
+    sizing = args.gpus is not None or args.request_rate is not None
+    if not args.tensor_parallel_sizes and (args.data_parallel_sizes or not sizing):
+        return ()       # the cap alone, or --data-parallel-sizes at --tensor-parallel-size
+    return layout_sizes_for(args.tensor_parallel_sizes, args.tensor_parallel, args.gpus)
 
 
 def run_tune(args: argparse.Namespace) -> int:

@@ -85,7 +85,7 @@ class TuneRequest:
     that tensor-parallel size (`slim.tune.plan.request_layouts`)."""
     gpus: int | None = None
     """GPUs available: a layout whose server needs more (``t x d``) is excluded, and the deployment's
-    replicas are ``gpus // (t x d)`` (None: not given)."""
+    replicas are ``gpus // (t x d)``, or with `request_rate` those it needs (None: not given)."""
     request_rate: float | None = None
     """Requests per second to serve: the replicas and GPUs the chosen layout needs
     (`slim.decision.layouts.rate_deployment`; None: not given)."""
