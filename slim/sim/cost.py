@@ -52,6 +52,7 @@ from slim.sim.modern_cost import (
 )
 from slim.specs.architecture import BYTES_PER_FP16, Architecture
 from slim.specs.hardware import Hardware
+from slim.specs.transformer import tensor_parallel_refusal
 
 KERNELS_PER_LAYER = 5      # QKV, attention, output projection, FFN up, FFN down
 ELEMENTWISE_KERNELS_PER_LAYER = 3
@@ -97,10 +98,11 @@ class StepCostModel:
 
     def __init__(self, arch: Architecture, hw: Hardware, consts: SimConstants, tensor_parallel: int = 1,
                  expert_parallel: int = 1, input_len: float | None = None, output_len: float | None = None):
-        if tensor_parallel < 1 or arch.hidden_dim % tensor_parallel or arch.ffn_dim % tensor_parallel:
-            raise ConfigError(f"tensor_parallel={tensor_parallel} does not divide {arch.name}'s hidden/FFN dims")
-        if arch.n_q_heads % tensor_parallel:
-            raise ConfigError(f"tensor_parallel={tensor_parallel} does not divide {arch.name}'s {arch.n_q_heads} heads")
+        if tensor_parallel < 1:
+            raise ConfigError(f"tensor_parallel={tensor_parallel}: at least one GPU per model")
+        refused = tensor_parallel_refusal(arch, tensor_parallel)
+        if refused is not None:
+            raise ConfigError(f"{arch.name} at tensor_parallel={tensor_parallel}: {refused}")
         self.arch, self.hw, self.consts, self.tp = arch, hw, consts, tensor_parallel
         self.compute_rate = consts.gemm_compute_efficiency * hw.peak_flops_per_s
         self.memory_rate = consts.gemm_memory_efficiency * hw.hbm_bandwidth_bytes_per_s
