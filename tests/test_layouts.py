@@ -15,12 +15,11 @@ from slim import cli
 from slim.advisor import advise as advise_module
 from slim.advisor import layouts as layouts_module
 from slim.advisor.advise import MeasuredLayout
-from slim.advisor.candidates import CandidateRow, advice_view
+from slim.advisor.candidates import CandidateRow, advice_certificate, advice_view
 from slim.advisor.layout_report import layout_fields, layout_lines
 from slim.advisor.layouts import CHOSEN, EXCLUDED, OPEN, LayoutAdvice, LayoutOutcome, advise_layouts
 from slim.advisor.report import render_text
 from slim.advisor.request import AdviceRequest
-from slim.decision.certificate import certify
 from slim.decision.rule import recommend
 from slim.errors import NoFeasibleCapError
 from slim.specs.slo import Slos
@@ -241,7 +240,8 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
         if not recommendation.feasible:
             raise NoFeasibleCapError(f"no batch cap meets the constraints: {recommendation.reason}", rows)
         return SimpleNamespace(recommendation=recommendation, gpus_per_server=gpus, view=view,
-                               certificate=certify(view, request.epsilon, request.tolerance), max_model_len=2048,
+                               certificate=advice_certificate(view, request.epsilon, request.tolerance),
+                               max_model_len=2048,
                                memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m",
                                expert_parallel=False, warnings=())
     return advise

@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from slim import columns as col
-from slim.advisor.candidates import CandidateRow, advice_limits, advice_view, candidate_rows, workload_runs
+from slim.advisor.candidates import (
+    CandidateRow,
+    advice_certificate,
+    advice_limits,
+    advice_view,
+    candidate_rows,
+    workload_runs,
+)
 from slim.advisor.predictions import predictor_advice
 from slim.advisor.request import AdviceRequest
 from slim.advisor.training_runs import HeldOutCheck, held_out_check, select_training_runs
@@ -39,7 +46,7 @@ from slim.advisor.warnings import (
     unstated_statistic_warnings,
 )
 from slim.decision.candidates import CandidateView
-from slim.decision.certificate import Certificate, certify
+from slim.decision.certificate import Certificate
 from slim.decision.layouts import Layout
 from slim.decision.rule import Recommendation, recommend
 from slim.errors import AdvisorError, NoFeasibleCapError
@@ -118,8 +125,9 @@ class Advice:
     view: CandidateView | None = None
     """The candidates as the decision judged them (`slim.advisor.candidates.advice_view`)."""
     certificate: Certificate | None = None
-    """Whether the cap decision is settled on the view (`slim.decision.certificate.certify`, at the
-    request's tolerance): its measured incumbent, and what could still beat it."""
+    """Whether the cap decision is settled on the view (`slim.advisor.candidates.advice_certificate`, at
+    the request's tolerance, under the run-to-run noise as `slim tune` certifies): its measured
+    incumbent, what could still beat it, and what to measure again."""
 
     @property
     def max_num_seqs_per_rank(self) -> int:
@@ -275,7 +283,7 @@ def advise(request: AdviceRequest) -> Advice:
                   predicted_bounds=resolved.predicted, served_model=served,
                   data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
-                  certificate=certify(view, r.epsilon, r.tolerance))
+                  certificate=advice_certificate(view, r.epsilon, r.tolerance))
 
 
 def without_excluded(runs: pd.DataFrame, globs: Sequence[str]) -> pd.DataFrame:

@@ -15,7 +15,9 @@ from slim import columns as col
 from slim.advisor.predictions import PredictorAdvice
 from slim.advisor.request import AdviceRequest
 from slim.decision.candidates import CandidateView, Estimates, candidate_view
+from slim.decision.certificate import Certificate, certify
 from slim.decision.slo_limits import ResolvedLimits, resolve_limits
+from slim.defaults import DEFAULT_CONFIDENCE, DEFAULT_MAX_RUNS_PER_CAP
 from slim.errors import AdvisorError
 from slim.specs.slo import SloMetric, Slos, judging_runs
 from slim.tune.measurement import measurement_of_runs
@@ -30,7 +32,9 @@ class CandidateRow:
     in tokens/s, SLO metrics in ms; absent where no run judged it) and what the predictor predicts
     (NaN where it cannot: SLIM gives the in-batch E2E and the mean TPOT only); `bound_ms` the
     upper bound a confident advice holds the in-batch E2E to; `refused` where the predictor refuses
-    the cap (SIM: its simulated run preempts)."""
+    the cap (SIM: its simulated run preempts). `repeats` is how many runs its measurement averages
+    (`slim.tune.measurement.Measurement.runs`: a cleaned row that averages repeats counts them) and
+    `log_sd` that measurement's run-to-run scatter (the standard deviation of its log; NaN unmeasured)."""
 
     max_num_seqs: float
     measured: dict[str, float]
@@ -38,6 +42,8 @@ class CandidateRow:
     runs: int = 0
     bound_ms: float = math.nan
     refused: bool = False
+    repeats: int = 0
+    log_sd: float = math.nan
 
 
 def workload_runs(runs: pd.DataFrame, model: str, input_len: float, output_len: float) -> pd.DataFrame:
@@ -58,14 +64,16 @@ def candidate_rows(request: AdviceRequest, advice: PredictorAdvice,
     for position, cap in enumerate(request.candidate_caps):
         at_cap = (measured_runs[measured_runs[col.MAX_NUM_SEQS].astype(float) == cap] if len(measured_runs)
                   else measured_runs)
-        measured = measurement_of_runs(at_cap, request.slos).values() if len(at_cap) else {}
+        measurement = measurement_of_runs(at_cap, request.slos) if len(at_cap) else None
+        measured = measurement.values() if measurement is not None else {}
         judged = at_cap[judging_runs(tpot, at_cap)] if len(at_cap) else at_cap
         if len(judged) and tpot.name not in measured:     # the frontier's x axis
             measured[tpot.name] = float(np.mean(tpot.values_ms(judged)))
         predicted = {name: float(values[position]) for name, values in advice.predicted.items()}
         rows.append(CandidateRow(float(cap), measured, predicted, len(at_cap),
                                  float(advice.bound_ms[position]) if advice.bound_ms is not None else math.nan,
-                                 cap in advice.refused))
+                                 cap in advice.refused, measurement.runs if measurement is not None else 0,
+                                 measurement.log_sd if measurement is not None else math.nan))
     return tuple(rows)
 
 
@@ -89,8 +97,9 @@ def advice_limits(slos: Slos, rows: Sequence[CandidateRow]) -> ResolvedLimits:
 
 def advice_view(rows: Sequence[CandidateRow], slos: Slos, limits_ms: dict[str, float]) -> CandidateView:
     """The candidates as the decision reads them (`slim.decision.candidates.candidate_view`): measured
-    values where measured, predictions elsewhere (no interval but a confident advice's bound on the
-    in-batch E2E); a refused cap counts as failed."""
+    values where measured, with their run-to-run scatter, predictions elsewhere (no interval but a
+    confident advice's bound on the in-batch E2E); a refused cap counts as failed; a measured cap may
+    be measured again while it has fewer than `DEFAULT_MAX_RUNS_PER_CAP` runs, as `slim tune` repeats."""
     in_batch = {bound.metric.name for bound in slos.bounds if bound.metric.in_batch}
 
     def estimates(name: str) -> Estimates:
@@ -99,7 +108,18 @@ def advice_view(rows: Sequence[CandidateRow], slos: Slos, limits_ms: dict[str, f
         mean = np.array([row.predicted.get(name, math.nan) for row in rows])
         high = np.array([row.bound_ms if name in in_batch and np.isfinite(row.bound_ms) else m
                          for row, m in zip(rows, mean)])
-        return Estimates(measured, value, mean, mean, high, np.zeros(len(rows)))
+        scatter = np.array([row.log_sd if row.repeats else 0.0 for row in rows])
+        return Estimates(measured, value, mean, mean, high, np.where(measured, scatter, 0.0))
 
     return candidate_view([row.max_num_seqs for row in rows], estimates, limits_ms,
-                          goodput=slos.goodput is not None, failed=[row.refused for row in rows])
+                          goodput=slos.goodput is not None, failed=[row.refused for row in rows],
+                          repeatable=[0 < row.repeats < DEFAULT_MAX_RUNS_PER_CAP for row in rows])
+
+
+def advice_certificate(view: CandidateView, epsilon: float, tolerance: float) -> Certificate:
+    """Whether the cap decision is settled on an advice's view: `slim.decision.certificate.certify`
+    under the run-to-run noise at `DEFAULT_CONFIDENCE`, as `slim tune` certifies (a measured SLO metric
+    within that noise of its bound, on the side that decides, is to be measured again)."""
+    from scipy.stats import norm
+
+    return certify(view, epsilon, tolerance, float(norm.ppf(DEFAULT_CONFIDENCE)))

@@ -25,7 +25,12 @@ def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
 
 
 def _next_run(outcome: LayoutOutcome) -> str:
-    return f"; run --max-num-seqs {outcome.next_cap:g} next" if outcome.next_cap is not None else ""
+    if outcome.next_cap is None:
+        return ""
+    if outcome.next_run_repeats:
+        return (f"; run --max-num-seqs {outcome.next_cap:g} again next (an SLO metric measured within the "
+                "run-to-run scatter of its bound)")
+    return f"; run --max-num-seqs {outcome.next_cap:g} next"
 
 
 def _judgement(outcome: LayoutOutcome) -> str:
@@ -71,7 +76,8 @@ def decision_line(advice: LayoutAdvice) -> str:
         why = ("could still win" if outcome.status == OPEN else "the choice rests on predictions"
                if advice.decision is None or advice.decision.chosen is None else "its own cap is open")
         if outcome.next_cap is not None:
-            runs.append(f"{outcome.name} --max-num-seqs {outcome.next_cap:g} ({why})")
+            again = " again" if outcome.next_run_repeats else ""
+            runs.append(f"{outcome.name} --max-num-seqs {outcome.next_cap:g}{again} ({why})")
         elif outcome.status == OPEN:
             runs.append(f"{outcome.name} (no run of it judges it yet)")
     return "Layout decision: open" + ("; the runs that would settle it: " + ", ".join(runs) if runs else "")

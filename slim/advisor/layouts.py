@@ -42,11 +42,10 @@ from typing import Sequence
 import numpy as np
 
 from slim.advisor.advise import Advice, MeasuredLayout, advise, workload_layouts
-from slim.advisor.candidates import CandidateRow, advice_limits, advice_view
+from slim.advisor.candidates import CandidateRow, advice_certificate, advice_limits, advice_view
 from slim.advisor.request import AdviceRequest
 from slim.advisor.warnings import AdviceWarning
 from slim.decision.candidates import DEFAULT_TOLERANCE
-from slim.decision.certificate import certify
 from slim.decision.layouts import (
     Layout,
     LayoutCandidate,
@@ -92,6 +91,13 @@ class LayoutOutcome:
         """``TP t``, or ``TP t x DP d`` with data parallelism, `` (EP e)`` with expert parallelism
         (`Layout.label`)."""
         return Layout.of_sizes(self.tensor_parallel, self.data_parallel, self.expert_parallel).label
+
+    @property
+    def next_run_repeats(self) -> bool:
+        """Whether `next_cap` was measured already: its run-to-run noise leaves its side of an SLO open
+        (`slim.decision.certificate.Certificate.repeat`), so it is to be run again."""
+        return (self.next_cap is not None and self.candidate is not None
+                and self.next_cap in self.candidate.certificate.repeat)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -185,7 +191,7 @@ def _infeasible_candidate(request: AdviceRequest, rows: Sequence[CandidateRow], 
     """The evidence of a layout none of whose caps meets the SLOs on its measurements and predictions:
     the same view and certificate `advise` builds, which say whether that is settled."""
     view = advice_view(rows, request.slos, advice_limits(request.slos, rows).limits_ms)
-    return LayoutCandidate(layout, view, certify(view, request.epsilon, request.tolerance))
+    return LayoutCandidate(layout, view, advice_certificate(view, request.epsilon, request.tolerance))
 
 
 def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: int | None,
