@@ -68,7 +68,7 @@ def test_tune_plans_a_modern_checkpoint_from_its_prediction(capsys, tmp_path, co
 @pytest.mark.parametrize("config", TOO_BIG)
 def test_tune_names_a_checkpoint_too_big_for_its_layout_in_one_line(capsys, tmp_path, config):
     code, err = _tune(capsys, tmp_path, config)
-    assert code == 2 and "at tensor parallel 1" in err and "--tensor-parallel-size" in err
+    assert code == cli.EXIT_NO_FEASIBLE_CAP and "at tensor parallel 1" in err and "--tensor-parallel-size" in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -76,3 +76,11 @@ def test_tune_plans_mixtral_across_two_gpus(capsys, tmp_path):
     code, body = _tune(capsys, tmp_path, "mixtral-8x7b", "--tensor-parallel-size", "2")
     assert code == 0, body
     assert "--tensor-parallel-size 2" in body["next"][0]["commands"]["server"]
+
+
+def test_both_commands_exit_3_in_one_line_where_vllm_refuses_the_tensor_parallel_size(capsys, tmp_path):
+    code, document = _advise(capsys, "opt-1.3b", "--tensor-parallel-size", "3")      # 32 heads over 3 ranks
+    assert code == cli.EXIT_NO_FEASIBLE_CAP and "--tensor-parallel-size 3" in document["message"]
+    code, err = _tune(capsys, tmp_path, "opt-1.3b", "--tensor-parallel-size", "3")
+    assert code == cli.EXIT_NO_FEASIBLE_CAP and "at tensor parallel 3" in err and "divide" in err
+    assert len(err.strip().splitlines()) == 1

@@ -20,7 +20,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.decision.layouts import Layout
-from slim.errors import AdvisorError
+from slim.errors import AdvisorError, NoFeasibleCapError
 from slim.gpu.kv_memory import static_batch_fit
 from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
@@ -265,8 +265,9 @@ def build_plan(request: TuneRequest) -> TunePlan:
         if excluded is not None and not request.across_layouts:
             refused = arch is not None and tensor_parallel_refusal(arch, layout.tensor_parallel) is not None
             hint = ("give a size that divides them" if refused else "give a larger --tensor-parallel-size")
-            raise AdvisorError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; {hint} (or --gpus N "
-                               "to compare the layouts that fit)")
+            # No cap can run at the one layout asked for: infeasible, as `slim advise` says it (exit 3).
+            raise NoFeasibleCapError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; {hint} (or "
+                                     "--gpus N to compare the layouts that fit)")
         if excluded is not None:
             exclusions.setdefault(workload.curve, {})[layout] = excluded
             continue
