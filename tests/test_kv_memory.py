@@ -151,3 +151,25 @@ def test_opt13b_trace_cache_size_and_implied_overhead(catalog, h100, shared_trac
     nominal_gib = float(implied_activation_overhead_bytes(arch, h100, num_gpu_blocks, block_size)) / GIB
     assert nominal_gib - implied_gib == pytest.approx(0.9 * (64 - profile["total_gpu_memory"]), abs=1e-6)
     assert nominal_gib == pytest.approx(1.56, abs=0.01)
+
+
+@pytest.mark.traces
+def test_every_public_runs_logged_kv_capacity_is_what_the_memory_arithmetic_gives(catalog, h100, public_clean):
+    # Every real run records vLLM's KV capacity (its GPU blocks x block size). The simulator's memory plan
+    # (the profile run at the run's cap) and the advisor's estimate for runs that record none (vLLM's
+    # default reservation less the weights and a fixed overhead) both land within 1.5 % of it, on every
+    # run of every model: the capacities, cap and output length differ, one arithmetic covers them.
+    from slim import columns as col
+    from slim.gpu.kv_memory import kv_capacity_tokens_or_default
+    from slim.sim import SimConstants
+    from slim.sim.memory import kv_cache_plan
+
+    _, clean = public_clean
+    logged = clean[col.KV_CAPACITY_TOKENS].to_numpy(dtype=float)
+    assert np.isfinite(logged).all() and clean[col.MODEL].nunique() == 3
+    planned = np.array([kv_cache_plan(catalog[model], h100, SimConstants(), int(cap)).kv_capacity_tokens
+                        for model, cap in zip(clean[col.MODEL], clean[col.MAX_NUM_SEQS])], dtype=float)
+    estimated = np.array([kv_capacity_tokens_or_default(np.nan, catalog[model], h100)[0]
+                          for model in clean[col.MODEL]])
+    assert np.abs(planned / logged - 1).max() < 0.015
+    assert np.abs(estimated / logged - 1).max() < 0.015

@@ -24,14 +24,20 @@ def latex_text(text: str) -> str:
     return re.sub(r"(?<!\\)([%_])", r"\\\1", text)
 
 
+def number_cell(value: object, precision: int) -> str:
+    """A number as the LaTeX and HTML tables print it: '--' for a missing one, an integer (a count,
+    a length) as an integer, anything else at fixed `precision`."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "--"
+    if pd.api.types.is_integer(value):
+        return str(value)
+    return f"{value:.{precision}f}"
+
+
 def to_booktabs(frame: pd.DataFrame, caption: str, label: str, precision: int = 1) -> str:
-    """Booktabs LaTeX (\\toprule/\\midrule/\\bottomrule) with numbers at fixed precision."""
+    """Booktabs LaTeX (\\toprule/\\midrule/\\bottomrule), numbers as `number_cell` prints them."""
     def fmt(value: object) -> str:
-        if isinstance(value, str):
-            return value
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "--"
-        return f"{value:.{precision}f}"
+        return value if isinstance(value, str) else number_cell(value, precision)
 
     styler = frame.style.format(fmt)
     return styler.to_latex(hrules=True, caption=caption, label=label, position="t",
@@ -84,9 +90,7 @@ def to_html_page(frame: pd.DataFrame, caption: str, title: str, precision: int =
             # A MAPE's confidence interval on a second, smaller line (`mape_cell`).
             text = re.sub(r"(\[[^\]]*\])", r'<span class="range">\1</span>', latex_to_html_text(value))
             return re.sub(r" (\(CI [^)]*\)|\(no CI\))$", r'<br><span class="ci">\1</span>', text)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "--"
-        return f"{value:.{precision}f}"
+        return number_cell(value, precision)
 
     def label(value: object) -> str:
         return latex_to_html_text(str(value))

@@ -23,6 +23,7 @@ import yaml
 
 from slim import columns as col
 from slim.errors import FitError
+from slim.gpu.kv_memory import kv_capacity_tokens_or_default
 from slim.sim.constants import FITTED_CONSTANTS, SimConstants
 from slim.sim.schedule_costs import prediction_costs
 from slim.sim.schedule_fit import calibrate_on_rows
@@ -78,7 +79,12 @@ def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardwa
     throughput and of mean batch size (the simulated one is the time-averaged running
     batch over the active window, the limit of the pipeline's once-a-second scrapes), and
     ``kv_saturation_agreement``: share of runs where the simulator preempts iff the real
-    run did.
+    run did; ``kv_capacity_mape`` and ``advisor_kv_capacity_mape``: MAPE % of the KV capacity (tokens
+    per rank) against the one vLLM reported (NaN where no run of the curve recorded it), as the
+    simulator's memory plan sizes it (`slim.sim.memory`, the profile run at the run's cap) and as
+    `slim advise` and `slim tune` estimate it where the runs record none
+    (`slim.gpu.kv_memory.kv_capacity_tokens_or_default`: vLLM's default reservation less the weights
+    and a fixed activation overhead).
     """
     table = _schedules_for(frame, architectures, hw, consts, seed, schedules)
     predicted = prediction_costs(frame, table, architectures, hw).predict(consts)
@@ -96,16 +102,30 @@ def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardwa
         "measured_kv_capacity_tokens": frame.get(col.KV_CAPACITY_TOKENS,
                                                  pd.Series(np.nan, index=frame.index)).to_numpy(dtype=float),
         "simulated_kv_capacity_tokens": [s.kv_capacity_tokens for s in table.for_frame(frame)],
+        "advisor_kv_capacity_tokens": [
+            kv_capacity_tokens_or_default(math.nan, architectures[model], hw, int(tensor_parallel))[0]
+            for model, tensor_parallel in zip(frame[col.MODEL], _tensor_parallel_sizes(frame))],
     })
     runs["throughput_ape"] = 100 * (runs["simulated_throughput_per_s"] / runs["measured_throughput_per_s"] - 1).abs()
     runs["batch_ape"] = 100 * (runs["simulated_mean_batch_size"] / runs["measured_mean_batch_size"] - 1).abs()
     runs["kv_saturation_agrees"] = (runs["measured_preemptions"] > 0) == (runs["simulated_preemptions"] > 0)
+    for estimate, error in (("simulated_kv_capacity_tokens", "kv_capacity_ape"),
+                            ("advisor_kv_capacity_tokens", "advisor_kv_capacity_ape")):
+        runs[error] = 100 * (runs[estimate] / runs["measured_kv_capacity_tokens"] - 1).abs()
     curves = runs.groupby([col.MODEL, col.INPUT_LEN_MEAN, col.OUTPUT_LEN_MEAN], as_index=False).agg(
         runs=(col.MAX_NUM_SEQS, "size"), throughput_mape=("throughput_ape", "mean"),
         batch_mape=("batch_ape", "mean"), kv_saturation_agreement=("kv_saturation_agrees", "mean"),
+        kv_capacity_mape=("kv_capacity_ape", "mean"), advisor_kv_capacity_mape=("advisor_kv_capacity_ape", "mean"),
         measured_preempted_runs=("measured_preemptions", lambda v: int((v > 0).sum())),
         simulated_preempted_runs=("simulated_preemptions", lambda v: int((v > 0).sum())))
     return runs, curves
+
+
+def _tensor_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
+    """Each run's tensor-parallel size (1 where not recorded)."""
+    if col.TENSOR_PARALLEL not in frame:
+        return np.ones(len(frame), dtype=int)
+    return frame[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=int)
 
 
 def write_calibration_yaml(consts: SimConstants, residuals: pd.DataFrame, path: str | Path,
