@@ -76,6 +76,7 @@ def test_the_layout_changes_with_the_bound(silicon, capsys):
         assert best["tensor_parallel_size"] == chosen[bound]
         assert document["replicas"] == 8 // chosen[bound]
         assert document["serve"].startswith("vllm serve llama-3.1-70b-fp8")
+        assert document["serve"].endswith("--quantization fp8")       # the catalog's served form: its flag
         assert all(layout["mean_tpot_ms"] <= bound for layout in layouts.values())
         # Every layout's best cap is measured or predicted below the choice per GPU: the decision is settled.
         assert document["settled"] is True and document["tolerance"] == 0.01
@@ -84,6 +85,20 @@ def test_the_layout_changes_with_the_bound(silicon, capsys):
         assert all(f"<= 1.01 x the chosen TP {chosen[bound]}'s" in layout["reason"] and
                    layout["next_max_num_seqs"] is None for size, layout in layouts.items() if size != chosen[bound])
     assert chosen == {25: 4, 40: 2}
+
+
+@pytest.mark.integration
+def test_the_checkpoint_served_with_quantization_is_planned_and_deployed_with_its_flags(silicon, capsys):
+    """The checkpoint's id with vLLM's flags: tune's plan inside advise plans the fp8 server the runs
+    measured, and every command serves with the flags."""
+    checkpoint = [*silicon[:4], "meta-llama/Llama-3.1-70B", *silicon[5:], "--quantization", "fp8",
+                  "--kv-cache-dtype", "fp8", "--slo", "mean_tpot_ms=25"]
+    assert cli.main([*checkpoint, "--tensor-parallel-size", "4", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["decision"]["next_commands"]["server"].endswith("--quantization fp8 --kv-cache-dtype fp8")
+    assert cli.main([*checkpoint, "--gpus", "8", "--tensor-parallel-sizes", "2,4,8", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["serve"].endswith("--quantization fp8 --kv-cache-dtype fp8")
 
 
 @pytest.mark.integration

@@ -251,11 +251,13 @@ def test_served_forms(catalog):
     with pytest.raises(ConfigError, match="--kv-cache-dtype 'fp4' is not modelled; known: auto, bfloat16"):
         arch.served(kv_cache_dtype="fp4")
     qwen_fp8 = catalog.architecture("qwen3-32b-fp8")
-    assert qwen_fp8.served(quantization="fp8") == qwen_fp8
+    # The checkpoint's own method: the same weights, and the serve line keeps the flag the user gave.
+    assert qwen_fp8.served(quantization="fp8") == replace(qwen_fp8, quantization="fp8")
+    assert catalog.architecture("llama-3.1-70b-fp8").quantization == "fp8" and arch.quantization is None
     with pytest.raises(ConfigError, match="quantised with 'fp8'"):
         qwen_fp8.served(quantization="awq")
     awq = _parse("qwen2.5-32b-awq")
-    assert awq.served(quantization="awq_marlin") == awq       # a kernel for the checkpoint's method
+    assert awq.served(quantization="awq_marlin") == replace(awq, quantization="awq_marlin")  # a kernel for its method
 
 
 # --- formats and refusals of config variants --------------------------------------------------

@@ -400,18 +400,25 @@ def test_a_metric_the_measured_runs_cannot_judge_is_measured_again_within_the_bo
     assert f"--max-concurrency {first['max_num_seqs']:g} --percentile-metrics" in first["commands"]["benchmark"]
 
 
-def test_the_servers_run_with_the_quantization_and_kv_cache_dtype_given():
+def test_the_servers_run_with_the_quantization_and_kv_cache_dtype_of_the_model_as_served(tmp_path):
     from slim.specs.slo import Slos
-    from slim.tune.commands import server_command
+    from slim.tune.commands import serve_command, server_command
+    from slim.tune.plan import build_plan
     from slim.tune.request import TuneRequest, WorkloadSpec
 
-    spec = WorkloadSpec("llama-3.1-70b", 1024, 1024)
-    request = TuneRequest(Path("."), (spec,), "h100-sxm-80gb", Slos.of(["mean_tpot_ms=25"]), quantization="fp8",
-                          kv_cache_dtype="fp8")
-    command = server_command(request, spec)
-    assert command[-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
-    plain = TuneRequest(Path("."), (spec,), "h100-sxm-80gb", Slos.of(["mean_tpot_ms=25"]))
-    assert "--quantization" not in server_command(plain, spec) and "--kv-cache-dtype" not in server_command(plain, spec)
+    def commands(model: str, **flags) -> tuple[list[str], list[str]]:
+        plan = build_plan(TuneRequest(tmp_path, (WorkloadSpec(model, 1024, 1024),), "h100-sxm-80gb",
+                                      Slos.of(["mean_tpot_ms=25"]), tensor_parallel=4, **flags))
+        label = plan.workloads[0].label
+        return server_command(plan, label), serve_command(plan, label, 64)
+
+    for command in commands("meta-llama/Llama-3.1-70B", quantization="fp8", kv_cache_dtype="fp8"):
+        assert command[-4:] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+    # The catalog's served form of the checkpoint (`base:` with `quantization: fp8`) is served with its flag.
+    for command in commands("llama-3.1-70b-fp8"):
+        assert command[-2:] == ["--quantization", "fp8"] and "--kv-cache-dtype" not in command
+    for command in commands("meta-llama/Llama-3.1-70B"):
+        assert "--quantization" not in command and "--kv-cache-dtype" not in command
 
 
 @pytest.mark.integration

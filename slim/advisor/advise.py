@@ -60,6 +60,7 @@ from slim.specs.architecture import Architecture, ArchitectureCatalog, load_arch
 from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config, served_model_of_config
+from slim.specs.served_precision import serving_flags_of
 from slim.specs.slo import IN_BATCH_E2E, Slos, judge
 from slim.specs.transformer import tensor_parallel_refusal
 from slim.traces.usable import (
@@ -119,6 +120,9 @@ class Advice:
     expert_parallel: bool = False
     """Whether the advised layout's runs spread the experts over its GPUs (vLLM's
     ``--enable-expert-parallel``): the deployment serves with it too."""
+    serve_flags: tuple[str, ...] = ()
+    """vLLM's ``--quantization`` and ``--kv-cache-dtype`` the model is served with (the request's, or its
+    catalog entry's): the deployment serves with them (`slim.specs.served_precision.serving_flags_of`)."""
     gpus_per_server: int = 1
     """The GPUs one server of the advised layout occupies (`columns.GPUS_PER_SERVER` of the workload's
     runs, else tensor x data parallel): what its throughput is per GPU over."""
@@ -281,6 +285,7 @@ def advise(request: AdviceRequest) -> Advice:
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,
+                  serve_flags=tuple(serving_flags_of(arch)),
                   data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
                   certificate=advice_certificate(view, r.epsilon, r.tolerance))
@@ -344,7 +349,7 @@ def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, a
         table_columns=Path(request.table_columns) if request.table_columns is not None else None,
         model_config=Path(model_config) if model_config is not None else None,
         model_config_name=None if model_directory(request.model) is not None else request.model,
-        simulations=request.simulations)
+        quantization=request.quantization, kv_cache_dtype=request.kv_cache_dtype, simulations=request.simulations)
     reference_measured = bool(request.slos.relative and len(measured_runs)
                               and (measured_runs[col.MAX_NUM_SEQS] == request.slos.reference_cap).any())
     return tune_outlook(tune_request, advised_cap, reference_measured)

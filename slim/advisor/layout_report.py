@@ -19,9 +19,10 @@ def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
     layout = Layout.of_sizes(chosen.tensor_parallel, chosen.data_parallel, chosen.advice.expert_parallel)
     # The runs' cap is the server's requests in flight; vLLM's --max-num-seqs holds per data-parallel rank.
     cap = layout.per_rank_cap(chosen.advice.recommendation.batch_cap)
-    return (f"vllm serve {served_model} {' '.join(layout.parallel_flags())} "
-            f"--max-num-seqs {cap} --max-model-len {chosen.advice.max_model_len} "
-            f"--gpu-memory-utilization {memory.gpu_memory_utilization_needed:.3f}")
+    return " ".join(["vllm", "serve", served_model, *layout.parallel_flags(), "--max-num-seqs", str(cap),
+                     "--max-model-len", str(chosen.advice.max_model_len),
+                     "--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
+                     *chosen.advice.serve_flags])
 
 
 def _next_run(outcome: LayoutOutcome) -> str:

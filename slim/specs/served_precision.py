@@ -55,7 +55,7 @@ def weight_precision(arch: Architecture) -> str:
 def _shapes(arch: Architecture) -> Architecture:
     """`arch` without what differs between checkpoints of one model: names, ids, weight formats."""
     return replace(arch, name="", display_name="", aliases=(), hf_id=None, formats=WeightFormats(),
-                   kv_cache_dtype="auto", parameter_counts=None)
+                   kv_cache_dtype="auto", quantization=None, parameter_counts=None)
 
 
 def _checkpoint(hf_id: str | None) -> str:
@@ -112,3 +112,17 @@ def served_entry(catalog: ArchitectureCatalog, model: str, precision: str) -> Se
         return found[0]
     return (f"no entry of the models file serves {base.display_name} ({name}) at {precision}: add one (a "
             "`base:` entry with `quantization:`, or the quantised checkpoint's hf_config)")
+
+
+def precision_flags(quantization: str | None, kv_cache_dtype: str | None) -> list[str]:
+    """vLLM's ``--quantization`` and ``--kv-cache-dtype`` as a request names them, for a ``vllm serve``
+    line (none where not named: the checkpoint's own weights and vLLM's ``auto`` KV cache)."""
+    flags = ["--quantization", quantization] if quantization is not None else []
+    return flags + (["--kv-cache-dtype", kv_cache_dtype] if kv_cache_dtype is not None else [])
+
+
+def serving_flags_of(arch: Architecture) -> list[str]:
+    """The ``--quantization`` and ``--kv-cache-dtype`` a ``vllm serve`` of `arch` needs: those it is served
+    with (`Architecture.served`, from a catalog entry's ``base:`` form or the user's flags), none for
+    the checkpoint's own weights and vLLM's ``auto`` KV cache."""
+    return precision_flags(arch.quantization, None if arch.kv_cache_dtype == "auto" else arch.kv_cache_dtype)

@@ -134,6 +134,8 @@ class Architecture:
     it does not change the KV cache."""
     formats: WeightFormats = field(default_factory=WeightFormats)
     kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    """vLLM's ``--quantization`` the model is served with (`served`); None: its checkpoint's own weights."""
     parameter_counts: ParameterCounts | None = None
 
     # --- shapes --------------------------------------------------------------------------
@@ -252,7 +254,8 @@ class Architecture:
         naming the known ones."""
         formats = served_formats(self.formats, quantization)
         kv_cache_bytes_per_element(kv_cache_dtype, formats.kv_cache_scheme)
-        return replace(self, formats=formats, kv_cache_dtype=kv_cache_dtype)
+        return replace(self, formats=formats, kv_cache_dtype=kv_cache_dtype,
+                       quantization=quantization if quantization is not None else self.quantization)
 
     @property
     def dense_formula_gap(self) -> str | None:

@@ -19,6 +19,7 @@ import pandas as pd
 from slim import columns as col
 from slim.decision.layouts import Layout
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
+from slim.specs.served_precision import precision_flags, serving_flags_of
 from slim.specs.slo import Slos
 from slim.tune.plan import TunePlan
 from slim.tune.proposals import Proposal
@@ -65,18 +66,22 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "result_filename": result_file, "result_file": str(folder / result_file)}
 
 
-def serving_flags(request: TuneRequest) -> list[str]:
-    """vLLM's ``--quantization`` and ``--kv-cache-dtype`` as the request gives them (none where not given)."""
-    flags = ["--quantization", request.quantization] if request.quantization is not None else []
-    return flags + (["--kv-cache-dtype", request.kv_cache_dtype] if request.kv_cache_dtype is not None else [])
+def serving_flags(plan: TunePlan, workload_label: str) -> list[str]:
+    """vLLM's ``--quantization`` and ``--kv-cache-dtype`` of the workload's model as the plan serves it:
+    its catalog entry's (a ``base:`` form's quantization, the request's flags applied;
+    `slim.specs.served_precision.serving_flags_of`), the request's own where no prior describes it."""
+    if plan.model_of(workload_label) in plan.no_prior:
+        return precision_flags(plan.request.quantization, plan.request.kv_cache_dtype)
+    return serving_flags_of(plan.catalog[plan.specs[workload_label].model])
 
 
-def server_command(request: TuneRequest, spec: WorkloadSpec, layout: Layout | None = None) -> list[str]:
-    """The one server the online candidates of a layout share: its cap at the largest candidate (each
-    data-parallel rank's share of it, `Layout.per_rank_cap`)."""
-    layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
-    return ["vllm", "serve", spec.model, "--max-num-seqs", str(layout.per_rank_cap(max(request.candidate_caps))),
-            *layout.parallel_flags(), *serving_flags(request)]
+def server_command(plan: TunePlan, workload_label: str) -> list[str]:
+    """The one server the online candidates of a workload's layout share: its cap at the largest
+    candidate (each data-parallel rank's share of it, `Layout.per_rank_cap`)."""
+    layout = plan.layout_of(workload_label)
+    top = max(plan.request.candidate_caps)
+    return ["vllm", "serve", plan.specs[workload_label].model, "--max-num-seqs", str(layout.per_rank_cap(top)),
+            *layout.parallel_flags(), *serving_flags(plan, workload_label)]
 
 
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
@@ -163,7 +168,8 @@ def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
     flags = [] if memory is None else ["--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
                                        "--num-gpu-blocks-override", str(memory.num_gpu_blocks_override)]
     return ["vllm", "serve", spec.model, "--max-num-seqs", str(layout.per_rank_cap(cap)), "--max-model-len",
-            str(spec.input_len + spec.output_len), *flags, *layout.parallel_flags(), *serving_flags(plan.request)]
+            str(spec.input_len + spec.output_len), *flags, *layout.parallel_flags(),
+            *serving_flags(plan, workload_label)]
 
 
 def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]]:
@@ -173,5 +179,5 @@ def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]
     commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate),
                                                layout)}
     if plan.request.mode == ONLINE:
-        commands = {"server": server_command(plan.request, spec, layout), **commands}
+        commands = {"server": server_command(plan, proposal.workload), **commands}
     return commands
