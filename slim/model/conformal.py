@@ -74,12 +74,20 @@ def extrapolation_folds(train: pd.DataFrame, validate: pd.DataFrame) -> list[Fol
 
 def fold_scores(folds: list[Fold], fit_predict: FitPredict) -> tuple[np.ndarray, np.ndarray]:
     """``|log(measured / predicted)|`` of throughput and of E2E for every run a fold predicts; folds
-    the predictor cannot be fitted on give none."""
+    the predictor cannot be fitted on give none.
+
+    A curve's fold and an extrapolation's can be the same split of the runs (the last curve along a
+    coordinate is also its last step); both count, but the predictor is fitted once for them, as a
+    refit is a deterministic function of the runs it is given."""
     throughput_scores, e2e_scores = [], []
+    predicted_by_fold: dict[tuple[tuple, tuple], tuple[np.ndarray, np.ndarray] | None] = {}
     for rest, rows in folds:
         if rest.empty or rows.empty:
             continue
-        predicted = fit_predict(rest, rows)
+        fold = (tuple(rest.index), tuple(rows.index))
+        if fold not in predicted_by_fold:
+            predicted_by_fold[fold] = fit_predict(rest, rows)
+        predicted = predicted_by_fold[fold]
         if predicted is None:
             continue
         throughput, e2e = predicted
