@@ -177,7 +177,7 @@ def test_jitter_drawn_in_pieces_equals_whole_blocks():
     assert np.array_equal(jitter.factors(block - 3, 10), np.concatenate((whole[0][-3:], whole[1][:7])))
 
 
-def test_affordable_decode_steps_match_the_cumulative_block_demand():
+def test_stretch_block_demand_matches_the_demand_cumulated_step_by_step():
     from slim.sim.scheduler import MAX_STRETCH_STEPS, Scheduler
 
     rng = np.random.default_rng(3)
@@ -186,6 +186,10 @@ def test_affordable_decode_steps_match_the_cumulative_block_demand():
     for _ in range(2000):
         scheduler.block_demand_by_phase = [int(v) for v in rng.choice([0, 0, 1, 2, 5, 30], size=16)]
         step, free = int(rng.integers(0, 10**6)), int(rng.integers(0, 5000))
-        demand = scheduler.stretch_block_demand(step, MAX_STRETCH_STEPS)
+        start = step % 16
+        cumulative = np.cumsum(np.resize(np.roll(scheduler.block_demand_by_phase, -start), MAX_STRETCH_STEPS))
+        demand = scheduler.stretch_block_demand(step)
         affordable = min(MAX_STRETCH_STEPS, scheduler._affordable_steps(step, free))
-        assert affordable == int(np.searchsorted(demand, free, side="right"))
+        assert affordable == int(np.searchsorted(cumulative, free, side="right"))
+        steps = int(rng.integers(1, MAX_STRETCH_STEPS + 1))
+        assert demand.after(steps) == cumulative[steps - 1]

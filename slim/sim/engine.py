@@ -133,7 +133,7 @@ class ServingEngine:
         """`steps` pure-decode steps at once (see `Scheduler.decode_stretch_length`)."""
         step, scheduler = self.step, self.scheduler
         n_decode = scheduler.n_decoding
-        demand = scheduler.stretch_block_demand(step, steps)
+        demand = scheduler.stretch_block_demand(step)
         context = scheduler.decode_context_tokens + n_decode * np.arange(steps)
         gpu, cpu, jit, durations = self.timer.decode_stretch(step, steps, n_decode, context)
         ends = running_totals(self.now_s, durations.copy())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slim.sim.cost import StepCostModel
-from slim.sim.scheduler import ScheduledBatch, Scheduler
+from slim.sim.scheduler import ScheduledBatch, Scheduler, StretchBlockDemand
 from slim.sim.step_timer import StepTime
 
 SAMPLE_PERIOD_S = 1.0          # metrics scraper period (the real CSVs: about 1 s)
@@ -150,7 +150,7 @@ class ServerMetrics:
         self.prompt_tokens += prefill_tokens
 
     def record_decode_stretch(self, ends_s: np.ndarray, gpu_s: np.ndarray, cpu_s: float, jit: np.ndarray,
-                              durations_s: np.ndarray, demand: np.ndarray, context_tokens: np.ndarray,
+                              durations_s: np.ndarray, demand: StretchBlockDemand, context_tokens: np.ndarray,
                               n_decode: int) -> None:
         """`record_step` for a stretch of pure-decode steps ending at `ends_s`, vectorised:
         samples inside it see the counters of the steps completed before them."""
@@ -165,7 +165,7 @@ class ServerMetrics:
                                       self.generation_tokens)
             else:
                 row = self.gauges_row(float(scheduler_times[done - 1]), float(forward_times[done - 1]),
-                                      used_blocks + int(demand[done - 1]), self.generation_tokens + n_decode * done)
+                                      used_blocks + demand.after(done), self.generation_tokens + n_decode * done)
             self.samples.append((self.next_sample_s,) + row)
             self.next_sample_s += SAMPLE_PERIOD_S
         self.decode_time_s = float(running_totals(self.decode_time_s, durations_s.copy())[-1])

@@ -16,8 +16,6 @@ from bisect import bisect_right
 from collections import deque
 from typing import NamedTuple
 
-import numpy as np
-
 from slim.gpu.kv_memory import KvCachePlan
 from slim.sim.constants import SimConstants
 
@@ -58,6 +56,32 @@ class ScheduledBatch(NamedTuple):
     sequences: int                       # n_decode + len(chunks)
     sampled: int                         # n_decode + n_finishing_prefill
     kind: str                            # "decode_only", "prefill_only" or "mixed"
+
+
+class StretchBlockDemand:
+    """The new KV blocks a stretch of pure-decode steps needs, cumulated step by step.
+
+    The decodes' demand repeats with the block-size period (`Scheduler`'s module docstring), so the
+    running totals over one period give the total after any number of steps without an array as
+    long as the stretch."""
+
+    def __init__(self, period_totals: list[int]):
+        self.period_totals = period_totals
+        """The cumulative demand after 1, 2, ..., block-size steps."""
+
+    def after(self, steps: int) -> int:
+        """The blocks needed by the first `steps` steps."""
+        periods, rest = divmod(steps, len(self.period_totals))
+        return periods * self.period_totals[-1] + (self.period_totals[rest - 1] if rest else 0)
+
+    def affordable_steps(self, free: int) -> int:
+        """How many steps the demand stays within `free` blocks (`MAX_STRETCH_STEPS` when it never
+        grows): the number of steps whose cumulative demand is at most `free`."""
+        period = self.period_totals
+        if period[-1] == 0:
+            return MAX_STRETCH_STEPS
+        periods, left = divmod(free, period[-1])
+        return periods * len(period) + bisect_right(period, left)
 
 
 class Scheduler:
@@ -304,23 +328,16 @@ class Scheduler:
 
     def _affordable_steps(self, step: int, free: int) -> int:
         """How many steps from `step` on the decodes' cumulative block demand stays within `free`
-        blocks: ``searchsorted(stretch_block_demand(step, n), free, side="right")`` for a long
-        enough ``n``, from one block-size period of the demand (it repeats with that period)."""
-        size, by_phase = self.block_size, self.block_demand_by_phase
-        start = step % size
-        period = list(itertools.accumulate(by_phase[start:] + by_phase[:start]))
-        if period[-1] == 0:
-            return MAX_STRETCH_STEPS
-        periods, left = divmod(free, period[-1])
-        return periods * size + bisect_right(period, left)
+        blocks (`StretchBlockDemand.affordable_steps`)."""
+        return self.stretch_block_demand(step).affordable_steps(free)
 
-    def stretch_block_demand(self, step: int, steps: int) -> np.ndarray:
-        """Cumulative new blocks the decodes need over `steps` steps from `step`."""
+    def stretch_block_demand(self, step: int) -> StretchBlockDemand:
+        """The new blocks the decodes need over the steps from `step` on, cumulated."""
         start = step % self.block_size
         by_phase = self.block_demand_by_phase
-        return np.cumsum(np.resize(np.asarray(by_phase[start:] + by_phase[:start]), steps))
+        return StretchBlockDemand(list(itertools.accumulate(by_phase[start:] + by_phase[:start])))
 
-    def advance_stretch(self, steps: int, demand: np.ndarray) -> None:
+    def advance_stretch(self, steps: int, demand: StretchBlockDemand) -> None:
         """Hold the stretch's blocks and its decode tokens (`demand` from `stretch_block_demand`)."""
-        self.used_blocks += int(demand[-1])
+        self.used_blocks += demand.after(steps)
         self.decode_context_tokens += self.n_decoding * steps
