@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help=HARDWARE_FILE_HELP)
     advise_parser.add_argument("--candidates", type=_candidates, default=DEFAULT_CANDIDATE_CAPS,
                                help="comma-separated candidate --max-num-seqs values (default 1,2,4,...,512)")
-    add_serving_arguments(advise_parser)
+    add_serving_arguments(advise_parser, "the server (the vllm serve lines printed pass it)")
     advise_parser.add_argument("--tensor-parallel-size", type=_positive_int, default=None, metavar="T",
                                help="advise for the runs at this vLLM --tensor-parallel-size (default: the "
                                     "smallest the traces hold); the memory plan is each rank's")
