@@ -71,8 +71,8 @@ EXIT_CODES = {
     EXIT_BAD_INPUT: "bad input: arguments, trace folder (check: no usable run), model, hardware, catalog, "
                     "config.json, or an SLO metric no run can judge",
     EXIT_NO_FEASIBLE_CAP: "no candidate --max-num-seqs meets the SLOs and the efficiency floor (advise; tune once "
-                          "that is settled), or none can run at the one layout given (the weights or one request "
-                          "do not fit each rank, or vLLM refuses the tensor-parallel size)",
+                          "that is settled), or none can run at any layout asked for (the weights or one request "
+                          "do not fit each rank, vLLM refuses the tensor-parallel size, or it needs more GPUs)",
     EXIT_OPEN: "slim tune --run stopped with a decision open (a budget spent, the bound, or no benchmark left)",
     EXIT_INTERRUPTED: "slim tune --run was interrupted (Ctrl-C); run it again to resume",
     EXIT_BROKEN_PIPE: "the reader of the output closed it early (e.g. | head -1): the output stops there, "

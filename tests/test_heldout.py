@@ -21,6 +21,7 @@ from slim.paper.heldout import (
 )
 from slim.paper.mape_intervals import average_mape_reduction_interval, curve_labels, mape_intervals, with_intervals
 from slim.paper.splits import load_settings
+from slim.paper.table_format import number_cell
 from slim.paper.tables import (
     COVERAGE_NOTE,
     RANGE_NOTE,
@@ -109,6 +110,13 @@ def test_table3_has_one_row_per_setting_and_marks_missing_settings(public_mapes)
     assert list(table.index) == [s.label for s in settings]
     latex = to_booktabs(table, "caption", "tab:x")
     assert "\\toprule" in latex and "n/a: no input-length sweep in this dataset" in latex
+
+
+def test_tables_print_counts_as_integers_and_measures_at_fixed_precision():
+    frame = pd.DataFrame({"runs": np.array([9, 10]), "MAPE": [2.25, np.nan]}, index=["a", "b"])
+    latex = to_booktabs(frame, "caption", "tab:x")
+    assert "a & 9 & 2.2 \\\\" in latex and "b & 10 & -- \\\\" in latex
+    assert [number_cell(v, 1) for v in (np.int64(3), 3.0, True, None)] == ["3", "3.0", "1.0", "--"]
 
 
 def test_average_reduction_is_computed_from_the_table(public_mapes):

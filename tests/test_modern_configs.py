@@ -84,3 +84,11 @@ def test_both_commands_exit_3_in_one_line_where_vllm_refuses_the_tensor_parallel
     code, err = _tune(capsys, tmp_path, "opt-1.3b", "--tensor-parallel-size", "3")
     assert code == cli.EXIT_NO_FEASIBLE_CAP and "at tensor parallel 3" in err and "divide" in err
     assert len(err.strip().splitlines()) == 1
+
+
+
+def test_both_commands_exit_3_where_no_layout_asked_for_can_run(capsys, tmp_path):
+    code, document = _advise(capsys, "opt-1.3b", "--tensor-parallel-sizes", "3", "--gpus", "8")
+    assert code == cli.EXIT_NO_FEASIBLE_CAP, document
+    code, err = _tune(capsys, tmp_path, "opt-1.3b", "--tensor-parallel-sizes", "3", "--gpus", "8")
+    assert code == cli.EXIT_NO_FEASIBLE_CAP and err.startswith("slim tune: ") and "no layout asked for can run" in err

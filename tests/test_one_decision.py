@@ -108,7 +108,7 @@ def test_a_cap_measured_as_often_as_tune_repeats_is_judged_on_its_runs():
     def rows(repeats: int) -> tuple[CandidateRow, ...]:
         measured = {1.0: (100.0, 10.0), 2.0: (180.0, 17.1)}   # cap 2 just over a 17 ms bound
         return tuple(CandidateRow(cap, {THROUGHPUT: t, col.MEAN_TPOT_MS: m}, {THROUGHPUT: t, col.MEAN_TPOT_MS: m},
-                                  runs=1, repeats=repeats if cap == 2.0 else 1, log_sd=0.02 / repeats ** 0.5)
+                                  runs=1, averaged_runs=repeats if cap == 2.0 else 1, log_sd=0.02 / repeats ** 0.5)
                      for cap, (t, m) in measured.items())
 
     slos = Slos.of(["mean_tpot_ms=17"])

@@ -41,5 +41,9 @@ def test_calibration_recovers_known_constants(tmp_path):
     runs, curves = validate(frame, catalog, h100, fitted, schedules=schedules)
     assert curves["throughput_mape"].max() < 0.1 and curves["batch_mape"].max() < 0.1
     assert curves["kv_saturation_agreement"].eq(1.0).all()
+    # The runs "record" the simulator's own KV capacity: its plan matches it; the advisor's estimate is scored.
+    assert curves["kv_capacity_mape"].eq(0.0).all() and curves["advisor_kv_capacity_mape"].notna().all()
+    unrecorded = validate(frame.drop(columns=[col.KV_CAPACITY_TOKENS]), catalog, h100, fitted, schedules=schedules)[1]
+    assert unrecorded["kv_capacity_mape"].isna().all()
     path = write_calibration_yaml(fitted, residuals, tmp_path / "sim.yaml", curves)
     assert load_sim_constants(path) == fitted

@@ -206,6 +206,15 @@ def test_a_failure_without_a_fingerprint_or_under_other_settings_is_not_trusted(
     assert code == 0 and [row["max_num_seqs"] for row in body["workloads"][0]["failed_caps"]] == [16]
 
 
+def test_a_failure_at_other_weights_or_kv_cache_is_not_trusted():
+    arguments = ["tune", "--traces", ".", *WORKLOAD, "--slo-ms", "150"]
+    plain = run_fingerprint(tune_request(build_parser().parse_args(arguments)), None)
+    assert "quantization" not in plain and "kv_cache_dtype" not in plain     # older ledgers' fingerprints hold
+    fp8 = run_fingerprint(tune_request(build_parser().parse_args(
+        [*arguments, "--quantization", "fp8", "--kv-cache-dtype", "fp8"])), None)
+    assert fp8 == {**plain, "quantization": "fp8", "kv_cache_dtype": "fp8"}
+
+
 # --- the template ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("placeholder", ["{model", "{}", "}", "{0}", "{model!z}"])
@@ -419,6 +428,16 @@ def test_the_servers_run_with_the_quantization_and_kv_cache_dtype_of_the_model_a
         assert command[-2:] == ["--quantization", "fp8"] and "--kv-cache-dtype" not in command
     for command in commands("meta-llama/Llama-3.1-70B"):
         assert "--quantization" not in command and "--kv-cache-dtype" not in command
+    # An offline benchmark loads the model itself: with the same flags.
+    from slim.tune.commands import proposal_commands
+    from slim.tune.proposals import propose
+
+    offline = build_plan(TuneRequest(tmp_path, (WorkloadSpec("meta-llama/Llama-3.1-70B", 1024, 1024),),
+                                     "h100-sxm-80gb", Slos.of(["mean_in_batch_e2e_ms=60000"]), mode="offline",
+                                     tensor_parallel=4, quantization="fp8", kv_cache_dtype="fp8"))
+    benchmark = proposal_commands(offline, propose(offline.session)[0])["benchmark"]
+    assert benchmark[:3] == ["vllm", "bench", "latency"]
+    assert benchmark[-6:-2] == ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
 
 
 @pytest.mark.integration

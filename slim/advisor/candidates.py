@@ -32,7 +32,7 @@ class CandidateRow:
     in tokens/s, SLO metrics in ms; absent where no run judged it) and what the predictor predicts
     (NaN where it cannot: SLIM gives the in-batch E2E and the mean TPOT only); `bound_ms` the
     upper bound a confident advice holds the in-batch E2E to; `refused` where the predictor refuses
-    the cap (SIM: its simulated run preempts). `repeats` is how many runs its measurement averages
+    the cap (SIM: its simulated run preempts). `averaged_runs` is how many runs its measurement averages
     (`slim.tune.measurement.Measurement.runs`: a cleaned row that averages repeats counts them) and
     `log_sd` that measurement's run-to-run scatter (the standard deviation of its log; NaN unmeasured)."""
 
@@ -42,7 +42,7 @@ class CandidateRow:
     runs: int = 0
     bound_ms: float = math.nan
     refused: bool = False
-    repeats: int = 0
+    averaged_runs: int = 0
     log_sd: float = math.nan
 
 
@@ -108,12 +108,12 @@ def advice_view(rows: Sequence[CandidateRow], slos: Slos, limits_ms: dict[str, f
         mean = np.array([row.predicted.get(name, math.nan) for row in rows])
         high = np.array([row.bound_ms if name in in_batch and np.isfinite(row.bound_ms) else m
                          for row, m in zip(rows, mean)])
-        scatter = np.array([row.log_sd if row.repeats else 0.0 for row in rows])
+        scatter = np.array([row.log_sd if row.averaged_runs else 0.0 for row in rows])
         return Estimates(measured, value, mean, mean, high, np.where(measured, scatter, 0.0))
 
     return candidate_view([row.max_num_seqs for row in rows], estimates, limits_ms,
                           goodput=slos.goodput is not None, failed=[row.refused for row in rows],
-                          repeatable=[0 < row.repeats < DEFAULT_MAX_RUNS_PER_CAP for row in rows])
+                          repeatable=[0 < row.averaged_runs < DEFAULT_MAX_RUNS_PER_CAP for row in rows])
 
 
 def advice_certificate(view: CandidateView, epsilon: float, tolerance: float) -> Certificate:

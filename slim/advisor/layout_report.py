@@ -123,7 +123,8 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
         layout = {"tensor_parallel_size": o.tensor_parallel, "data_parallel_size": o.data_parallel,
                   "enable_expert_parallel": o.expert_parallel,
                   "gpus_per_replica": o.gpus_per_replica, "status": o.status,
-                  "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None}
+                  "next_max_num_seqs": cap_number(o.next_cap) if o.next_cap is not None else None,
+                  "next_run_repeats": o.next_run_repeats}
         reason = o.verdict if o.verdict is not None else o.reason
         layout["warnings"] = [{"code": w.code, "message": w.message} for w in o.warnings]
         if o.advice is None:

@@ -142,6 +142,8 @@ def render_text(advice: Advice) -> str:
         f"  --gpu-memory-utilization {m.gpu_memory_utilization_needed:.3f}"
         f"   (weights {m.weight_bytes / GIB:.2f} GiB + KV + {m.activation_overhead_bytes / GIB:.2f} GiB overhead)",
         f"  --num-gpu-blocks-override {m.num_gpu_blocks_override}   (with --max-model-len {advice.max_model_len})",
+        *([f"  {' '.join(advice.serve_flags)}   (the weights and KV cache the plan is for)"] if advice.serve_flags
+          else []),
         "",
         f"Knee advisor (roofline, ctx {k.ctx_len:g}): B_knee {k.b_knee:.1f}, "
         f"--max-num-seqs in [{k.low:.0f}, {k.high:.0f}], suggests {k.suggested_max_num_seqs}",
@@ -255,7 +257,8 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
                    "memory_saved_bytes": m.memory_saved_bytes, "weight_bytes": m.weight_bytes,
                    "activation_overhead_bytes": m.activation_overhead_bytes,
                    "gpu_memory_utilization": m.gpu_memory_utilization_needed,
-                   "num_gpu_blocks_override": m.num_gpu_blocks_override, "max_model_len": advice.max_model_len},
+                   "num_gpu_blocks_override": m.num_gpu_blocks_override, "max_model_len": advice.max_model_len,
+                   "serving_flags": list(advice.serve_flags)},
         "knee": {"ctx_len": k.ctx_len, "b_knee": k.b_knee, "low": k.low, "high": k.high,
                  "suggested_max_num_seqs": k.suggested_max_num_seqs},
         "held_out_check": None if advice.held_out is None else {

@@ -7,8 +7,9 @@ certificate, `slim.decision.certificate.certify`); across layouts the **chosen**
 whose certified incumbent (a measured cap within every SLO) has the most objective per GPU
 (total-token throughput, Eq. 6, or goodput, over ``gpus``); a tie goes to fewer GPUs. Another layout is
 **excluded** when its *ceiling* per GPU, the most it could still reach (its incumbent's measured
-objective, or the upper bound of any candidate its certificate does not exclude: the measured value
-where measured, ``Estimates.high`` elsewhere, infinite where nothing predicts it), is at most
+objective, or the upper bound of any candidate its certificate does not exclude or asks to measure
+again: the measured value where measured, ``Estimates.high`` elsewhere, infinite where nothing
+predicts it), is at most
 ``(1 + tolerance)`` times the chosen one's per GPU; or when its certificate is settled with no
 feasible cap. The decision is **settled** when the chosen layout's certificate is settled and every
 other layout is excluded; with no layout chosen, when every layout is settled with no feasible cap.
@@ -100,9 +101,11 @@ class LayoutCandidate:
 
     @property
     def ceiling_per_gpu(self) -> float:
-        """The most objective per GPU this layout could still reach (module docstring)."""
+        """The most objective per GPU this layout could still reach (module docstring): a cap measured
+        over an SLO but within the run-to-run noise of it, to be measured again
+        (`slim.decision.certificate.Certificate.repeat`), counts at its measured value."""
         goal = self.view.goal
-        excluded = {float(e.cap) for e in self.certificate.exclusions}
+        excluded = {float(e.cap) for e in self.certificate.exclusions} - {float(c) for c in self.certificate.repeat}
         best = self.certificate.objective if self.certificate.feasible else -math.inf
         for position, cap in enumerate(self.view.caps):
             if float(cap) in excluded or (self.certificate.feasible and float(cap) == self.certificate.batch_cap):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from slim import columns as col
-from slim.paper.table_format import to_booktabs, to_html_page
+from slim.paper.table_format import latex_escaped_columns, latex_text, to_booktabs, to_html_page
 
 THROUGHPUT_BAR_MEDIAN_PCT = 8.0
 THROUGHPUT_BAR_WORST_PCT = 15.0
@@ -14,7 +14,7 @@ THROUGHPUT_BAR_WORST_PCT = 15.0
 
 def validation_frame(curves: pd.DataFrame) -> pd.DataFrame:
     """Per real curve: throughput and mean-batch MAPE (%), the KV-saturation agreement, and the KV
-    capacity's MAPE (%) as the simulator and the advisor size it ("-" where no run recorded one)."""
+    capacity's MAPE (%) as the simulator and the advisor size it ("--" where no run recorded one)."""
     frame = pd.DataFrame({
         "model": curves[col.MODEL],
         "IL": curves[col.INPUT_LEN_MEAN].astype(int),
@@ -26,7 +26,7 @@ def validation_frame(curves: pd.DataFrame) -> pd.DataFrame:
                                       zip(curves["measured_preempted_runs"], curves["simulated_preempted_runs"])],
         "KV saturation reproduced": ["yes" if a == 1.0 else f"{100 * a:.0f}% of runs" for a in
                                      curves["kv_saturation_agreement"]],
-        "KV capacity MAPE % (SIM / advisor)": [f"{sim:.1f} / {advisor:.1f}" if pd.notna(sim) else "-" for sim, advisor
+        "KV capacity MAPE % (SIM / advisor)": [f"{sim:.1f} / {advisor:.1f}" if pd.notna(sim) else "--" for sim, advisor
                                                in zip(curves["kv_capacity_mape"], curves["advisor_kv_capacity_mape"])],
     })
     return frame.sort_values(["model", "OL"]).reset_index(drop=True)
@@ -46,7 +46,10 @@ def validation_caption(curves: pd.DataFrame) -> str:
 
 
 def validation_latex(curves: pd.DataFrame) -> str:
-    return to_booktabs(validation_frame(curves).set_index("model"), validation_caption(curves), "tab:sim-validation")
+    """The table as booktabs LaTeX, its headers' and cells' ``%`` escaped (a comment there)."""
+    frame = latex_escaped_columns(validation_frame(curves).set_index("model"))
+    frame = frame.apply(lambda column: column.map(lambda cell: latex_text(cell) if isinstance(cell, str) else cell))
+    return to_booktabs(frame, validation_caption(curves), "tab:sim-validation")
 
 
 def validation_html(curves: pd.DataFrame) -> str:

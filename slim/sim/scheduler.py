@@ -65,7 +65,7 @@ class StretchBlockDemand:
     running totals over one period give the total after any number of steps without an array as
     long as the stretch."""
 
-    def __init__(self, period_totals: list[int]):
+    def __init__(self, period_totals: list[int]) -> None:
         self.period_totals = period_totals
         """The cumulative demand after 1, 2, ..., block-size steps."""
 

@@ -291,7 +291,8 @@ def run_tune(args: argparse.Namespace) -> int:
     loop stopped with a decision open, `EXIT_INTERRUPTED` on Ctrl-C with --run (one line on stderr;
     the run in progress is stopped and logged as interrupted).
 
-    Raises `AdvisorError` for bad input, e.g. a --traces that does not exist without --run."""
+    Raises `AdvisorError` for bad input, e.g. a --traces that does not exist without --run, and
+    `NoFeasibleCapError` (exit 3) where no layout asked for can run (`slim.tune.plan.layout_exclusion`)."""
     if not args.traces.exists() and args.run is None:
         raise AdvisorError(f"--traces '{args.traces}' does not exist; name a folder or summary table of benchmark "
                            "results (with --run, a new folder to start from no runs)")

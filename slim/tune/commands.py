@@ -13,6 +13,7 @@ written into its own folder under the results folder, named by the tool.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import pandas as pd
 
@@ -106,11 +107,12 @@ def slo_benchmark_options(slos: Slos) -> list[str]:
 
 
 def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                      layout: Layout | None = None) -> list[str]:
+                      layout: Layout | None = None, model_flags: Sequence[str] = ()) -> list[str]:
     """The exact benchmark of one candidate (its `repeat`-th further run, at `layout`; None: the
     request's tensor-parallel size alone), as an argument list; across layouts its result records the
     layout's data-parallel size beside its tensor-parallel size, and at an expert-parallel layout that
-    the server spread the experts."""
+    the server spread the experts. An offline benchmark loads the model itself, with `model_flags`
+    (`serving_flags`: the ``--quantization`` and ``--kv-cache-dtype`` it is served with)."""
     values = placeholders(request, spec, cap, repeat, layout)
     recorded = ([f"data_parallel_size={values['data_parallel_size']}"] if request.across_layouts else [])
     recorded += ["enable_expert_parallel=true"] if layout is not None and layout.expert_parallel else []
@@ -125,7 +127,7 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
                 f"tensor_parallel_size={values['tensor_parallel_size']}", *recorded]
     return ["vllm", "bench", "latency", "--model", spec.model, "--input-len", values["input_len"],
             "--output-len", values["output_len"], "--batch-size", values["batch_size"],
-            "--tensor-parallel-size", values["tensor_parallel"], "--output-json", values["result_file"]]
+            "--tensor-parallel-size", values["tensor_parallel"], *model_flags, "--output-json", values["result_file"]]
 
 
 def concurrency_sweep_note(request: TuneRequest) -> str:
@@ -177,7 +179,7 @@ def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]
     cap = int(proposal.max_num_seqs)
     layout = plan.layout_of(proposal.workload)
     commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate),
-                                               layout)}
+                                               layout, serving_flags(plan, proposal.workload))}
     if plan.request.mode == ONLINE:
         commands = {"server": server_command(plan, proposal.workload), **commands}
     return commands

@@ -292,7 +292,7 @@ def build_plan(request: TuneRequest) -> TunePlan:
     if not workloads:
         reasons = "; ".join(f"{curve} {layout.label}: {why}" for curve, of_curve in exclusions.items()
                             for layout, why in of_curve.items())
-        raise AdvisorError(f"no layout asked for can run: {reasons}")
+        raise NoFeasibleCapError(f"no layout asked for can run: {reasons}")   # infeasible: exit 3, as advise
     context = runs[~claimed]
     context = context.assign(**{col.TENSOR_PARALLEL: tensor_parallel_sizes(context),
                                 col.DATA_PARALLEL: data_parallel_sizes(context)})

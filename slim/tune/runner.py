@@ -108,6 +108,8 @@ def run_fingerprint(request: TuneRequest, template: str | None) -> dict[str, Any
             **({"tensor_parallel_sizes": list(request.layout_sizes)} if request.across_layouts else {}),
             **({"data_parallel_sizes": sorted(set(request.data_parallel_sizes))} if request.data_parallel_sizes
                else {}),
+            **({"quantization": request.quantization} if request.quantization is not None else {}),
+            **({"kv_cache_dtype": request.kv_cache_dtype} if request.kv_cache_dtype is not None else {}),
             "num_prompts": request.num_prompts, "server_max_num_seqs": max(request.candidate_caps),
             "hardware": request.hardware, "slim_version": __version__}
 
