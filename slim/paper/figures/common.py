@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.image import imsave
 
 from slim import columns as col
 from slim.atomic import write_atomic
@@ -29,17 +31,34 @@ def save_figure(figure: Figure, pdf_path: str | Path, png_path: str | Path, dpi:
     """Write the figure as PNG and PDF with no timestamps or software version in the
     metadata, so saving the same figure twice gives byte-identical files.
 
-    The figure's layout engine (constrained layout) runs during the PNG render and is then
-    fixed for the PDF: left active, it would lay the figure out anew for every save, and its
-    result depends on the previous save's resolution. Always rendering the PNG first keeps
+    The figure's layout engine (constrained layout) runs during the PNG render (`write_png`) and
+    is then fixed for the PDF: left active, it would lay the figure out anew for every save, and
+    its result depends on the previous save's resolution. Always rendering the PNG first keeps
     the two files consistent and deterministic, with two renders instead of three. Each file is
     written crash-safely (`slim.atomic.write_atomic`): a killed job leaves no half-written figure.
     """
-    write_atomic(png_path, lambda target: figure.savefig(target, format="png", dpi=dpi, metadata={"Software": None}))
+    write_atomic(png_path, lambda target: write_png(figure, target, dpi))
     if figure.get_layout_engine() is not None:
         figure.set_layout_engine("none")
     write_atomic(pdf_path, lambda target: figure.savefig(
         target, format="pdf", metadata={"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None}))
+
+
+def write_png(figure: Figure, path: str | Path, dpi: int = PNG_DPI) -> None:
+    """Render the figure at `dpi` with Agg and write it as a PNG without a software version.
+
+    One draw both runs the figure's layout engine and renders: ``savefig`` with a layout engine
+    first draws the whole figure once without output to lay it out and then again to render it,
+    which costs about a tenth more CPU for the same pixels. The figure's dpi is restored afterwards.
+    """
+    canvas = FigureCanvasAgg(figure)
+    figure_dpi = figure.dpi
+    figure.set_dpi(dpi)
+    try:
+        canvas.draw()
+        imsave(path, canvas.buffer_rgba(), format="png", origin="upper", dpi=dpi, metadata={"Software": None})
+    finally:
+        figure.set_dpi(figure_dpi)
 
 
 def curves(rows: pd.DataFrame):
