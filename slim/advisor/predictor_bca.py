@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from slim import columns as col
 from slim.advisor.bca import BcaResult, CurvePredictor, bca_from_predictor
@@ -113,6 +114,21 @@ def simulated_curve(fitted: FittedPredictor, configs: pd.DataFrame) -> SimCurve:
     return SimCurve(ordered[col.MAX_NUM_SEQS].to_numpy(dtype=float), prediction, refused)
 
 
+def predicted_once(curve: CurvePredictor) -> CurvePredictor:
+    """`curve`, predicting each set of caps once and returning the same arrays when asked again: a
+    decider's decisions under many SLOs and epsilons (Fig. 12's grid) all ask for the same caps and
+    ``T(1)``, and a prediction does not depend on either."""
+    predictions: dict[bytes, tuple[ArrayLike, ...]] = {}
+
+    def predict(caps: np.ndarray) -> tuple[ArrayLike, ...]:
+        key = np.asarray(caps, dtype=float).tobytes()
+        if key not in predictions:
+            predictions[key] = curve(caps)
+        return predictions[key]
+
+    return predict
+
+
 Decider = Callable[[np.ndarray, float, float], PredictedDecision]
 """``(candidates, SLO in s, epsilon) -> PredictedDecision``: one predictor's decisions for one target."""
 
@@ -123,7 +139,7 @@ def decider(entry: RegisteredPredictor, fitted: FittedPredictor, target: Target,
     candidates, SLO and epsilon; the target is predicted once. A simulated decision runs
     `target.configs` and has no confidence."""
     if not entry.simulated:
-        curve = curve_of(fitted, target, confidence)
+        curve = predicted_once(curve_of(fitted, target, confidence))
 
         def on_curve(candidates: np.ndarray, slo_s: float, epsilon: float) -> PredictedDecision:
             return PredictedDecision(bca_from_predictor(curve, candidate_batch_sizes=candidates, epsilon=epsilon,
