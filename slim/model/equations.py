@@ -374,6 +374,12 @@ def predict_frame(architectures: ArchitectureLookup, hw: Hardware, params: SlimP
     (the measured mean running batch, the paper's x-axis, not ``max_num_seqs``); the terms are
     `frame_terms`' (the paper's for its dense models).
     """
-    terms = frame_terms(architectures, hw, frame)
+    return predict_terms(frame_terms(architectures, hw, frame), hw, params, ablation)
+
+
+def predict_terms(terms: WorkloadTerms, hw: Hardware, params: SlimParams,
+                  ablation: Ablation = FULL) -> tuple[np.ndarray, np.ndarray]:
+    """`predict_frame` at the configurations of precomputed `terms` (`frame_terms`): predicting one
+    table at several constants (a fit's training-equivalent solutions) computes its terms once."""
     e2e_s = components_at(terms, hw, params, ablation).total_s
     return e2e_s, throughput_from_e2e(terms.il, terms.ol, terms.batch, e2e_s)

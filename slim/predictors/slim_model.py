@@ -20,7 +20,14 @@ import pandas as pd
 from slim import columns as col
 from slim.errors import FitError
 from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
-from slim.model.equations import FULL, GAMMA_REFERENCE_HIDDEN_DIM, Ablation, SlimParams, predict_frame
+from slim.model.equations import (
+    FULL,
+    GAMMA_REFERENCE_HIDDEN_DIM,
+    Ablation,
+    SlimParams,
+    frame_terms,
+    predict_terms,
+)
 from slim.predictors.contract import (
     E2E,
     GOODPUT,
@@ -110,20 +117,20 @@ class FittedSlim:
                              dtype=float)
             at_batch = self._predict_engines(configs.assign(**{col.MEAN_BATCH_SIZE: batch}), confidence)
             return replace(at_batch, mean_batch=batch)
-        e2e_s, throughput = predict_frame(self.catalog, self.hardware, self.params, configs, self.ablation)
+        terms = frame_terms(self.catalog, self.hardware, configs)
+        e2e_s, throughput = predict_terms(terms, self.hardware, self.params, self.ablation)
         fit = self.calibration
         alternatives = [{THROUGHPUT: throughput, E2E: e2e_s}]
         interval = None
         if fit is not None:
             for params in fit.identifiability.equivalent:
-                other_e2e_s, other_throughput = predict_frame(self.catalog, self.hardware, params, configs,
-                                                              self.ablation)
+                other_e2e_s, other_throughput = predict_terms(terms, self.hardware, params, self.ablation)
                 alternatives.append({THROUGHPUT: other_throughput, E2E: other_e2e_s})
             if confidence is not None:
-                from slim.model.uncertainty import prediction_band_frame
+                from slim.model.uncertainty import prediction_band
 
-                band = prediction_band_frame(fit, self.catalog, self.hardware, configs, confidence,
-                                             kind=self.interval_kind, one_sided=self.one_sided)
+                band = prediction_band(fit, terms, self.hardware, confidence, kind=self.interval_kind,
+                                       one_sided=self.one_sided)
                 kind = f"{self.interval_kind}, one-sided" if self.one_sided else self.interval_kind
                 interval = Interval(band.e2e_low_s, band.e2e_high_s, confidence, kind)
         return Prediction(throughput, e2e_s, np.full(len(configs), np.nan), interval,
