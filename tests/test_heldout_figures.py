@@ -184,6 +184,17 @@ def test_save_figure_writes_byte_identical_files_twice(predictions, tmp_path):
     assert b"Software" not in (tmp_path / "a" / "fig.png").read_bytes()
 
 
+def test_write_png_gives_savefigs_bytes_in_one_draw_and_keeps_the_figures_dpi(predictions, tmp_path):
+    from slim.paper.figures.common import PNG_DPI, write_png
+
+    saved, written = (plot_unseen_model(predictions, mape_table(predictions), "model", LABEL) for _ in range(2))
+    saved.savefig(tmp_path / "saved.png", format="png", dpi=PNG_DPI, metadata={"Software": None})
+    figure_dpi = written.dpi
+    write_png(written, tmp_path / "written.png")
+    assert (tmp_path / "written.png").read_bytes() == (tmp_path / "saved.png").read_bytes()
+    assert written.dpi == figure_dpi
+
+
 @pytest.mark.integration   # a workflow job end to end: the figures adapter
 @pytest.mark.parametrize("fig10_setting", ["model", None])
 def test_the_dataset_figures_adapter_writes_pdf_png_and_log(predictions, tmp_path, fig10_setting):
