@@ -322,6 +322,29 @@ def test_a_confident_slim_bca_holds_the_slo_on_the_upper_bound_where_the_band_is
     assert band.envelope_ratio[0] > 0.1
 
 
+def test_a_curve_decider_predicts_each_set_of_caps_once_whatever_the_slo_and_epsilon():
+    from types import SimpleNamespace
+
+    from slim.advisor.predictor_bca import Target, decider
+    from slim.predictors import SLIM, registered
+
+    predicted = []
+
+    def predict(configs: pd.DataFrame, confidence: float | None = None) -> SimpleNamespace:
+        caps = configs[col.MAX_NUM_SEQS].to_numpy(dtype=float)
+        predicted.append(caps)
+        throughput = saturating_throughput(caps)
+        return SimpleNamespace(throughput_per_s=throughput, e2e_latency_s=caps * 500.0 / throughput)
+
+    decide = decider(registered(SLIM), SimpleNamespace(name="SLIM", predict=predict), Target("opt-1.3b", 250.0, 250.0))
+    cells = [(slo_s, epsilon) for slo_s in (8.0, 12.0, 40.0) for epsilon in (0.05, 0.3)]
+    caps = [decide(GRID, slo_s, epsilon).decision.batch_cap for slo_s, epsilon in cells]
+    assert len(predicted) == 2   # the candidates and T(1), once each
+    assert caps == [decide(GRID.copy(), slo_s, epsilon).decision.batch_cap for slo_s, epsilon in cells]
+    assert len(predicted) == 2
+    assert len(set(caps)) > 1    # the cells decide differently on the one prediction
+
+
 def test_a_simulated_decision_has_no_confidence():
     from slim.advisor.predictor_bca import Target, predicted_bca
     from slim.predictors import SIM, registered
