@@ -116,3 +116,14 @@ def test_a_cap_measured_as_often_as_tune_repeats_is_judged_on_its_runs():
     assert once.repeat == (2.0,) and not once.settled
     limit = advice_certificate(advice_view(rows(DEFAULT_MAX_RUNS_PER_CAP), slos, {col.MEAN_TPOT_MS: 17.0}), 0.1, 0.01)
     assert limit.repeat == () and limit.settled and limit.batch_cap == 1.0
+
+
+def test_advise_and_tune_hold_a_measurement_to_one_noise_floor():
+    # advise scores a measured cap at its runs' scatter, at least DEFAULT_SCATTER (slim.tune.measurement);
+    # tune's belief at the larger of that scatter and its kernel's noise_sd. They judge a cap within the
+    # noise of its bound alike only while no shipped kernel's floor exceeds DEFAULT_SCATTER.
+    from slim.tune.kernel import load_kernels
+    from slim.tune.measurement import DEFAULT_SCATTER
+
+    kernels = load_kernels()
+    assert all(kernel.noise_sd <= DEFAULT_SCATTER for kernel in kernels.kernels.values())

@@ -618,3 +618,10 @@ def test_the_expert_parallel_switch_of_a_template_adds_the_flag_or_nothing():
     assert render_template(template, off) == ["vllm", "serve", "m", "--tensor-parallel-size", "4", "--port", "1"]
     assert render_template("sh -c 'vllm serve {model} {expert_parallel_flag} --port 1'", off) == [
         "sh", "-c", "vllm serve m  --port 1"]
+    # The model's precision flags: several arguments where the placeholder stands alone, shell-quoted in a script.
+    fp8 = placeholders(request, spec, 16, layout=Layout.of_sizes(4), model_flags=["--quantization", "fp8"])
+    assert render_template("vllm serve {model} {serving_flags} --port 1", fp8) == [
+        "vllm", "serve", "m", "--quantization", "fp8", "--port", "1"]
+    assert render_template("vllm serve {model} {serving_flags} --port 1", off) == ["vllm", "serve", "m", "--port", "1"]
+    assert render_template("sh -c 'vllm serve {model} {serving_flags} --port 1'", fp8) == [
+        "sh", "-c", "vllm serve m --quantization fp8 --port 1"]

@@ -51,7 +51,7 @@ EXIT_INTERRUPTED = 130
 TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
   {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
   {server_max_num_seqs_per_rank} {num_prompts} {tensor_parallel_size} {data_parallel_size}
-  {expert_parallel_flag}
+  {expert_parallel_flag} {serving_flags}
   {result_dir} {result_filename} {result_file}
   ({tensor_parallel} is the same as {tensor_parallel_size}; across layouts, start the server at both
   sizes, its --max-num-seqs at {server_max_num_seqs_per_rank} per data-parallel rank, and record them

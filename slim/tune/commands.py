@@ -13,6 +13,7 @@ written into its own folder under the results folder, named by the tool.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Sequence
 
 import pandas as pd
@@ -35,8 +36,13 @@ def run_folder_name(spec: WorkloadSpec, cap: int, mode: str) -> str:
     return f"{model}_in{spec.input_len}_out{spec.output_len}_{kind}{cap}"
 
 
+MULTI_ARGUMENT_PLACEHOLDERS = frozenset({"serving_flags"})
+"""Placeholders whose value is several arguments: standing alone as a template word, each becomes an
+argument of its own (none where empty)."""
+
+
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                 layout: Layout | None = None) -> dict[str, str]:
+                 layout: Layout | None = None, model_flags: Sequence[str] = ()) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
     `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``;
     across layouts each layout (`layout`; None: the request's tensor-parallel size alone) has folders
@@ -44,7 +50,9 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
     vLLM's do. The cap and ``server_max_num_seqs`` are the server's requests in flight over all its
     data-parallel ranks; ``server_max_num_seqs_per_rank`` is vLLM's ``--max-num-seqs`` of each;
     ``expert_parallel_flag`` is ``--enable-expert-parallel`` at a layout whose runs spread the experts,
-    else empty, and ``enable_expert_parallel`` is ``true`` or ``false`` for the result's metadata."""
+    else empty, and ``enable_expert_parallel`` is ``true`` or ``false`` for the result's metadata;
+    ``serving_flags`` is `model_flags` (`serving_flags`: ``--quantization`` and ``--kv-cache-dtype`` as
+    the model is served), several arguments (`MULTI_ARGUMENT_PLACEHOLDERS`)."""
     layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
     size = layout.tensor_parallel
     suffix = (f"_tp{size}" + (f"_dp{layout.ranks}" if layout.ranks > 1 else "")) if request.across_layouts else ""
@@ -63,6 +71,7 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "data_parallel_size": str(layout.ranks),
             "expert_parallel_flag": "--enable-expert-parallel" if layout.expert_parallel else "",
             "enable_expert_parallel": "true" if layout.expert_parallel else "false",
+            "serving_flags": shlex.join(model_flags),
             "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
 

@@ -38,7 +38,7 @@ from slim import columns as col
 from slim.decision.layouts import Layout
 from slim.errors import AdvisorError, CannotStartError, NoUsableRunsError, TraceFormatError
 from slim.traces.usable import trace_options, usable_runs
-from slim.tune.commands import placeholders
+from slim.tune.commands import MULTI_ARGUMENT_PLACEHOLDERS, placeholders, serving_flags
 from slim.tune.loop import LoopStep, run_loop
 from slim.tune.measurement import Measurement, Unusable, measurement_of_runs
 from slim.tune.plan import TunePlan
@@ -86,12 +86,18 @@ def render_template(template: str, values: dict[str, str]) -> list[str]:
         raise AdvisorError(f"--run template cannot be split into arguments: {error}") from error
     if not words:
         raise AdvisorError("--run template is empty")
-    # A switch placeholder left empty ({expert_parallel_flag} off) adds no argument, not an empty one.
-    quoted = {name: shlex.quote(value) if value else "" for name, value in values.items()}
+    # A switch placeholder left empty ({expert_parallel_flag} off) adds no argument, not an empty one;
+    # a multi-argument one is already quoted for a shell (shlex.join) and split into arguments otherwise.
+    quoted = {name: value if name in MULTI_ARGUMENT_PLACEHOLDERS else shlex.quote(value) if value else ""
+              for name, value in values.items()}
     shell = Path(words[0]).name in SHELLS
     argv = []
     for position, word in enumerate(words):
         script = shell and position > 0 and words[position - 1] == "-c"
+        alone = word[1:-1] if word.startswith("{") and word.endswith("}") else None
+        if not script and alone in MULTI_ARGUMENT_PLACEHOLDERS:
+            argv += shlex.split(values[alone])
+            continue
         try:
             filled = word.format_map(quoted if script else values)
         except (ValueError, KeyError, IndexError, AttributeError) as error:
@@ -279,8 +285,9 @@ def ingest_run(plan: TunePlan, folder: Path, layout: Layout | None = None) -> tu
 def check_template(plan: TunePlan, template: str) -> None:
     """Fill `template` for the plan's first workload, so that a template error stops the loop
     before anything runs. Raises `AdvisorError` naming what is wrong."""
-    spec = next(iter(plan.specs.values()))
-    render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps)))
+    label, spec = next(iter(plan.specs.items()))
+    render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps),
+                                           model_flags=serving_flags(plan, label)))
 
 
 def _exit_reason(code: int, timeout_s: float | None, bound_s: float | None = None) -> str:
@@ -316,7 +323,8 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
         spec, cap = plan.specs[proposal.workload], int(proposal.max_num_seqs)
         layout = plan.layout_of(proposal.workload)
         gpus = layout.gpus      # a run is charged its duration times its server's GPUs
-        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), layout)
+        values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), layout,
+                              serving_flags(plan, proposal.workload))
         folder = Path(values["result_dir"])
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))
