@@ -34,7 +34,7 @@ def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
     return LayoutOutcome(tensor_parallel, SimpleNamespace(
         recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
         max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel, expert_parallel=False, warnings=(),
-        serve_flags=()))
+        serving_flags=()))
 
 
 def test_the_deployment_on_gpus_and_for_a_request_rate():
@@ -260,7 +260,7 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
                                certificate=advice_certificate(view, request.epsilon, request.tolerance),
                                max_model_len=2048,
                                memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m",
-                               expert_parallel=False, warnings=(), serve_flags=())
+                               expert_parallel=False, warnings=(), serving_flags=())
     return advise
 
 

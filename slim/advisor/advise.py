@@ -120,7 +120,7 @@ class Advice:
     expert_parallel: bool = False
     """Whether the advised layout's runs spread the experts over its GPUs (vLLM's
     ``--enable-expert-parallel``): the deployment serves with it too."""
-    serve_flags: tuple[str, ...] = ()
+    serving_flags: tuple[str, ...] = ()
     """vLLM's ``--quantization`` and ``--kv-cache-dtype`` the model is served with (the request's, or its
     catalog entry's): the deployment serves with them (`slim.specs.served_precision.serving_flags_of`)."""
     gpus_per_server: int = 1
@@ -285,7 +285,7 @@ def advise(request: AdviceRequest) -> Advice:
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=served,
-                  serve_flags=tuple(serving_flags_of(arch)),
+                  serving_flags=tuple(serving_flags_of(arch)),
                   data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
                   certificate=advice_certificate(view, r.epsilon, r.tolerance))

@@ -22,7 +22,7 @@ def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
     return " ".join(["vllm", "serve", served_model, *layout.parallel_flags(), "--max-num-seqs", str(cap),
                      "--max-model-len", str(chosen.advice.max_model_len),
                      "--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
-                     *chosen.advice.serve_flags])
+                     *chosen.advice.serving_flags])
 
 
 def _next_run(outcome: LayoutOutcome) -> str:

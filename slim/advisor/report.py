@@ -142,7 +142,7 @@ def render_text(advice: Advice) -> str:
         f"  --gpu-memory-utilization {m.gpu_memory_utilization_needed:.3f}"
         f"   (weights {m.weight_bytes / GIB:.2f} GiB + KV + {m.activation_overhead_bytes / GIB:.2f} GiB overhead)",
         f"  --num-gpu-blocks-override {m.num_gpu_blocks_override}   (with --max-model-len {advice.max_model_len})",
-        *([f"  {' '.join(advice.serve_flags)}   (the weights and KV cache the plan is for)"] if advice.serve_flags
+        *([f"  {' '.join(advice.serving_flags)}   (the weights and KV cache the plan is for)"] if advice.serving_flags
           else []),
         "",
         f"Knee advisor (roofline, ctx {k.ctx_len:g}): B_knee {k.b_knee:.1f}, "
@@ -258,7 +258,7 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
                    "activation_overhead_bytes": m.activation_overhead_bytes,
                    "gpu_memory_utilization": m.gpu_memory_utilization_needed,
                    "num_gpu_blocks_override": m.num_gpu_blocks_override, "max_model_len": advice.max_model_len,
-                   "serving_flags": list(advice.serve_flags)},
+                   "serving_flags": list(advice.serving_flags)},
         "knee": {"ctx_len": k.ctx_len, "b_knee": k.b_knee, "low": k.low, "high": k.high,
                  "suggested_max_num_seqs": k.suggested_max_num_seqs},
         "held_out_check": None if advice.held_out is None else {

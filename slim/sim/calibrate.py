@@ -103,8 +103,8 @@ def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardwa
                                                  pd.Series(np.nan, index=frame.index)).to_numpy(dtype=float),
         "simulated_kv_capacity_tokens": [s.kv_capacity_tokens for s in table.for_frame(frame)],
         "advisor_kv_capacity_tokens": [
-            kv_capacity_tokens_or_default(math.nan, architectures[model], hw, int(tensor_parallel))[0]
-            for model, tensor_parallel in zip(frame[col.MODEL], _tensor_parallel_sizes(frame))],
+            kv_capacity_tokens_or_default(math.nan, architectures[key.model], hw, key.tensor_parallel)[0]
+            for key in keys],
     })
     runs["throughput_ape"] = 100 * (runs["simulated_throughput_per_s"] / runs["measured_throughput_per_s"] - 1).abs()
     runs["batch_ape"] = 100 * (runs["simulated_mean_batch_size"] / runs["measured_mean_batch_size"] - 1).abs()
@@ -119,13 +119,6 @@ def validate(frame: pd.DataFrame, architectures: ArchitectureCatalog, hw: Hardwa
         measured_preempted_runs=("measured_preemptions", lambda v: int((v > 0).sum())),
         simulated_preempted_runs=("simulated_preemptions", lambda v: int((v > 0).sum())))
     return runs, curves
-
-
-def _tensor_parallel_sizes(frame: pd.DataFrame) -> np.ndarray:
-    """Each run's tensor-parallel size (1 where not recorded)."""
-    if col.TENSOR_PARALLEL not in frame:
-        return np.ones(len(frame), dtype=int)
-    return frame[col.TENSOR_PARALLEL].fillna(1).to_numpy(dtype=int)
 
 
 def write_calibration_yaml(consts: SimConstants, residuals: pd.DataFrame, path: str | Path,
