@@ -222,6 +222,22 @@ def test_the_serve_line_names_the_model_as_the_user_did_and_a_checkpoint_folder_
     assert not commands or commands["server"].startswith(f"vllm serve {folder} ")
 
 
+def test_a_catalog_name_is_served_as_its_checkpoint(tmp_path, capsys):
+    """``--model opt-2.7b`` names the catalog's entry; vLLM would look that name up on the Hub and not
+    find it, so every vllm command loads the entry's checkpoint, while the results keep the name."""
+    _, advised = _json(capsys, ["advise", "--traces", str(USER_TRACES), *ADVISE, "--slo", "p99_tpot_ms=17"])
+    assert advised["workload"]["served_model"] == "facebook/opt-2.7b"
+    commands = advised["decision"]["next_commands"]
+    assert commands["server"].startswith("vllm serve facebook/opt-2.7b ")
+    benchmark = commands["benchmark"].split()
+    assert benchmark[benchmark.index("--model") + 1] == "facebook/opt-2.7b"
+    assert "/opt-2.7b_in256_out256_concurrency" in commands["benchmark"]
+    _, tuned = _json(capsys, ["tune", "--traces", str(USER_TRACES), "--hardware", "a100-80gb", "--workload",
+                              "opt-2.7b:256:256", "--slo-ms", "3500", "--candidates", "1,8,32,64,256",
+                              "--results", str(tmp_path / "runs")])
+    assert tuned["workloads"][0]["serve"]["command"].startswith("vllm serve facebook/opt-2.7b ")
+
+
 def _throughput_at_unmeasured_one(measured: list[float]):
     """Throughput over caps 1, 16, 32, 64: cap 1 unmeasured with an interval nothing narrows (as after a
     run far from its prior), the others measured at `measured`."""

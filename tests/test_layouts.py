@@ -76,7 +76,8 @@ def test_the_layout_changes_with_the_bound(silicon, capsys):
         best = max(layouts.values(), key=lambda layout: layout["total_token_throughput_per_gpu"])
         assert best["tensor_parallel_size"] == chosen[bound]
         assert document["replicas"] == 8 // chosen[bound]
-        assert document["serve"].startswith("vllm serve llama-3.1-70b-fp8")
+        # the catalog's name for the served form as vLLM loads it: its checkpoint and its flag
+        assert document["serve"].startswith("vllm serve meta-llama/Llama-3.1-70B ")
         assert document["serve"].endswith("--quantization fp8")       # the catalog's served form: its flag
         assert all(layout["mean_tpot_ms"] <= bound for layout in layouts.values())
         # Every layout's best cap is measured or predicted below the choice per GPU: the decision is settled.

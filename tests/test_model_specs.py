@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from slim.errors import ConfigError, UnsupportedArchitectureError
-from slim.specs.architecture import load_architectures
+from slim.specs.architecture import load_architectures, vllm_model_argument
 from slim.specs.formats import KV_CACHE_DTYPE_BYTES, SIXTEEN_BIT
 from slim.specs.hf_config import architecture_from_hf_config
 from slim.specs.transformer import MlaSpec, MoeSpec, ParameterCounts, SlidingWindow
@@ -360,3 +360,15 @@ def test_the_catalog_serves_a_model_under_vllms_flags(catalog):
     assert catalog["llama-3.1-70b"].formats.is_sixteen_bit      # the catalog itself is unchanged
     with pytest.raises(ConfigError, match="--quantization int3 is not modelled"):
         catalog.serving("llama-3.1-70b", quantization="int3")
+
+
+def test_vllm_loads_a_hub_id_or_a_folder_as_given_and_a_catalog_name_as_its_checkpoint(tmp_path, monkeypatch):
+    catalog = load_architectures()
+    assert vllm_model_argument("opt-2.7b", catalog["opt-2.7b"]) == "facebook/opt-2.7b"
+    assert vllm_model_argument("llama-3.1-70b-fp8", catalog["llama-3.1-70b-fp8"]) == "meta-llama/Llama-3.1-70B"
+    assert vllm_model_argument("facebook/opt-2.7b", catalog["opt-2.7b"]) == "facebook/opt-2.7b"
+    assert vllm_model_argument("opt-2.7b", replace(catalog["opt-2.7b"], hf_id=None)) == "opt-2.7b"
+    assert vllm_model_argument("my-model", None) == "my-model"
+    (tmp_path / "opt-2.7b").mkdir()
+    monkeypatch.chdir(tmp_path)           # a local folder of that name is what vLLM loads
+    assert vllm_model_argument("opt-2.7b", catalog["opt-2.7b"]) == "opt-2.7b"

@@ -56,7 +56,7 @@ from slim.model.calibration import CalibrationResult
 from slim.predictors import advise_predictors
 from slim.predictors.data_parallel import moe_in_lockstep, one_engine_runs
 from slim.sim.vllm_defaults import is_vllm_version
-from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures
+from slim.specs.architecture import Architecture, ArchitectureCatalog, load_architectures, vllm_model_argument
 from slim.specs.data_parallel import per_rank_cap
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
 from slim.specs.hf_config import architecture_from_hf_config, served_model_of_config
@@ -113,7 +113,8 @@ class Advice:
     prior_reason: str | None = None
     predicted_bounds: tuple[str, ...] = ()
     served_model: str = ""
-    """The model as the user named it (a Hugging Face id, a catalog name, or a local folder)."""
+    """The model as ``vllm serve`` loads it: as the user named it (a Hugging Face id or a local folder), a
+    catalog name as its entry's Hugging Face id (`vllm_model_argument`)."""
     data_parallel: int = 1
     """The advised layout's data-parallel ranks: the cap is the server's requests in flight, each rank's
     vLLM ``--max-num-seqs`` its share (`max_num_seqs_per_rank`)."""
@@ -185,9 +186,9 @@ def resolve_target(request: AdviceRequest) -> tuple[ArchitectureCatalog, Archite
     return catalog, catalog[model], hardware_catalog[r.hardware], hardware_catalog
 
 
-def served_name(request: AdviceRequest, arch: Architecture) -> str:
-    """The model as ``vllm serve`` should name it: as the user named it, else as the config that
-    described it names its checkpoint (`served_model_of_config`), else the catalog's name."""
+def named_model(request: AdviceRequest, arch: Architecture) -> str:
+    """The model as the user named it: ``--model``, else as the config that described it names its
+    checkpoint (`served_model_of_config`), else the catalog's name."""
     if request.model is not None:
         return request.model
     if request.model_config is not None:
@@ -264,8 +265,8 @@ def advise(request: AdviceRequest) -> Advice:
     memory = plan_kv_memory(arch, hw, per_rank_cap(recommendation.batch_cap, data_parallel), r.input_len, r.output_len,
                             num_gpu_blocks=int(blocks.max()) if not blocks.empty else None,
                             max_model_len=max_model_len, tensor_parallel=tensor_parallel)
-    served = served_name(r, arch)
-    tune = _outlook(r, served, measured_runs, recommendation.batch_cap, data_parallel) if r.plan else None
+    named = named_model(r, arch)
+    tune = _outlook(r, named, measured_runs, recommendation.batch_cap, data_parallel) if r.plan else None
     return Advice(model=arch.name, input_len=float(r.input_len), output_len=float(r.output_len), n_runs=len(runs),
                   fit=advice.fit, recommendation=recommendation, slos=r.slos, limits_ms=limits, epsilon=r.epsilon,
                   candidates=rows, kv_capacity_sequences=capacity, kv_capacity_source=capacity_source, memory=memory,
@@ -284,7 +285,7 @@ def advise(request: AdviceRequest) -> Advice:
                   + engine_warnings(measured_runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
-                  predicted_bounds=resolved.predicted, served_model=served,
+                  predicted_bounds=resolved.predicted, served_model=vllm_model_argument(named, arch),
                   serving_flags=tuple(serving_flags_of(arch)),
                   data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
@@ -330,7 +331,7 @@ def server_gpus(measured_runs: pd.DataFrame, tensor_parallel: int, data_parallel
     return int(recorded.max()) if len(recorded) else tensor_parallel * data_parallel
 
 
-def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, advised_cap: float,
+def _outlook(request: AdviceRequest, named: str, measured_runs: pd.DataFrame, advised_cap: float,
              data_parallel: int = 1) -> TuneOutlook:
     """`slim tune`'s plan on the same traces, workload, SLOs, candidates and tolerance (the SIM prior), at
     the advised layout (its data-parallel size too)."""
@@ -340,7 +341,7 @@ def _outlook(request: AdviceRequest, served: str, measured_runs: pd.DataFrame, a
     if model_config is None and model_directory(request.model) is not None:
         model_config = model_directory(request.model) / "config.json"
     tune_request = TuneRequest(
-        Path(request.traces), (WorkloadSpec(served, int(round(request.input_len)), int(round(request.output_len))),),
+        Path(request.traces), (WorkloadSpec(named, int(round(request.input_len)), int(round(request.output_len))),),
         str(request.hardware), request.slos, mode=OFFLINE if offline else ONLINE,
         candidates=tuple(int(c) for c in request.candidate_caps), epsilon=request.epsilon,
         tolerance=request.tolerance, num_prompts=request.num_prompts, tensor_parallel=tensor_parallel,

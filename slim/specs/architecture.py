@@ -97,6 +97,16 @@ def _aliases(entry: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(alias).lower() for alias in names))
 
 
+def vllm_model_argument(name: str, arch: Architecture | None) -> str:
+    """The model as ``vllm serve`` and ``vllm bench`` should load it: `name` where vLLM can load it as
+    given (a Hugging Face id ``org/model``, or a local checkpoint folder), else the catalog entry's
+    Hugging Face id (a catalog name such as ``opt-2.7b`` is not a Hub id: vLLM would not find it),
+    else `name`."""
+    if "/" in name or Path(name).is_dir() or arch is None or not arch.hf_id:
+        return name
+    return arch.hf_id
+
+
 def _architecture_from_entry(name: str, entry: dict, source: Path) -> Architecture:
     require_keys(entry, _REQUIRED_KEYS, f"{source}: model '{name}'")
     if entry["ffn_kind"] not in ("two_matrix", "swiglu"):

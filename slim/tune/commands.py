@@ -21,6 +21,7 @@ import pandas as pd
 from slim import columns as col
 from slim.decision.layouts import Layout
 from slim.gpu.kv_memory import KvMemoryPlan, plan_kv_memory
+from slim.specs.architecture import vllm_model_argument
 from slim.specs.served_precision import precision_flags, serving_flags_of
 from slim.specs.slo import Slos
 from slim.tune.plan import TunePlan
@@ -42,7 +43,8 @@ argument of its own (none where empty)."""
 
 
 def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                 layout: Layout | None = None, model_flags: Sequence[str] = ()) -> dict[str, str]:
+                 layout: Layout | None = None, model_flags: Sequence[str] = (),
+                 served_model: str | None = None) -> dict[str, str]:
     """Every value a benchmark command or a `--run` template may use: all chosen by the tool. A
     `repeat` > 0 (the cap's usable runs so far) names a folder of its own, ``..._run<repeat + 1>``;
     across layouts each layout (`layout`; None: the request's tensor-parallel size alone) has folders
@@ -52,7 +54,8 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
     ``expert_parallel_flag`` is ``--enable-expert-parallel`` at a layout whose runs spread the experts,
     else empty, and ``enable_expert_parallel`` is ``true`` or ``false`` for the result's metadata;
     ``serving_flags`` is `model_flags` (`serving_flags`: ``--quantization`` and ``--kv-cache-dtype`` as
-    the model is served), several arguments (`MULTI_ARGUMENT_PLACEHOLDERS`)."""
+    the model is served), several arguments (`MULTI_ARGUMENT_PLACEHOLDERS`); ``model`` is `served_model`
+    (`served_model`: the name vLLM loads) where given, else the workload's model as named."""
     layout = layout if layout is not None else Layout.of_tensor_parallel(request.tensor_parallel)
     size = layout.tensor_parallel
     suffix = (f"_tp{size}" + (f"_dp{layout.ranks}" if layout.ranks > 1 else "")) if request.across_layouts else ""
@@ -62,7 +65,7 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
                    else f"latency_{re.sub(r'[^A-Za-z0-9._-]+', '_', spec.model)}_bs{cap}_in{spec.input_len}"
                         f"_out{spec.output_len}{suffix}.json")
     server_cap = max(request.candidate_caps)
-    return {"model": spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
+    return {"model": served_model or spec.model, "input_len": str(spec.input_len), "output_len": str(spec.output_len),
             "max_concurrency": str(cap), "batch_size": str(cap), "cap": str(cap),
             "server_max_num_seqs": str(server_cap),
             "server_max_num_seqs_per_rank": str(layout.per_rank_cap(server_cap)),
@@ -74,6 +77,13 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
             "serving_flags": shlex.join(model_flags),
             "result_dir": str(folder),
             "result_filename": result_file, "result_file": str(folder / result_file)}
+
+
+def served_model(plan: TunePlan, workload_label: str) -> str:
+    """The workload's model as ``vllm serve`` and ``vllm bench`` load it: as the user named it where
+    vLLM can load that name, else its catalog entry's Hugging Face id (`vllm_model_argument`)."""
+    model = plan.specs[workload_label].model
+    return vllm_model_argument(model, None if plan.model_of(workload_label) in plan.no_prior else plan.catalog[model])
 
 
 def serving_flags(plan: TunePlan, workload_label: str) -> list[str]:
@@ -90,7 +100,7 @@ def server_command(plan: TunePlan, workload_label: str) -> list[str]:
     candidate (each data-parallel rank's share of it, `Layout.per_rank_cap`)."""
     layout = plan.layout_of(workload_label)
     top = max(plan.request.candidate_caps)
-    return ["vllm", "serve", plan.specs[workload_label].model, "--max-num-seqs", str(layout.per_rank_cap(top)),
+    return ["vllm", "serve", served_model(plan, workload_label), "--max-num-seqs", str(layout.per_rank_cap(top)),
             *layout.parallel_flags(), *serving_flags(plan, workload_label)]
 
 
@@ -116,17 +126,19 @@ def slo_benchmark_options(slos: Slos) -> list[str]:
 
 
 def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int = 0,
-                      layout: Layout | None = None, model_flags: Sequence[str] = ()) -> list[str]:
+                      layout: Layout | None = None, model_flags: Sequence[str] = (),
+                      model: str | None = None) -> list[str]:
     """The exact benchmark of one candidate (its `repeat`-th further run, at `layout`; None: the
     request's tensor-parallel size alone), as an argument list; across layouts its result records the
     layout's data-parallel size beside its tensor-parallel size, and at an expert-parallel layout that
     the server spread the experts. An offline benchmark loads the model itself, with `model_flags`
-    (`serving_flags`: the ``--quantization`` and ``--kv-cache-dtype`` it is served with)."""
-    values = placeholders(request, spec, cap, repeat, layout)
+    (`serving_flags`: the ``--quantization`` and ``--kv-cache-dtype`` it is served with); `model` is the
+    name it loads (`served_model`; None: the workload's model as named)."""
+    values = placeholders(request, spec, cap, repeat, layout, served_model=model)
     recorded = ([f"data_parallel_size={values['data_parallel_size']}"] if request.across_layouts else [])
     recorded += ["enable_expert_parallel=true"] if layout is not None and layout.expert_parallel else []
     if request.mode == ONLINE:
-        return ["vllm", "bench", "serve", "--model", spec.model, "--dataset-name", "random",
+        return ["vllm", "bench", "serve", "--model", values["model"], "--dataset-name", "random",
                 "--random-input-len", values["input_len"], "--random-output-len", values["output_len"],
                 "--ignore-eos", "--num-prompts", values["num_prompts"], "--request-rate", "inf",
                 "--max-concurrency", values["max_concurrency"], *slo_benchmark_options(request.slos),
@@ -134,7 +146,7 @@ def benchmark_command(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat
                 "--result-filename", values["result_filename"], "--metadata",
                 f"max_num_seqs={values['server_max_num_seqs']}",
                 f"tensor_parallel_size={values['tensor_parallel_size']}", *recorded]
-    return ["vllm", "bench", "latency", "--model", spec.model, "--input-len", values["input_len"],
+    return ["vllm", "bench", "latency", "--model", values["model"], "--input-len", values["input_len"],
             "--output-len", values["output_len"], "--batch-size", values["batch_size"],
             "--tensor-parallel-size", values["tensor_parallel"], *model_flags, "--output-json", values["result_file"]]
 
@@ -178,8 +190,8 @@ def serve_command(plan: TunePlan, workload_label: str, cap: float) -> list[str]:
     memory = memory_plan(plan, workload_label, cap)
     flags = [] if memory is None else ["--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
                                        "--num-gpu-blocks-override", str(memory.num_gpu_blocks_override)]
-    return ["vllm", "serve", spec.model, "--max-num-seqs", str(layout.per_rank_cap(cap)), "--max-model-len",
-            str(spec.input_len + spec.output_len), *flags, *layout.parallel_flags(),
+    return ["vllm", "serve", served_model(plan, workload_label), "--max-num-seqs", str(layout.per_rank_cap(cap)),
+            "--max-model-len", str(spec.input_len + spec.output_len), *flags, *layout.parallel_flags(),
             *serving_flags(plan, workload_label)]
 
 
@@ -188,7 +200,8 @@ def proposal_commands(plan: TunePlan, proposal: Proposal) -> dict[str, list[str]
     cap = int(proposal.max_num_seqs)
     layout = plan.layout_of(proposal.workload)
     commands = {"benchmark": benchmark_command(plan.request, spec, cap, plan.session.runs_of(proposal.candidate),
-                                               layout, serving_flags(plan, proposal.workload))}
+                                               layout, serving_flags(plan, proposal.workload),
+                                               served_model(plan, proposal.workload))}
     if plan.request.mode == ONLINE:
         commands = {"server": server_command(plan, proposal.workload), **commands}
     return commands

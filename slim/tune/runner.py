@@ -38,7 +38,7 @@ from slim import columns as col
 from slim.decision.layouts import Layout
 from slim.errors import AdvisorError, CannotStartError, NoUsableRunsError, TraceFormatError
 from slim.traces.usable import trace_options, usable_runs
-from slim.tune.commands import MULTI_ARGUMENT_PLACEHOLDERS, placeholders, serving_flags
+from slim.tune.commands import MULTI_ARGUMENT_PLACEHOLDERS, placeholders, served_model, serving_flags
 from slim.tune.loop import LoopStep, run_loop
 from slim.tune.measurement import Measurement, Unusable, measurement_of_runs
 from slim.tune.plan import TunePlan
@@ -287,7 +287,8 @@ def check_template(plan: TunePlan, template: str) -> None:
     before anything runs. Raises `AdvisorError` naming what is wrong."""
     label, spec = next(iter(plan.specs.items()))
     render_template(template, placeholders(plan.request, spec, min(plan.request.candidate_caps),
-                                           model_flags=serving_flags(plan, label)))
+                                           model_flags=serving_flags(plan, label),
+                                           served_model=served_model(plan, label)))
 
 
 def _exit_reason(code: int, timeout_s: float | None, bound_s: float | None = None) -> str:
@@ -324,7 +325,7 @@ def run_tuning_loop(plan: TunePlan, template: str, budget_runs: int | None = Non
         layout = plan.layout_of(proposal.workload)
         gpus = layout.gpus      # a run is charged its duration times its server's GPUs
         values = placeholders(request, spec, cap, plan.session.runs_of(proposal.candidate), layout,
-                              serving_flags(plan, proposal.workload))
+                              serving_flags(plan, proposal.workload), served_model(plan, proposal.workload))
         folder = Path(values["result_dir"])
         argv = render_template(template, values)
         relative_folder = str(folder.relative_to(results_folder))
