@@ -41,7 +41,7 @@ def test_the_plan_names_the_next_benchmark_as_exact_command_lines(tmp_path, caps
     code, body, _ = tune(capsys, tmp_path, "--slo-ms", "150")
     assert code == 0 and body["status"] == "open" and body["measured_runs"] == 0
     commands = body["next"][0]["commands"]
-    assert commands["server"].startswith("vllm serve facebook/opt-125m --max-num-seqs 64")
+    assert commands["server"].startswith("vllm serve facebook/opt-125m --max-num-seqs 64 --max-model-len 160 ")
     cap = int(body["next"][0]["max_num_seqs"])
     assert f"--max-concurrency {cap} " in commands["benchmark"]
     assert "--metadata max_num_seqs=64" in commands["benchmark"] and "vllm bench serve" in commands["benchmark"]

@@ -97,11 +97,14 @@ def serving_flags(plan: TunePlan, workload_label: str) -> list[str]:
 
 def server_command(plan: TunePlan, workload_label: str) -> list[str]:
     """The one server the online candidates of a workload's layout share: its cap at the largest
-    candidate (each data-parallel rank's share of it, `Layout.per_rank_cap`)."""
-    layout = plan.layout_of(workload_label)
+    candidate (each data-parallel rank's share of it, `Layout.per_rank_cap`), its context the workload's
+    (``--max-model-len`` input + output: without it vLLM sizes for the model's whole context and refuses
+    to start where one such sequence does not fit the KV cache)."""
+    layout, spec = plan.layout_of(workload_label), plan.specs[workload_label]
     top = max(plan.request.candidate_caps)
     return ["vllm", "serve", served_model(plan, workload_label), "--max-num-seqs", str(layout.per_rank_cap(top)),
-            *layout.parallel_flags(), *serving_flags(plan, workload_label)]
+            "--max-model-len", str(spec.input_len + spec.output_len), *layout.parallel_flags(),
+            *serving_flags(plan, workload_label)]
 
 
 VLLM_DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")
