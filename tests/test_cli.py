@@ -360,7 +360,7 @@ def test_json_output_holds_the_recommendation_memory_flags_and_candidates(capsys
     assert document["memory"]["num_gpu_blocks_override"] == cap * 24   # 384 tokens = 24 blocks of 16
     assert document["workload"] == {"model": "opt-1.3b", "hardware": "h100-64gb", "input_len": 256.0,
                                     "output_len": 128.0, "slo_ms": {"mean_in_batch_e2e_ms": 5000.0},
-                                    "slo_resolved_on_prediction": [], "served_model": "opt-1.3b",
+                                    "slo_resolved_on_prediction": [], "served_model": "facebook/opt-1.3b",
                                     "goodput": None, "epsilon": 0.1, "confidence": None}
     assert document["decision"] is None, "--no-plan"
     assert all("mean_in_batch_e2e_ms_upper_bound" not in candidate for candidate in document["candidates"])

@@ -201,9 +201,10 @@ def test_runs_at_another_data_parallel_size_are_a_layout_of_their_own(tmp_path):
     # single layout's report and JSON give vLLM's per-rank flag beside the server's cap.
     assert (by_size[1].advice.memory.batch_cap, by_size[4].advice.memory.batch_cap) == (32, 8)
     # Its runs spread MiniMax's experts (NVIDIA's rows: expert-parallel size t x d), so the answer does too.
-    assert "Recommended --max-num-seqs 8 per rank with --data-parallel-size 4 --enable-expert-parallel (32 requests " \
-           "in flight over the server)" in render_text(by_size[4].advice)
-    assert "Recommended --max-num-seqs 32 with --enable-expert-parallel (measured" in render_text(by_size[1].advice)
+    assert "Recommended --max-num-seqs 8 per rank with --tensor-parallel-size 4 --data-parallel-size 4 " \
+           "--enable-expert-parallel (32 requests in flight over the server)" in render_text(by_size[4].advice)
+    assert "Recommended --max-num-seqs 32 with --tensor-parallel-size 4 --enable-expert-parallel (measured" \
+           in render_text(by_size[1].advice)
     assert (by_size[1].name, by_size[4].name) == ("TP 4 (EP 4)", "TP 4 x DP 4 (EP 16)")
     recommendation = cli.advice_json(by_size[4].advice)["recommendation"]
     assert (recommendation["max_num_seqs"], recommendation["data_parallel_size"],
@@ -438,3 +439,36 @@ def test_every_layout_json_field_is_documented_and_every_documented_field_exists
     actual = set(document) | {f"layouts[].{key}" for layout in document["layouts"] for key in layout}
     slo_metrics = {f"layouts[].{metric.name}" for metric in SLOS.metrics}
     assert documented_layout_fields() == actual - slo_metrics | {"layouts[].<SLO metric>"}
+
+
+def test_without_a_size_the_models_own_smallest_measured_size_is_advised():
+    """Other models' runs at a size the target never ran at must not choose its default: a fit on those
+    alone would advise the target at a layout nothing measured."""
+    import pandas as pd
+
+    from slim import columns as col
+    from slim.traces.usable import single_tensor_parallel_degree
+
+    runs = pd.DataFrame({col.MODEL: ["small", "small", "big", "big", "big"],
+                         col.TENSOR_PARALLEL: [1, 2, 2, 4, float("nan")]})
+    kept, others = single_tensor_parallel_degree(runs, None, "big")
+    assert kept[col.MODEL].tolist() == ["small", "big"] and others == (2, 4)    # a NaN size is TP 1
+    kept, others = single_tensor_parallel_degree(runs.iloc[:4], None, "big")
+    assert kept[col.MODEL].tolist() == ["small", "big"] and others == (1, 4)
+    kept, others = single_tensor_parallel_degree(runs.iloc[:4], None, "unmeasured")
+    assert kept[col.TENSOR_PARALLEL].tolist() == [1.0] and others == (2, 4)
+    kept, _ = single_tensor_parallel_degree(runs.iloc[:4], 4, "big")
+    assert kept[col.MODEL].tolist() == ["big"]
+
+
+@pytest.mark.integration
+def test_advise_without_a_size_advises_the_model_at_a_size_it_was_measured_at(silicon, capsys):
+    """NVIDIA's sweep holds Llama-3.1-70B FP8 at TP 2, 4 and 8 only, and other models at TP 1."""
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--no-plan", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["recommendation"]["tensor_parallel_size"] == 2
+    assert document["recommendation"]["measured"] is True
+    codes = [warning["code"] for warning in document["warnings"]]
+    assert "other_tensor_parallel_left_out" in codes and "target_not_profiled" not in codes
+    assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--no-plan"]) == 0
+    assert "Recommended --max-num-seqs 64 with --tensor-parallel-size 2 " in capsys.readouterr().out

@@ -115,6 +115,9 @@ class Advice:
     served_model: str = ""
     """The model as ``vllm serve`` loads it: as the user named it (a Hugging Face id or a local folder), a
     catalog name as its entry's Hugging Face id (`vllm_model_argument`)."""
+    tensor_parallel: int = 1
+    """The advised layout's tensor-parallel size: the runs', ``--tensor-parallel-size`` where given, else
+    the smallest at which the model was measured (`slim.traces.usable.single_tensor_parallel_degree`)."""
     data_parallel: int = 1
     """The advised layout's data-parallel ranks: the cap is the server's requests in flight, each rank's
     vLLM ``--max-num-seqs`` its share (`max_num_seqs_per_rank`)."""
@@ -217,7 +220,7 @@ def advise(request: AdviceRequest) -> Advice:
     # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
     options = trace_options(hardware_catalog, r.hardware, r.table_columns)
     every_degree, report = usable_runs(Path(r.traces), catalog, options, hardware=hw.name, with_report=True)
-    runs, other_degrees = single_tensor_parallel_degree(every_degree, r.tensor_parallel)
+    runs, other_degrees = single_tensor_parallel_degree(every_degree, r.tensor_parallel, arch.name)
     if runs.empty and len(every_degree):
         raise AdvisorError(f"no usable run at --tensor-parallel-size {r.tensor_parallel} under {r.traces} (their "
                            f"sizes: {', '.join(map(str, other_degrees))})")
@@ -287,7 +290,7 @@ def advise(request: AdviceRequest) -> Advice:
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=vllm_model_argument(named, arch),
                   serving_flags=tuple(serving_flags_of(arch)),
-                  data_parallel=data_parallel, expert_parallel=expert_parallel,
+                  tensor_parallel=tensor_parallel, data_parallel=data_parallel, expert_parallel=expert_parallel,
                   gpus_per_server=server_gpus(measured_runs, tensor_parallel, data_parallel), view=view,
                   certificate=advice_certificate(view, r.epsilon, r.tolerance))
 

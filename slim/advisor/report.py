@@ -81,12 +81,14 @@ def _basis_line(advice: Advice, left_out: str) -> str:
 
 def _cap_flag(advice: Advice) -> str:
     """The recommended cap as vLLM takes it: the cap, or with data parallelism each rank's share of the
-    server's requests in flight; with expert parallelism, the flag its runs were served with."""
+    server's requests in flight; the tensor-parallel size beyond one GPU, and with expert parallelism
+    the flag its runs were served with."""
     cap = advice.recommendation.batch_cap
     experts = " --enable-expert-parallel" if advice.expert_parallel else ""
+    size = f" --tensor-parallel-size {advice.tensor_parallel}" if advice.tensor_parallel > 1 else ""
     if advice.data_parallel <= 1:
-        return f"{cap:g}" + (f" with{experts}" if experts else "")
-    return (f"{advice.max_num_seqs_per_rank} per rank with --data-parallel-size {advice.data_parallel}{experts} "
+        return f"{cap:g}" + (f" with{size}{experts}" if size or experts else "")
+    return (f"{advice.max_num_seqs_per_rank} per rank with{size} --data-parallel-size {advice.data_parallel}{experts} "
             f"({cap:g} requests in flight over the server)")
 
 
@@ -240,7 +242,8 @@ def advice_fields(advice: Advice) -> dict[str, Any]:
                 "params": (None if fit is None else fit.to_dict()["constants"] if sim else fit.params.to_dict()),
                 "prior": advice.prior_reason is not None, "prior_reason": advice.prior_reason},
         "runs_found": advice.runs_found, "skipped_runs": [run.to_dict() for run in advice.skipped],
-        "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "data_parallel_size": advice.data_parallel,
+        "recommendation": {"max_num_seqs": cap_number(r.batch_cap), "tensor_parallel_size": advice.tensor_parallel,
+                           "data_parallel_size": advice.data_parallel,
                            "enable_expert_parallel": advice.expert_parallel,
                            "max_num_seqs_per_rank": advice.max_num_seqs_per_rank, "measured": r.measured,
                            THROUGHPUT_KEY: _number(r.throughput_per_s),

@@ -41,7 +41,8 @@ def tensor_parallel_warnings(runs: pd.DataFrame, every_degree: pd.DataFrame,
         "other_tensor_parallel_left_out",
         f"{len(every_degree) - len(runs)} usable run(s) at tensor_parallel {', '.join(map(str, other_degrees))} "
         f"are left out: the advice is fitted on the {len(runs)} run(s) at tensor_parallel {kept} and holds for "
-        "that degree (SLIM has no tensor-parallel term); pass traces of one degree to advise on another"),)
+        "that degree (one fit and memory plan per degree); --tensor-parallel-size T advises another, "
+        "--tensor-parallel-sizes compares them per GPU"),)
 
 
 def data_parallel_warnings(data_parallel: int, measured: int, every_size: int,

@@ -125,15 +125,19 @@ def skipped_runs(report: pd.DataFrame) -> tuple[SkippedRun, ...]:
                  for _, run in report[~report["kept"].astype(bool)].iterrows())
 
 
-def single_tensor_parallel_degree(usable: pd.DataFrame,
-                                  degree: int | None = None) -> tuple[pd.DataFrame, tuple[int, ...]]:
-    """The usable runs at tensor-parallel `degree` (None: their smallest), and the other degrees
-    left out.
+def single_tensor_parallel_degree(usable: pd.DataFrame, degree: int | None = None,
+                                  model: str | None = None) -> tuple[pd.DataFrame, tuple[int, ...]]:
+    """The usable runs at tensor-parallel `degree` (None: the smallest at which `model` has runs, where
+    it has any, else their smallest), and the other degrees left out.
 
     A fit and a memory plan hold for one degree (the paper's Eqs. 5-12 have no tensor-parallel
     term, and the plan is each rank's at one size), so one fit must not mix degrees: runs at TP 2
     or 4 would read as faster runs of the same configuration.
-    Runs that record no degree count as TP 1 (`columns.TENSOR_PARALLEL`)."""
+    Runs that record no degree count as TP 1 (`columns.TENSOR_PARALLEL`). The model's own runs choose
+    the default: other models' runs at a size it was never measured at would advise it on theirs alone."""
+    if degree is None and model is not None and col.TENSOR_PARALLEL in usable:
+        of_model = usable.loc[usable[col.MODEL] == model, col.TENSOR_PARALLEL]
+        degree = int(of_model.fillna(1).min()) if len(of_model) else None
     return _one_size(usable, col.TENSOR_PARALLEL, degree)
 
 
