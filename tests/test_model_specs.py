@@ -333,6 +333,10 @@ def test_qwen_moe_dense_layers_and_windows(tmp_path):
 @pytest.mark.parametrize("changes, message", [
     ({"layer_types": ["sliding_attention", "linear_attention"] * 18}, "layer_types has linear_attention"),
     ({"attention_chunk_size": 8192}, "attention_chunk_size = 8192: chunked local attention"),
+    # Llama-4 Scout: every layer a mixture of experts (step 1), its chunked attention what is not modelled
+    ({"interleave_moe_layer_step": 1, "attention_chunk_size": 8192}, "attention_chunk_size = 8192"),
+    ({"interleave_moe_layer_step": 2}, "interleave_moe_layer_step = 2: MoE layers interleaved"),
+    ({"full_attention_interval": 4, "linear_num_value_heads": 32}, "full_attention_interval = 4: linear-attention"),
     ({"quantization_config": {"quant_method": "gguf"}}, "quant_method 'gguf' is not modelled; known: fp8, "),
     ({"num_experts_per_tok": 0, "experts_per_token": 0}, "no experts per token"),
 ])

@@ -91,11 +91,14 @@ _UNSUPPORTED_KEYS = {
     "interleave_moe_layer_step": "MoE layers interleaved with dense ones by a step (Llama-4)",
     "attention_chunk_size": "chunked local attention (Llama-4)",
     "linear_attn_config": "linear-attention layers (Kimi-Linear)",
+    "full_attention_interval": "linear-attention (Gated DeltaNet) layers between the full-attention ones (Qwen3-Next)",
+    "linear_num_value_heads": "linear-attention (Gated DeltaNet) layers (Qwen3-Next)",
     "hybrid_override_pattern": "Mamba layers (Nemotron-H)",
     "index_topk": "sparse attention with an indexer cache (DeepSeek-V3.2)",
     "o_lora_rank": "compressed attention (DeepSeek-V4)",
 }
-"""Keys naming an attention or layer variant the KV and weight counts here do not describe."""
+"""Keys naming an attention or layer variant the KV and weight counts here do not describe (Llama-4's
+interleaving step where it is above one: at one every layer is a mixture of experts)."""
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 _EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
@@ -129,7 +132,7 @@ def _check_supported(raw: dict[str, Any], source: Path) -> None:
             f"{source}: {_PER_LAYER_KV_HEADS_KEY} varies by layer ({sorted(set(per_layer))}): variable "
             "grouped-query attention, while SLIM's KV-scan term (Eq. 11) has one H_kv for every layer")
     for key, feature in _UNSUPPORTED_KEYS.items():
-        if raw.get(key):
+        if raw.get(key) and not (key == "interleave_moe_layer_step" and raw[key] == 1):
             raise UnsupportedArchitectureError(f"{source}: {key} = {raw[key]!r}: {feature} is not modelled")
     attention_types = raw.get("attn_type_list")
     if isinstance(attention_types, list) and set(attention_types) - {1}:
