@@ -87,6 +87,11 @@ class NoFeasibleCapError(AdvisorError):
         self.decision = decision
 
 
+class UnjudgedSloError(AdvisorError):
+    """An SLO metric no usable run can judge (the runs do not record it): the message names the
+    benchmark options that would record it."""
+
+
 class CannotStartError(AdvisorError):
     """The program of a ``slim tune --run`` template cannot be started (not found, not executable): no
     run through it can succeed, so the loop stops at once, naming it."""

@@ -472,3 +472,22 @@ def test_advise_without_a_size_advises_the_model_at_a_size_it_was_measured_at(si
     assert "other_tensor_parallel_left_out" in codes and "target_not_profiled" not in codes
     assert cli.main([*silicon, "--slo", "mean_tpot_ms=40", "--no-plan"]) == 0
     assert "Recommended --max-num-seqs 64 with --tensor-parallel-size 2 " in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_an_slo_no_layouts_runs_can_judge_is_bad_input_across_layouts_too(silicon, capsys):
+    """The sweep records one central TPOT per run: p99_tpot_ms cannot be judged at any layout, an input error
+    (exit 2, naming the benchmark that records it) as it is for one layout, not "no layout meets the SLOs"."""
+    assert cli.main([*silicon, "--slo", "p99_tpot_ms=30", "--gpus", "8", "--tensor-parallel-sizes", "2,4,8"]) == 2
+    assert "p99_tpot_ms cannot be judged" in capsys.readouterr().err
+    assert cli.main([*silicon, "--slo", "p99_tpot_ms=30", "--tensor-parallel-size", "4"]) == 2
+
+
+@pytest.mark.integration
+def test_a_size_whose_weights_leave_no_kv_cache_is_excluded_runs_or_not(silicon, capsys):
+    """16-bit Llama-3.1-70B (141 GB of weights) on one 80 GB H100: no run at TP 1 could ever judge it open."""
+    sixteen_bit = [*silicon[:4], "meta-llama/Llama-3.1-70B", *silicon[5:]]
+    assert cli.main([*sixteen_bit, "--slo", "mean_tpot_ms=60", "--gpus", "8", "--tensor-parallel-sizes", "1,2",
+                     "--json"]) in (0, 3)
+    layouts = {layout["tensor_parallel_size"]: layout for layout in json.loads(capsys.readouterr().out)["layouts"]}
+    assert layouts[1]["status"] == "excluded" and "leave no KV cache" in layouts[1]["reason"]

@@ -376,3 +376,24 @@ def test_vllm_loads_a_hub_id_or_a_folder_as_given_and_a_catalog_name_as_its_chec
     (tmp_path / "opt-2.7b").mkdir()
     monkeypatch.chdir(tmp_path)           # a local folder of that name is what vLLM loads
     assert vllm_model_argument("opt-2.7b", catalog["opt-2.7b"]) == "opt-2.7b"
+
+
+def test_vllm_refuses_a_block_fp8_ffn_split_into_part_blocks(tmp_path):
+    """vLLM loads fp8 128 x 128 blocks only where each rank's share of a split FFN is whole blocks: an
+    MoE model's experts of width 768 split over 8 ranks (96 each) are refused, and loaded whole on each
+    rank with --enable-expert-parallel; the dense FFN is split either way."""
+    from slim.specs.transformer import block_split_refusal, tensor_parallel_refusal
+
+    block_fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}
+    moe = architecture_from_hf_config(_variant(tmp_path, "qwen3-30b-a3b", quantization_config=block_fp8))
+    assert moe.moe.expert_ffn_dim == 768 and moe.formats.routed_experts.block == (128, 128)
+    assert tensor_parallel_refusal(moe, 2) is None and tensor_parallel_refusal(moe, 4) is not None
+    refused = tensor_parallel_refusal(moe, 8)
+    assert "768 / 8 = 96 is not a multiple of 128" in refused and "--enable-expert-parallel" in refused
+    assert tensor_parallel_refusal(moe, 8, expert_parallel=True) is None
+    per_tensor = architecture_from_hf_config(_variant(tmp_path, "qwen3-30b-a3b",
+                                                      quantization_config={"quant_method": "fp8"}))
+    assert block_split_refusal(per_tensor, 8) is None                  # one scale per tensor: no blocks
+    dense = architecture_from_hf_config(_variant(tmp_path, "llama-2-7b", quantization_config=block_fp8))
+    assert tensor_parallel_refusal(dense, 8) is not None              # 11008 / 8 = 1376: not whole blocks
+    assert tensor_parallel_refusal(dense, 8, expert_parallel=True) is not None

@@ -4,6 +4,7 @@ within (1 + margin) x a bisection over the caps at every layout, and its decisio
 every (layout, cap) measured; the belief carries a run at one layout to the others with wider
 intervals; the layouts' workloads, their pooled bound and what the decision excludes."""
 
+import json
 import math
 
 import numpy as np
@@ -625,3 +626,20 @@ def test_the_expert_parallel_switch_of_a_template_adds_the_flag_or_nothing():
     assert render_template("vllm serve {model} {serving_flags} --port 1", off) == ["vllm", "serve", "m", "--port", "1"]
     assert render_template("sh -c 'vllm serve {model} {serving_flags} --port 1'", fp8) == [
         "sh", "-c", "vllm serve m --quantization fp8 --port 1"]
+
+
+def test_a_layout_that_splits_block_fp8_experts_into_part_blocks_serves_them_whole(tmp_path, capsys):
+    """MiniMax-M2.5's fp8 experts (128 x 128 blocks, width 1536) split over 8 ranks give 192 rows each,
+    which vLLM refuses to load: unmeasured, TP 8 is planned with --enable-expert-parallel; TP 4 (384) is
+    split as it is."""
+    from slim.cli import main
+
+    code = main(["tune", "--traces", str(tmp_path), "--hardware", "h100-sxm-80gb", "--model", "minimax-m2.5",
+                 "--input-len", "1024", "--output-len", "1024", "--slo", "p99_tpot_ms=50", "--tensor-parallel-sizes",
+                 "4,8", "--gpus", "8", "--results", str(tmp_path / "runs"), "--json"])
+    body = json.loads(capsys.readouterr().out)
+    assert code == 0
+    servers = {run["workload"]: run["commands"]["server"] for run in body["next"]}
+    assert any(label.endswith("TP 8 (EP 8)") for label in servers)
+    for label, server in servers.items():
+        assert ("--enable-expert-parallel" in server) == label.endswith("(EP 8)"), label

@@ -49,7 +49,7 @@ from slim.decision.candidates import CandidateView
 from slim.decision.certificate import Certificate
 from slim.decision.layouts import Layout
 from slim.decision.rule import Recommendation, recommend
-from slim.errors import AdvisorError, NoFeasibleCapError
+from slim.errors import AdvisorError, NoFeasibleCapError, UnjudgedSloError
 from slim.gpu.kv_memory import KvMemoryPlan, kv_capacity_sequences, kv_capacity_tokens_or_default, plan_kv_memory
 from slim.gpu.roofline import KneeRecommendation, recommend_knee
 from slim.model.calibration import CalibrationResult
@@ -214,24 +214,18 @@ def advise(request: AdviceRequest) -> Advice:
     """
     r = request
     catalog, arch, hw, hardware_catalog = resolve_target(r)
-    refused = tensor_parallel_refusal(arch, int(r.tensor_parallel)) if r.tensor_parallel is not None else None
+    # Whether the runs spread the experts is read from them below: the experts' block split is theirs to tell.
+    refused = (tensor_parallel_refusal(arch, int(r.tensor_parallel), expert_parallel=True)
+               if r.tensor_parallel is not None else None)
     if refused is not None:
         raise NoFeasibleCapError(f"{arch.name} at --tensor-parallel-size {r.tensor_parallel}: {refused}")
     # The accelerator goes to ingest (a static batch's KV-cache check) and keeps its rows only.
     options = trace_options(hardware_catalog, r.hardware, r.table_columns)
     every_degree, report = usable_runs(Path(r.traces), catalog, options, hardware=hw.name, with_report=True)
     runs, other_degrees = single_tensor_parallel_degree(every_degree, r.tensor_parallel, arch.name)
-    if runs.empty and len(every_degree):
-        raise AdvisorError(f"no usable run at --tensor-parallel-size {r.tensor_parallel} under {r.traces} (their "
-                           f"sizes: {', '.join(map(str, other_degrees))})")
     tensor_parallel = int(runs[col.TENSOR_PARALLEL].fillna(1).iloc[0]) if col.TENSOR_PARALLEL in runs and len(runs) \
         else int(r.tensor_parallel or 1)
-    judgement = judge(r.slos, runs)
-    if judgement.problems:
-        raise AdvisorError(judgement.problems[0])
-    train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
-    # A dense model's data-parallel run measured its ranks' sum: the predictor is fitted on one engine's runs.
-    train = train[one_engine_runs(train, moe_in_lockstep(catalog))]
+    # Whether one sequence fits comes first: a size the weights leave no room at is no candidate, runs or not.
     of_model = runs[runs[col.MODEL] == arch.name]
     capacity_tokens, capacity_source = kv_capacity_tokens_or_default(
         float(of_model[col.KV_CAPACITY_TOKENS].max()) if not of_model.empty else float("nan"), arch, hw,
@@ -243,6 +237,15 @@ def advise(request: AdviceRequest) -> Advice:
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")
+    if runs.empty and len(every_degree):
+        raise AdvisorError(f"no usable run at --tensor-parallel-size {r.tensor_parallel} under {r.traces} (their "
+                           f"sizes: {', '.join(map(str, other_degrees))})")
+    judgement = judge(r.slos, runs)
+    if judgement.problems:
+        raise UnjudgedSloError(judgement.problems[0])
+    train = select_training_runs(runs, catalog, r.train_models, r.exclude_runs)
+    # A dense model's data-parallel run measured its ranks' sum: the predictor is fitted on one engine's runs.
+    train = train[one_engine_runs(train, moe_in_lockstep(catalog))]
     kept = without_excluded(runs, r.exclude_runs)
     every_size = workload_runs(kept, arch.name, r.input_len, r.output_len)   # --exclude-runs: not facts either
     # One layout's measurements: a server at another data-parallel size uses other GPUs.

@@ -55,7 +55,7 @@ from slim.decision.layouts import (
     rate_deployment,
     requests_per_second,
 )
-from slim.errors import AdvisorError, NoFeasibleCapError
+from slim.errors import AdvisorError, NoFeasibleCapError, UnjudgedSloError
 
 CHOSEN, EXCLUDED, OPEN = "chosen", "excluded", "open"
 """A layout's status in the decision across layouts."""
@@ -216,6 +216,8 @@ def _advise_layout(request: AdviceRequest, size: int, data_parallel: int, gpus: 
         candidate = _infeasible_candidate(at_layout, error.decision, layout)
         return LayoutOutcome(size, None, reason, data_parallel, candidate, server_gpus=server_gpus,
                              expert_parallel=expert_parallel)
+    except UnjudgedSloError:
+        raise
     except AdvisorError as error:   # the runs cannot judge it: it could still win
         return LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN,
                              expert_parallel=expert_parallel)
@@ -246,7 +248,8 @@ def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...
                    request_rate: float | None = None) -> LayoutAdvice:
     """Advise each layout on its own runs, choose across them and say whether that is settled (module
     docstring). Raises `AdvisorError` on no sizes, or a non-positive `gpus` or `request_rate`, and
-    what reading the traces raises (`workload_layouts`)."""
+    what reading the traces raises (`workload_layouts`); `UnjudgedSloError` where no layout's runs can
+    judge an SLO metric and none was advised (as `advise` raises it for one layout)."""
     if not tensor_parallel_sizes:
         raise AdvisorError("give the tensor-parallel sizes to compare (--tensor-parallel-sizes 1,2,4,8)")
     if gpus is not None and gpus < 1:
@@ -254,9 +257,18 @@ def advise_layouts(request: AdviceRequest, tensor_parallel_sizes: tuple[int, ...
     if request_rate is not None and not request_rate > 0:
         raise AdvisorError(f"--request-rate must be positive requests per second, got {request_rate}")
     measured_layouts = workload_layouts(request)
-    outcomes = [_advise_layout(request, size, data_parallel, gpus, measured_layouts.get((size, data_parallel)))
-                for size in sorted(set(tensor_parallel_sizes))
-                for data_parallel in sorted({d for t, d in measured_layouts if t == size}) or [1]]
+    outcomes, unjudged = [], []
+    for size in sorted(set(tensor_parallel_sizes)):
+        for data_parallel in sorted({d for t, d in measured_layouts if t == size}) or [1]:
+            measured = measured_layouts.get((size, data_parallel))
+            try:
+                outcomes.append(_advise_layout(request, size, data_parallel, gpus, measured))
+            except UnjudgedSloError as error:     # its runs do not record an SLO metric: open
+                unjudged.append(error)
+                outcomes.append(LayoutOutcome(size, None, " ".join(str(error).split()), data_parallel, status=OPEN,
+                                              expert_parallel=measured is not None and measured.expert_parallel))
+    if unjudged and all(outcome.advice is None for outcome in outcomes):
+        raise unjudged[0]      # no layout's runs can judge the SLOs: bad input, as for one layout
     tokens_per_request = float(request.input_len) + float(request.output_len)
     judged = [outcome.candidate for outcome in outcomes if outcome.candidate is not None]
     if not judged:   # settled only where no layout can run at all

@@ -100,7 +100,9 @@ class StepCostModel:
                  expert_parallel: int = 1, input_len: float | None = None, output_len: float | None = None):
         if tensor_parallel < 1:
             raise ConfigError(f"tensor_parallel={tensor_parallel}: at least one GPU per model")
-        refused = tensor_parallel_refusal(arch, tensor_parallel)
+        # Whether the experts' blocks split is the layout's to decide (--enable-expert-parallel keeps them
+        # whole); either way each rank reads its share of the experts' weights.
+        refused = tensor_parallel_refusal(arch, tensor_parallel, expert_parallel=True)
         if refused is not None:
             raise ConfigError(f"{arch.name} at tensor_parallel={tensor_parallel}: {refused}")
         self.arch, self.hw, self.consts, self.tp = arch, hw, consts, tensor_parallel

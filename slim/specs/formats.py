@@ -49,11 +49,14 @@ BYTES_PER_FP16 = 2
 @dataclass(frozen=True)
 class TensorFormat:
     """How one class of weight tensors is stored (`bits_per_weight`, scales and zero points
-    included) and multiplied (`compute_dtype`, one of `COMPUTE_DTYPES`)."""
+    included) and multiplied (`compute_dtype`, one of `COMPUTE_DTYPES`); `block` is a block-wise
+    format's ``(block_n, block_k)``, the output and input rows one scale covers (fp8's
+    ``weight_block_size``), which each rank's share of a split weight must be a multiple of."""
 
     name: str
     bits_per_weight: float
     compute_dtype: str = "bf16"
+    block: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.compute_dtype not in COMPUTE_DTYPES:
@@ -77,8 +80,9 @@ def fp8_format(block: tuple[int, int] | None = None, compute_dtype: str = "fp8")
     """fp8 (e4m3) weights: 8 bits per tensor or channel scale, ``8 + 32 / (b1 b2)`` block-wise."""
     if block is None:
         return TensorFormat("fp8", 8.0, compute_dtype)
-    rows, cols = block
-    return TensorFormat(f"fp8 block {rows}x{cols}", 8.0 + FP8_BLOCK_SCALE_BITS / (rows * cols), compute_dtype)
+    rows, cols = (int(size) for size in block)
+    return TensorFormat(f"fp8 block {rows}x{cols}", 8.0 + FP8_BLOCK_SCALE_BITS / (rows * cols), compute_dtype,
+                        (rows, cols))
 
 
 def grouped_int_format(name: str, bits: int, group_size: int | None, *, zero_point: bool,

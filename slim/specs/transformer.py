@@ -280,14 +280,45 @@ class Architecture:
         return None
 
 
-def tensor_parallel_refusal(arch: Architecture, tensor_parallel: int) -> str | None:
+def tensor_parallel_refusal(arch: Architecture, tensor_parallel: int, expert_parallel: bool = False) -> str | None:
     """Why vLLM refuses to split `arch` over `tensor_parallel` ranks, or None: its attention heads, hidden
     size and FFN width are split evenly over the ranks (vLLM's ``ModelConfig.verify_with_parallel_config``
-    checks the heads; its column- and row-parallel layers divide the widths)."""
+    checks the heads; its column- and row-parallel layers divide the widths), and a block-wise quantised
+    FFN's share on each rank is a whole number of blocks (`block_split_refusal`; with `expert_parallel`
+    the routed experts are not split)."""
     if arch.n_q_heads % tensor_parallel:
         return (f"vLLM splits the {arch.n_q_heads} attention heads evenly over the ranks; {tensor_parallel} does "
                 "not divide them")
     if arch.hidden_dim % tensor_parallel or arch.ffn_dim % tensor_parallel:
         return (f"vLLM splits the hidden size {arch.hidden_dim} and FFN width {arch.ffn_dim} evenly over the "
                 f"ranks; {tensor_parallel} does not divide them")
+    return block_split_refusal(arch, tensor_parallel, expert_parallel)
+
+
+def block_split_refusal(arch: Architecture, tensor_parallel: int, expert_parallel: bool = False) -> str | None:
+    """Why vLLM refuses a block-wise quantised checkpoint (fp8 ``weight_block_size`` ``[n, k]``) at
+    `tensor_parallel`, or None: each rank's share of a split FFN width must be a multiple of the block,
+    ``n`` for the gate and up projections' outputs and ``k`` for the down projection's input (vLLM's
+    ``validate_fp8_block_shape`` for linear layers, and ``Fp8MoEMethod.create_weights``' check of the
+    experts' "output_size of gate's and up's weight", ``vllm/model_executor/layers/quantization/fp8.py``).
+    The routed experts are split only without `expert_parallel` (``--enable-expert-parallel`` keeps each
+    whole on its rank)."""
+    widths = []
+    if arch.moe is None or arch.moe.n_dense_layers:
+        widths.append(("FFN", arch.ffn_dim, arch.formats.dense))
+    if arch.moe is not None and arch.moe.n_shared_experts:
+        # vLLM runs the shared experts as one FFN of their summed width (DeepSeek's ``shared_experts``).
+        widths.append(("shared experts' FFN", arch.moe.n_shared_experts * arch.moe.shared_expert_ffn_dim,
+                       arch.formats.dense))
+    if arch.moe is not None and not expert_parallel:
+        widths.append(("experts' FFN", arch.moe.expert_ffn_dim, arch.formats.routed_experts))
+    for what, width, weights in widths:
+        if weights.block is None or tensor_parallel == 1:
+            continue
+        share = width // tensor_parallel
+        if share % weights.block[0] or share % weights.block[1]:
+            hint = ("; --enable-expert-parallel keeps each expert whole" if what == "experts' FFN" else "")
+            return (f"the {weights.name} weights need each rank's share of the {what} width to be whole blocks: "
+                    f"{width} / {tensor_parallel} = {share} is not a multiple of {weights.block[0]} (vLLM refuses "
+                    f"to load them){hint}")
     return None

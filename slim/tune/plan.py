@@ -26,7 +26,7 @@ from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
 from slim.specs.architecture import Architecture, ArchitectureCatalog
 from slim.specs.hardware import Hardware, load_hardware_with_shipped, unknown_hardware_message
-from slim.specs.transformer import tensor_parallel_refusal
+from slim.specs.transformer import block_split_refusal, tensor_parallel_refusal
 from slim.traces.clean import CleaningPolicy, clean_runs
 from slim.traces.ingest import ingest_traces
 from slim.traces.usable import SkippedRun, trace_options
@@ -168,8 +168,10 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
     for spec in request.workloads:
         of_spec = (runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
                    if len(runs) else runs)
+        name = model_name(catalog, spec.model)
+        arch = catalog[name] if name in catalog else None
         if not request.across_layouts:
-            out[spec] = (_with_recorded_experts(of_spec, request.tensor_parallel, 1),)
+            out[spec] = (_with_recorded_experts(of_spec, request.tensor_parallel, 1, arch),)
             continue
         recorded = set()
         if len(of_spec) and not request.data_parallel_sizes and request.mode == ONLINE:     # offline: one engine
@@ -177,18 +179,23 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
         layouts = set()
         for size in request.layout_sizes:
             ranks = request.data_parallel_sizes or (1, *(d for t, d in recorded if t == size))
-            layouts |= {_with_recorded_experts(of_spec, size, d) for d in ranks}
+            layouts |= {_with_recorded_experts(of_spec, size, d, arch) for d in ranks}
         out[spec] = tuple(sorted(layouts, key=layout_order))
     return out
 
 
-def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parallel: int) -> Layout:
-    """The layout of `tensor_parallel` x `data_parallel`, with expert parallelism where its `runs` used it."""
+def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parallel: int,
+                           arch: Architecture | None = None) -> Layout:
+    """The layout of `tensor_parallel` x `data_parallel`, with expert parallelism where its `runs` used it;
+    at a layout no run measured, where vLLM cannot split `arch`'s block-quantised experts over its ranks
+    but can keep each whole on one (`block_split_refusal`: ``--enable-expert-parallel`` is how it loads)."""
     layout = Layout.of_sizes(tensor_parallel, data_parallel)
-    if not len(runs):
-        return layout
-    return Layout.of_sizes(tensor_parallel, data_parallel,
-                           layout_expert_parallel(runs[_at_layout(runs, layout)], layout.label))
+    at_layout = runs[_at_layout(runs, layout)] if len(runs) else runs
+    if not len(at_layout):
+        needs_experts_whole = (arch is not None and block_split_refusal(arch, tensor_parallel) is not None
+                               and block_split_refusal(arch, tensor_parallel, expert_parallel=True) is None)
+        return Layout.of_sizes(tensor_parallel, data_parallel, needs_experts_whole)
+    return Layout.of_sizes(tensor_parallel, data_parallel, layout_expert_parallel(at_layout, layout.label))
 
 
 def _at_layout(runs: pd.DataFrame, layout: Layout) -> np.ndarray:
@@ -218,7 +225,7 @@ def layout_exclusion(arch: Architecture | None, hw: Hardware, spec: WorkloadSpec
         return f"needs {layout.gpus} GPUs, {gpus} available (--gpus)"
     if arch is None:
         return None
-    refused = tensor_parallel_refusal(arch, tensor_parallel)
+    refused = tensor_parallel_refusal(arch, tensor_parallel, layout.expert_parallel)
     if refused is not None:
         return refused
     fit = static_batch_fit(arch, hw, 1, spec.input_len, spec.output_len, tensor_parallel=tensor_parallel)
@@ -263,7 +270,8 @@ def build_plan(request: TuneRequest) -> TunePlan:
             raise AdvisorError(f"workload {workload.label} is named twice")
         excluded = layout_exclusion(arch, hw, spec, layout, request.gpus if request.across_layouts else None)
         if excluded is not None and not request.across_layouts:
-            refused = arch is not None and tensor_parallel_refusal(arch, layout.tensor_parallel) is not None
+            refused = (arch is not None
+                       and tensor_parallel_refusal(arch, layout.tensor_parallel, layout.expert_parallel) is not None)
             hint = ("give a size that divides them" if refused else "give a larger --tensor-parallel-size")
             # No cap can run at the one layout asked for: infeasible, as `slim advise` says it (exit 3).
             raise NoFeasibleCapError(f"{name} at tensor parallel {layout.tensor_parallel}: {excluded}; {hint} (or "
