@@ -643,3 +643,11 @@ def test_a_layout_that_splits_block_fp8_experts_into_part_blocks_serves_them_who
     assert any(label.endswith("TP 8 (EP 8)") for label in servers)
     for label, server in servers.items():
         assert ("--enable-expert-parallel" in server) == label.endswith("(EP 8)"), label
+
+
+def test_a_data_parallel_cap_is_worded_as_the_servers_requests_and_each_ranks_flag():
+    from slim.specs.data_parallel import cap_words
+
+    assert cap_words(64, 1) == "--max-num-seqs 64"
+    assert cap_words(256.0, 2) == "256 requests in flight (--max-num-seqs 128 per rank)"
+    assert cap_words(30, 4) == "30 requests in flight (--max-num-seqs 8 per rank)"

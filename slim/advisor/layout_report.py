@@ -11,6 +11,7 @@ from typing import Any
 from slim.advisor.layouts import CHOSEN, OPEN, LayoutAdvice, LayoutOutcome
 from slim.decision.candidates import cap_number
 from slim.decision.layouts import Layout
+from slim.specs.data_parallel import cap_words
 
 
 def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
@@ -57,7 +58,8 @@ def _outcome_line(advice: LayoutAdvice, outcome: LayoutOutcome) -> str:
         gap = (f"{100 * abs(share):.0f}% {'fewer' if share >= 0 else 'more'} tokens/s per GPU"
                if math.isfinite(share) else "")
         verdict = "; ".join(part for part in (gap, _judgement(outcome)) if part)
-    return (f"  {outcome.name}: --max-num-seqs {int(r.batch_cap)}, {outcome.throughput_per_gpu:,.0f} tokens/s per GPU "
+    return (f"  {outcome.name}: {cap_words(r.batch_cap, outcome.data_parallel)}, {outcome.throughput_per_gpu:,.0f} "
+            "tokens/s per GPU "
             f"({basis}){', ' + slos if slos else ''}: {verdict}")
 
 
@@ -67,9 +69,10 @@ def decision_line(advice: LayoutAdvice) -> str:
         if advice.decision is None or advice.decision.chosen is None:
             return "Layout decision: settled: no layout can meet the SLOs (each one's reason above)"
         chosen = advice.decision.chosen
-        return (f"Layout decision: settled: {advice.chosen.name} at --max-num-seqs {chosen.batch_cap:g} was measured "
-                f"within every SLO, and no other layout or cap can beat it by more than {100 * advice.tolerance:g}% "
-                "per GPU (an unmeasured cap on its predicted throughput)")
+        cap = cap_words(chosen.batch_cap, advice.chosen.data_parallel)
+        return (f"Layout decision: settled: {advice.chosen.name} at {cap} was measured within every SLO, and no "
+                f"other layout or cap can beat it by more than {100 * advice.tolerance:g}% per GPU (an unmeasured "
+                "cap on its predicted throughput)")
     runs = []
     for outcome in advice.outcomes:
         if outcome.status not in (CHOSEN, OPEN):

@@ -27,6 +27,14 @@ def per_rank_cap(requests: float, ranks: int) -> int:
     return math.ceil(float(requests) / int(ranks) - 1e-9)
 
 
+def cap_words(requests: float, ranks: int) -> str:
+    """A cap as vLLM takes it: ``--max-num-seqs B``; with data parallelism the server's requests in
+    flight beside each rank's flag, ``B requests in flight (--max-num-seqs b per rank)``."""
+    if int(ranks) <= 1:
+        return f"--max-num-seqs {float(requests):g}"
+    return f"{float(requests):g} requests in flight (--max-num-seqs {per_rank_cap(requests, ranks)} per rank)"
+
+
 @dataclass(frozen=True)
 class RankShare:
     """`ranks` of a server's data-parallel ranks, each holding `requests` in flight."""

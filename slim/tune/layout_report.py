@@ -15,7 +15,7 @@ import numpy as np
 
 from slim.decision.candidates import cap_number
 from slim.decision.layouts import Layout, rate_deployment
-from slim.specs.data_parallel import per_rank_cap
+from slim.specs.data_parallel import cap_words
 from slim.tune.commands import serve_command
 from slim.tune.layouts import layout_decisions, layout_groups, layout_of
 from slim.tune.plan import TunePlan
@@ -93,11 +93,7 @@ def layouts_json(plan: TunePlan) -> list[dict[str, Any]] | None:
 
 def _cap_words(layout: dict[str, Any]) -> str:
     """A layout's cap as vLLM takes it: ``--max-num-seqs B``, per rank with data parallelism."""
-    cap = layout["max_num_seqs"]
-    if layout["data_parallel_size"] == 1:
-        return f"--max-num-seqs {cap}"
-    per_rank = per_rank_cap(cap, layout["data_parallel_size"])
-    return f"{cap} requests in flight (--max-num-seqs {per_rank} per rank)"
+    return cap_words(layout["max_num_seqs"], layout["data_parallel_size"])
 
 
 def layout_lines(entry: dict[str, Any]) -> list[str]:

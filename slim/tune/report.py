@@ -16,6 +16,7 @@ import numpy as np
 
 from slim import columns as col
 from slim.decision.candidates import GOODPUT, THROUGHPUT, cap_number
+from slim.specs.data_parallel import cap_words
 from slim.tune.commands import concurrency_sweep_note, memory_plan, proposal_commands, serve_command
 from slim.tune.layout_report import layout_lines, layouts_json
 from slim.tune.layouts import all_settled
@@ -124,6 +125,7 @@ def tune_json(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
         settled_cap = certificate.batch_cap if certificate.settled and certificate.feasible else None
         workloads.append({
             "workload": workload.label, "model": plan.specs[workload.label].model,
+            "data_parallel_size": workload.data_parallel,
             "no_prior": plan.no_prior.get(workload.model),
             "input_len": workload.input_len, "output_len": workload.output_len,
             "slo_ms": {name: _json(value) for name, value in (session.limits_ms(workload) or {}).items()},
@@ -226,7 +228,8 @@ def _decision_lines(workload: dict[str, Any]) -> list[str]:
     cert, recommendation = workload["certificate"], workload["recommendation"]
     limits = workload["slo_ms"]
     if cert["settled"] and cert["max_num_seqs"] is not None:
-        lines = [f"  SETTLED: --max-num-seqs {cert['max_num_seqs']:g}: measured {_values(cert['measured'], limits)}"
+        lines = [f"  SETTLED: {cap_words(cert['max_num_seqs'], workload['data_parallel_size'])}: measured "
+                 f"{_values(cert['measured'], limits)}"
                  + failure_note(workload)]
         if workload["serve"] is not None:
             lines.append(f"  serve: {workload['serve']['command']}")
@@ -239,8 +242,8 @@ def _decision_lines(workload: dict[str, Any]) -> list[str]:
         head = f"  open: no cap recommended yet ({recommendation['reason']})"
     else:
         source = "measured" if recommendation["measured"] else "predicted"
-        head = (f"  open: recommended --max-num-seqs {recommendation['max_num_seqs']:g} ({source} "
-                f"{_values(recommendation, limits)})")
+        cap = cap_words(recommendation["max_num_seqs"], workload["data_parallel_size"])
+        head = f"  open: recommended {cap} ({source} {_values(recommendation, limits)})"
     if cert["max_num_seqs"] is not None and cert["max_num_seqs"] != recommendation["max_num_seqs"]:
         head += f"; best measured so far {cert['max_num_seqs']:g}"
     reasons = []
