@@ -20,7 +20,7 @@ import pandas as pd
 
 from slim import columns as col
 from slim.decision.layouts import Layout
-from slim.errors import AdvisorError, NoFeasibleCapError
+from slim.errors import AdvisorError, ConfigError, NoFeasibleCapError
 from slim.gpu.kv_memory import static_batch_fit
 from slim.predictors import tune_predictors
 from slim.sim.run_cache import SimulationCache
@@ -168,8 +168,7 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
     for spec in request.workloads:
         of_spec = (runs[_matches(runs, model_name(catalog, spec.model), spec.input_len, spec.output_len)]
                    if len(runs) else runs)
-        name = model_name(catalog, spec.model)
-        arch = catalog[name] if name in catalog else None
+        arch = _described(catalog, model_name(catalog, spec.model))
         if not request.across_layouts:
             out[spec] = (_with_recorded_experts(of_spec, request.tensor_parallel, 1, arch),)
             continue
@@ -182,6 +181,14 @@ def request_layouts(request: TuneRequest, catalog: ArchitectureCatalog,
             layouts |= {_with_recorded_experts(of_spec, size, d, arch) for d in ranks}
         out[spec] = tuple(sorted(layouts, key=layout_order))
     return out
+
+
+def _described(catalog: ArchitectureCatalog, name: str) -> Architecture | None:
+    """The architecture of `name`, or None where the catalog cannot describe it (tuned by measurement)."""
+    try:
+        return catalog[name]
+    except ConfigError:
+        return None
 
 
 def _with_recorded_experts(runs: pd.DataFrame, tensor_parallel: int, data_parallel: int,
