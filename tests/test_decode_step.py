@@ -182,7 +182,9 @@ def test_recommend_knee_uses_the_generalised_knee(catalog, hardware):
 def test_the_memory_plan_prices_formats_windows_and_latents(catalog, hardware):
     oss = catalog.architecture("gpt-oss-120b")
     per_layer = 2 * 8 * 64 * 2
-    assert float(kv_bytes_needed(oss, 4, 8000, 192)) == 4 * 18 * per_layer * (8192 + 128)
+    # vLLM's hybrid allocator: one group of the 18 full layers (512 blocks of 8,192 tokens) and one of the 18
+    # sliding ones, holding ceil((128 - 1) / 16) + 1 = 9 blocks of its window of 128.
+    assert float(kv_bytes_needed(oss, 4, 8000, 192)) == 4 * 18 * per_layer * 16 * (512 + 9)
     hw = hardware["h100-sxm-80gb"]
     assert default_kv_reservation_bytes(oss, hw) == pytest.approx(0.9 * 80 * GIB - oss.weight_bytes() - GIB)
     assert oss.weight_bytes() < 0.55 * oss.n_params * 2          # MXFP4 experts

@@ -173,3 +173,37 @@ def test_every_public_runs_logged_kv_capacity_is_what_the_memory_arithmetic_give
                           for model in clean[col.MODEL]])
     assert np.abs(planned / logged - 1).max() < 0.015
     assert np.abs(estimated / logged - 1).max() < 0.015
+
+
+def test_sliding_window_layers_are_counted_as_vllms_hybrid_allocator_groups_them():
+    """Gemma-3-27B: 52 sliding layers (window 1,024) and 10 full ones make groups of 10 layers, one full
+    and six sliding (the last padded); a sequence of 2,560 tokens holds 160 blocks in the full group and
+    ceil(1023 / 16) + 1 = 65 in each sliding one: 550 blocks of 10 layers, where counting every layer as
+    full would give 160 blocks of 62 layers and half the sequences."""
+    from slim.gpu.kv_memory import (
+        block_bytes,
+        blocks_per_sequence_of,
+        kv_cache_groups,
+        kv_capacity_sequences,
+        kv_reservation_from_blocks,
+        num_gpu_blocks_override_for,
+    )
+    from slim.specs.hf_config import architecture_from_hf_config
+
+    gemma = architecture_from_hf_config(Path(__file__).parent / "data" / "hf_configs" / "gemma-3-27b" / "config.json")
+    groups = kv_cache_groups(gemma)
+    assert (groups.group_size, groups.full_groups, groups.sliding_groups, groups.window_tokens) == (10, 1, 6, 1024)
+    assert float(blocks_per_sequence_of(gemma, 2048, 512)) == 160 + 6 * 65
+    assert num_gpu_blocks_override_for(16, 2048, 512, arch=gemma) == 16 * 550
+    per_layer = 2 * gemma.n_kv_heads * gemma.head_dim * 2
+    assert block_bytes(gemma) == 10 * 16 * per_layer
+    assert float(kv_reservation_from_blocks(gemma, 8800)) == 8800 * 10 * 16 * per_layer
+    # The capacity in sequences counts what each layer holds: about twice the all-full count here.
+    tokens = 100_000
+    full = tokens / 2560
+    assert 1.9 * full < kv_capacity_sequences(tokens, 2048, 512, gemma) < 2.2 * full
+    assert kv_capacity_sequences(tokens, 2048, 512) == full
+    dense = architecture_from_hf_config(Path(__file__).parent / "data" / "hf_configs" / "llama-2-7b" / "config.json")
+    assert kv_cache_groups(dense) == kv_cache_groups(dense).__class__(32, 1, 0, None)
+    assert float(blocks_per_sequence_of(dense, 2048, 512)) == 160
+    assert kv_capacity_sequences(tokens, 2048, 512, dense) == full

@@ -233,7 +233,7 @@ def advise(request: AdviceRequest) -> Advice:
     if capacity_tokens <= 0:
         raise NoFeasibleCapError(f"the weights of {arch.name} split over {tensor_parallel} rank(s) leave no KV "
                                  f"cache on each {hw.name}")
-    capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len)
+    capacity = kv_capacity_sequences(capacity_tokens, r.input_len, r.output_len, arch, tensor_parallel)
     if capacity < 1:
         raise NoFeasibleCapError(f"one sequence of {r.input_len:g} + {r.output_len:g} tokens does not fit the KV "
                                  f"cache ({capacity_tokens:.0f} tokens) of {arch.name} on {hw.name}")

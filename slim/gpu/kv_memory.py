@@ -29,9 +29,11 @@ Pass ``block_size=1`` for the unrounded ``B_cap (IL + OL) kv_bytes_per_token``.
 Modern models (beyond the paper; `slim.gpu.decode_step`): weights are priced at their formats
 (`Architecture.weight_bytes`), ``b_kv`` is the KV dtype (``--kv-cache-dtype``), MLA caches one
 latent per token and layer that every rank holds whole, and a sliding-window layer holds at most
-its window (``kv_bytes_needed`` then sums `kv_bytes_per_sequence` over the sequences). Blocks
-(``num_gpu_blocks``) count ``bs`` tokens of every layer: vLLM's hybrid allocator, which gives
-sliding and full layers blocks of their own, counts its blocks per layer group instead.
+its window. Blocks (``num_gpu_blocks``) count ``bs`` tokens of every layer; with sliding-window
+layers they count as vLLM V1's hybrid allocator does (`KvCacheGroups`): a block is ``bs`` tokens
+of one group of layers, a full-attention group holds a sequence's whole context and a sliding
+group its window's blocks plus one, so ``--num-gpu-blocks-override`` and the reservation a trace's
+block count implies follow that count (`blocks_per_sequence_of`, `block_bytes`).
 """
 
 from __future__ import annotations
@@ -185,6 +187,58 @@ def blocks_per_sequence(input_len: ArrayLike, output_len: ArrayLike,
     return np.ceil(tokens / block_size)
 
 
+@dataclass(frozen=True)
+class KvCacheGroups:
+    """How vLLM V1's hybrid allocator groups the KV cache of a model with full-attention and
+    sliding-window layers (``vllm/v1/core/kv_cache_utils.py``, ``_get_kv_cache_groups_uniform_page_size``):
+    each attention type's layers are split into groups of `group_size` layers, the smaller type's
+    count, or the larger's where it is under 1.5 x the smaller's, the last group padded up. A block of
+    the shared pool is ``bs`` tokens of one group's `group_size` layers; a full group holds a sequence's
+    whole context, a sliding group at most ``ceil((W - 1) / bs) + 1`` blocks (the blocks left behind the
+    window are freed). A model of one attention type is one group of every layer."""
+
+    group_size: int
+    full_groups: int
+    sliding_groups: int
+    window_tokens: int | None = None
+
+
+def kv_cache_groups(arch: Architecture) -> KvCacheGroups:
+    """`arch`'s KV cache groups under vLLM V1's hybrid allocator (`KvCacheGroups`)."""
+    n_sliding = arch.n_sliding_layers
+    n_full = arch.n_layers - n_sliding
+    window = arch.sliding_window.window_tokens if arch.sliding_window is not None and n_sliding else None
+    if not n_sliding or not n_full:
+        return KvCacheGroups(arch.n_layers, int(n_full > 0), int(n_sliding > 0), window)
+    fewer, more = min(n_full, n_sliding), max(n_full, n_sliding)
+    size = more if more < 1.5 * fewer else fewer
+    return KvCacheGroups(size, math.ceil(n_full / size), math.ceil(n_sliding / size), window)
+
+
+def blocks_per_sequence_of(arch: Architecture, input_len: ArrayLike, output_len: ArrayLike,
+                           block_size: int = VLLM_BLOCK_SIZE_TOKENS) -> np.ndarray:
+    """Blocks one sequence of ``IL + OL`` tokens holds at its end: ``ceil((IL + OL) / bs)``, or with
+    sliding-window layers ``G_full ceil((IL + OL) / bs) + G_sliding min(ceil((IL + OL) / bs),
+    ceil((W - 1) / bs) + 1)`` over the hybrid allocator's groups (`KvCacheGroups`)."""
+    whole = blocks_per_sequence(input_len, output_len, block_size)
+    groups = kv_cache_groups(arch)
+    if groups.window_tokens is None:
+        return whole
+    window = math.ceil((groups.window_tokens - 1) / block_size) + 1
+    return groups.full_groups * whole + groups.sliding_groups * np.minimum(whole, window)
+
+
+def block_bytes(arch: Architecture, tensor_parallel: int = 1, block_size: int = VLLM_BLOCK_SIZE_TOKENS,
+                bytes_per_element: int | None = None) -> int:
+    """Bytes of one block on one rank: ``bs x kv_bytes_per_token_per_rank``, or with sliding-window
+    layers ``bs`` tokens of one group's layers (`KvCacheGroups`)."""
+    groups = kv_cache_groups(arch)
+    if groups.window_tokens is None:
+        return block_size * _kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
+    return groups.group_size * block_size * decode_step.kv_bytes_per_token_per_layer(arch, tensor_parallel,
+                                                                                   bytes_per_element)
+
+
 def _kv_bytes_per_token(arch: Architecture, tensor_parallel: int, bytes_per_element: int | None = None) -> int:
     """KV bytes one token adds on one of `tensor_parallel` ranks (the model's own count at one rank)."""
     if tensor_parallel == 1:
@@ -198,7 +252,7 @@ def kv_bytes_needed(arch: Architecture, batch_cap: ArrayLike, input_len: ArrayLi
     """KV bytes for ``B_cap`` concurrent sequences of ``IL + OL`` tokens on each of ``t`` ranks,
     block-rounded: ``ceil(B_cap) x ceil((IL + OL) / bs) x bs x kv_bytes_per_token_per_rank``
     (``b_kv`` the model's KV dtype unless given); with sliding-window layers ``ceil(B_cap) x
-    kv_bytes_per_sequence(IL + OL)``.
+    blocks_per_sequence_of(IL + OL) x block_bytes``, the blocks vLLM's hybrid allocator holds.
 
     A cap is a count of sequences, so a fractional (mean) batch is rounded up.
     """
@@ -206,9 +260,8 @@ def kv_bytes_needed(arch: Architecture, batch_cap: ArrayLike, input_len: ArrayLi
     blocks = blocks_per_sequence(input_len, output_len, block_size)
     if arch.sliding_window is None:
         return sequences * blocks * block_size * _kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
-    tokens = np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float)
-    return sequences * decode_step.kv_bytes_per_sequence(arch, tokens, tensor_parallel, block_size=block_size,
-                                                         bytes_per_element=bytes_per_element)
+    return (sequences * blocks_per_sequence_of(arch, input_len, output_len, block_size)
+            * block_bytes(arch, tensor_parallel, block_size, bytes_per_element))
 
 
 def weight_bytes(arch: Architecture, bytes_per_param: float | None = None) -> float:
@@ -248,10 +301,11 @@ def default_kv_reservation_bytes(arch: Architecture, hw: Hardware,
 def kv_reservation_from_blocks(arch: Architecture, num_gpu_blocks: ArrayLike,
                                block_size: int = VLLM_BLOCK_SIZE_TOKENS,
                                bytes_per_element: int | None = None, tensor_parallel: int = 1) -> np.ndarray:
-    """Reservation reported by a trace, per rank: ``num_gpu_blocks x bs x kv_bytes_per_token_per_rank``."""
+    """Reservation reported by a trace, per rank: ``num_gpu_blocks x block_bytes`` (``bs x
+    kv_bytes_per_token_per_rank`` without sliding-window layers)."""
     block_size = _check_block_size(block_size)
     blocks = _check_positive("num_gpu_blocks", num_gpu_blocks)
-    return blocks * block_size * _kv_bytes_per_token(arch, tensor_parallel, bytes_per_element)
+    return blocks * block_bytes(arch, tensor_parallel, block_size, bytes_per_element)
 
 
 def implied_activation_overhead_bytes(arch: Architecture, hw: Hardware, num_gpu_blocks: ArrayLike,
@@ -276,16 +330,24 @@ def gpu_memory_utilization_for(arch: Architecture, hw: Hardware, kv_bytes: float
 
 def num_gpu_blocks_override_for(batch_cap: float, input_len: float, output_len: float,
                                 block_size: int = VLLM_BLOCK_SIZE_TOKENS,
-                                max_model_len: int | None = None) -> int:
-    """``--num-gpu-blocks-override``: ``ceil(B_cap) x ceil((IL + OL) / bs)`` blocks.
+                                max_model_len: int | None = None, arch: Architecture | None = None) -> int:
+    """``--num-gpu-blocks-override``: ``ceil(B_cap) x ceil((IL + OL) / bs)`` blocks, with `arch`'s
+    sliding-window layers ``ceil(B_cap) x blocks_per_sequence_of(IL + OL)`` (vLLM's hybrid allocator
+    counts blocks per layer group).
 
     vLLM refuses to start when the cache cannot hold one sequence of `max_model_len`
-    tokens, so, given `max_model_len`, at least ``ceil(max_model_len / bs)`` blocks.
+    tokens, so, given `max_model_len`, at least the blocks of one such sequence.
     """
     sequences = float(np.ceil(_check_positive("batch_cap", batch_cap)))
-    blocks = int(sequences * float(blocks_per_sequence(input_len, output_len, block_size)))
+    if arch is None:
+        def per_sequence(tokens: float, more: float) -> float:
+            return float(blocks_per_sequence(tokens, more, block_size))
+    else:
+        def per_sequence(tokens: float, more: float) -> float:
+            return float(blocks_per_sequence_of(arch, tokens, more, block_size))
+    blocks = int(sequences * per_sequence(input_len, output_len))
     if max_model_len is not None:
-        blocks = max(blocks, int(np.ceil(_check_positive("max_model_len", max_model_len) / block_size)))
+        blocks = max(blocks, int(per_sequence(_check_positive("max_model_len", max_model_len), 0.0)))
     return blocks
 
 
@@ -365,14 +427,21 @@ def plan_kv_memory(arch: Architecture, hw: Hardware, batch_cap: float, input_len
         gpu_memory_utilization_needed=gpu_memory_utilization_for(
             arch, hw, needed, activation_overhead_bytes, total_memory_bytes, tensor_parallel),
         num_gpu_blocks_override=num_gpu_blocks_override_for(
-            batch_cap, input_len, output_len, block_size, max_model_len),
+            batch_cap, input_len, output_len, block_size, max_model_len, arch),
         tensor_parallel=int(tensor_parallel),
     )
 
 
-def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float) -> float:
-    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``."""
-    return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
+def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_len: float,
+                          arch: Architecture | None = None, tensor_parallel: int = 1) -> float:
+    """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``; with
+    `arch`'s sliding-window layers, which hold at most their window, the capacity's bytes (tokens of
+    every layer) over one sequence's (`slim.gpu.decode_step.kv_bytes_per_sequence`)."""
+    tokens = float(input_len) + float(output_len)
+    if arch is None or arch.sliding_window is None or not arch.n_sliding_layers:
+        return float(kv_capacity_tokens) / tokens
+    capacity_bytes = float(kv_capacity_tokens) * _kv_bytes_per_token(arch, tensor_parallel)
+    return capacity_bytes / float(decode_step.kv_bytes_per_sequence(arch, tokens, tensor_parallel))
 
 
 def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware,

@@ -64,7 +64,7 @@ def running_batch(row: pd.Series, catalog: ArchitectureCatalog, hardware: Hardwa
     recorded = float(row[col.KV_CAPACITY_TOKENS]) if pd.notna(row.get(col.KV_CAPACITY_TOKENS)) else math.nan
     tensor_parallel = int(row[col.TENSOR_PARALLEL]) if pd.notna(row.get(col.TENSOR_PARALLEL)) else 1
     capacity_tokens, _ = kv_capacity_tokens_or_default(recorded, arch, hardware, tensor_parallel)
-    batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol))
+    batch = min(float(row[col.MAX_NUM_SEQS]), kv_capacity_sequences(capacity_tokens, il, ol, arch, tensor_parallel))
     if row.get(col.BENCHMARK_MODE) != col.BenchmarkMode.OFFLINE_STATIC_BATCH and pd.notna(row.get(col.NUM_PROMPTS)):
         batch = min(batch, float(row[col.NUM_PROMPTS]))
     return max(batch, 1.0)
