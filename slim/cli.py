@@ -42,6 +42,7 @@ from slim.defaults import (
 from slim.errors import NoFeasibleCapError, SlimError
 from slim.specs.hardware import HARDWARE_FILE
 from slim.tune.cli import (
+    CATALOG_FILE_HELP,
     EXIT_INTERRUPTED,
     EXIT_OPEN,
     HARDWARE_FILE_HELP,
@@ -296,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     check_parser.add_argument("traces", type=Path,
                               help="folder of vLLM or GuideLLM benchmark results (or one trace file: a summary "
                                    "table, an offline result)")
-    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=MODELS_FILE_HELP)
+    check_parser.add_argument("--models-file", type=Path, default=MODELS_FILE, metavar="YAML", help=CATALOG_FILE_HELP)
     check_parser.add_argument("--table-columns", type=Path, default=None, metavar="YAML",
                               help="a summary table's column mapping (as slim advise --table-columns)")
     check_parser.add_argument("--hardware", default=None,

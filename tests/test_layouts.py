@@ -491,3 +491,12 @@ def test_a_size_whose_weights_leave_no_kv_cache_is_excluded_runs_or_not(silicon,
                      "--json"]) in (0, 3)
     layouts = {layout["tensor_parallel_size"]: layout for layout in json.loads(capsys.readouterr().out)["layouts"]}
     assert layouts[1]["status"] == "excluded" and "leave no KV cache" in layouts[1]["reason"]
+
+
+def test_one_gpu_is_one_gpu():
+    from slim.decision.layouts import gpu_count
+
+    assert (gpu_count(1), gpu_count(8)) == ("1 GPU", "8 GPUs")
+    tp1 = _outcome(1, 3000.0)
+    assert layout_lines(LayoutAdvice((tp1,), tp1, 1, None, 2048.0))[-2].startswith(
+        "On 1 GPU: 1 replica(s) x TP 1 (1 GPU used)")

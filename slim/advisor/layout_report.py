@@ -10,7 +10,7 @@ from typing import Any
 
 from slim.advisor.layouts import CHOSEN, OPEN, LayoutAdvice, LayoutOutcome
 from slim.decision.candidates import cap_number
-from slim.decision.layouts import Layout
+from slim.decision.layouts import Layout, gpu_count
 from slim.specs.data_parallel import cap_words
 
 
@@ -114,8 +114,8 @@ def _decision_report(advice: LayoutAdvice) -> list[str]:
                      f"{advice.gpus_needed} GPUs, each replica serving {advice.requests_per_replica:.2f} requests/s "
                      f"(headroom {100 * advice.headroom:.0f}%; independent replicas behind a load balancer{short})")
     elif replicas is not None:
-        lines.append(f"On {advice.gpus} GPUs: {replicas} replica(s) x {chosen.name} "
-                     f"({replicas * chosen.gpus_per_replica} GPUs used)")
+        lines.append(f"On {gpu_count(advice.gpus)}: {replicas} replica(s) x {chosen.name} "
+                     f"({gpu_count(replicas * chosen.gpus_per_replica)} used)")
     lines.append("  " + _serve_line(advice, chosen.advice.served_model))
     return lines
 

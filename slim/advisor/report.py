@@ -140,7 +140,8 @@ def render_text(advice: Advice) -> str:
         "",
         f"KV memory for {m.batch_cap} sequences: {m.kv_bytes_needed / GIB:.2f} GiB "
         f"of vLLM's default {m.kv_reservation_bytes / GIB:.2f} GiB reservation "
-        f"({m.memory_saved_bytes / GIB:.2f} GiB freed)",
+        + (f"({m.memory_saved_bytes / GIB:.2f} GiB freed)" if m.memory_saved_bytes >= 0
+           else f"({-m.memory_saved_bytes / GIB:.2f} GiB more than it holds)"),
         f"  --gpu-memory-utilization {m.gpu_memory_utilization_needed:.3f}"
         f"   (weights {m.weight_bytes / GIB:.2f} GiB + KV + {m.activation_overhead_bytes / GIB:.2f} GiB overhead)",
         f"  --num-gpu-blocks-override {m.num_gpu_blocks_override}   (with --max-model-len {advice.max_model_len})",

@@ -245,3 +245,8 @@ def rate_deployment(request_rate: float, throughput_per_s: float, tokens_per_req
     replicas = max(math.ceil(request_rate / per_replica - 1e-12), 1)
     return RateDeployment(request_rate, per_replica, replicas, replicas * gpus_per_replica,
                           replicas * per_replica / request_rate - 1.0)
+
+
+def gpu_count(gpus: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{gpus} GPU" + ("" if gpus == 1 else "s")

@@ -51,7 +51,7 @@ EXIT_INTERRUPTED = 130
 TUNE_EPILOG = """placeholders of --run (every value chosen by slim tune, none read from a trace file):
   {model} {input_len} {output_len} {max_concurrency} {batch_size} {cap} {server_max_num_seqs}
   {server_max_num_seqs_per_rank} {num_prompts} {tensor_parallel_size} {data_parallel_size}
-  {expert_parallel_flag} {serving_flags}
+  {expert_parallel_flag} {enable_expert_parallel} {serving_flags}
   {result_dir} {result_filename} {result_file}
   ({tensor_parallel} is the same as {tensor_parallel_size}; across layouts, start the server at both
   sizes, its --max-num-seqs at {server_max_num_seqs_per_rank} per data-parallel rank, and record them
@@ -66,8 +66,9 @@ example (online: one server at the largest cap, the client's --max-concurrency v
 """
 
 
-MODELS_FILE_HELP = ("the catalog of model architectures, in place of the one shipped with slim "
-                    "(slim/specs/models.yaml; format in config/README.md); to add one model, --model-config")
+CATALOG_FILE_HELP = ("the catalog of model architectures, in place of the one shipped with slim "
+                     "(slim/specs/models.yaml; format in config/README.md)")
+MODELS_FILE_HELP = CATALOG_FILE_HELP + "; to add one model, --model-config"
 HARDWARE_FILE_HELP = ("GPUs to add to the catalog shipped with slim (slim/specs/hardware.yaml), an entry of the "
                       "file replacing the shipped one of the same key: a YAML mapping of key -> peak_flops_per_s "
                       "(dense BF16), hbm_bandwidth_bytes_per_s, memory_bytes, gpu_memory_utilization "

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from slim.decision.candidates import cap_number
-from slim.decision.layouts import Layout, rate_deployment
+from slim.decision.layouts import Layout, gpu_count, rate_deployment
 from slim.specs.data_parallel import cap_words
 from slim.tune.commands import serve_command
 from slim.tune.layouts import layout_decisions, layout_groups, layout_of
@@ -123,8 +123,8 @@ def layout_lines(entry: dict[str, Any]) -> list[str]:
                          "each:")
         elif deployment["replicas"] is not None:
             used = deployment["replicas"] * deployment["gpus_per_replica"]
-            lines.append(f"  On {deployment['gpus']} GPUs: {deployment['replicas']} replica(s) x "
-                         f"{deployment['layout']} ({used} GPUs used), each:")
+            lines.append(f"  On {gpu_count(deployment['gpus'])}: {deployment['replicas']} replica(s) x "
+                         f"{deployment['layout']} ({gpu_count(used)} used), each:")
         lines.append(f"  serve: {deployment['command']}")
     return lines
 

@@ -285,7 +285,12 @@ def tune_text(plan: TunePlan, proposals: Sequence[Proposal], stopped: str | None
     body = tune_json(plan, proposals, stopped, runs_done)
     bound = f"; bound {1 + body['margin']:g} x a bisection's GPU time" if body["margin"] is not None else ""
     prior = "none" if all(w["no_prior"] is not None for w in body["workloads"]) else body["predictor"].upper()
-    lines = [f"slim tune: {len(body['workloads'])} workload(s) on {body['hardware']} ({body['mode']}), prior "
+    curves = {(w["model"], w["input_len"], w["output_len"]) for w in body["workloads"]}
+    counted = f"{len(curves)} workload(s)"
+    if len(body["workloads"]) > len(curves):     # across layouts: each workload once per layout
+        counted += (f" at {len(body['workloads'])} layout(s)" if len(curves) == 1
+                    else f", {len(body['workloads'])} (workload, layout) pairs")
+    lines = [f"slim tune: {counted} on {body['hardware']} ({body['mode']}), prior "
              f"{prior}, {body['measured_runs']} measured run(s); intervals at "
              f"{100 * body['confidence']:.0f}%, tolerance {100 * body['tolerance']:g}% of the objective{bound}"]
     readout = readout_line(body)
