@@ -187,6 +187,7 @@ def test_sliding_window_layers_are_counted_as_vllms_hybrid_allocator_groups_them
         kv_capacity_sequences,
         kv_reservation_from_blocks,
         num_gpu_blocks_override_for,
+        window_equivalent_blocks,
     )
     from slim.specs.hf_config import architecture_from_hf_config
 
@@ -198,12 +199,16 @@ def test_sliding_window_layers_are_counted_as_vllms_hybrid_allocator_groups_them
     per_layer = 2 * gemma.n_kv_heads * gemma.head_dim * 2
     assert block_bytes(gemma) == 10 * 16 * per_layer
     assert float(kv_reservation_from_blocks(gemma, 8800)) == 8800 * 10 * 16 * per_layer
-    # The capacity in sequences counts what each layer holds: about twice the all-full count here.
+    # The capacity in sequences counts blocks as the allocator does: 100,000 tokens of all 62 layers are
+    # 100,000 x 62 / (16 x 10) blocks of 10 layers, 550 to a sequence; 1.8x the all-full count here.
     tokens = 100_000
     full = tokens / 2560
-    assert 1.9 * full < kv_capacity_sequences(tokens, 2048, 512, gemma) < 2.2 * full
+    assert kv_capacity_sequences(tokens, 2048, 512, gemma) == pytest.approx(tokens * 62 / (16 * 10) / 550)
     assert kv_capacity_sequences(tokens, 2048, 512) == full
+    # The simulator's block manager counts blocks of all 62 layers: as many as hold those sequences whole.
+    assert window_equivalent_blocks(gemma, 6250, 2560) == int(6250 * 62 / (10 * 550) * 160)
     dense = architecture_from_hf_config(Path(__file__).parent / "data" / "hf_configs" / "llama-2-7b" / "config.json")
     assert kv_cache_groups(dense) == kv_cache_groups(dense).__class__(32, 1, 0, None)
     assert float(blocks_per_sequence_of(dense, 2048, 512)) == 160
     assert kv_capacity_sequences(tokens, 2048, 512, dense) == full
+    assert window_equivalent_blocks(dense, 6250, 2560) == 6250

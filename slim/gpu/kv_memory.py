@@ -143,6 +143,29 @@ def plan_kv_cache(arch: Architecture, hw: Hardware, profile: VllmMemoryProfile, 
     return KvCachePlan(total, weights, peak, kv_bytes, blocks, profile.block_size, max_model_len, failure)
 
 
+def window_equivalent_blocks(arch: Architecture, num_gpu_blocks: int, context_tokens: float,
+                             tensor_parallel: int = 1, block_size: int = VLLM_BLOCK_SIZE_TOKENS) -> int:
+    """Blocks of every layer's KV (what a block manager giving each sequence ``ceil(ctx / bs)`` blocks of
+    every layer counts) that hold as many sequences of `context_tokens` as the same memory holds under
+    vLLM V1's hybrid allocator, where sliding-window layers keep only their window
+    (`hybrid_sequences`); `num_gpu_blocks` for a model without sliding-window layers. Exact at a
+    sequence's final length; a shorter sequence holds less of its window's saving, so mid-run the
+    count is generous."""
+    if arch.sliding_window is None or not arch.n_sliding_layers:
+        return int(num_gpu_blocks)
+    memory = int(num_gpu_blocks) * block_size * _kv_bytes_per_token(arch, tensor_parallel)
+    sequences = hybrid_sequences(arch, memory, context_tokens, 0.0, tensor_parallel, block_size)
+    return int(math.floor(sequences * float(blocks_per_sequence(context_tokens, 0.0, block_size))))
+
+
+def hybrid_sequences(arch: Architecture, kv_bytes: float, input_len: float, output_len: float,
+                     tensor_parallel: int = 1, block_size: int = VLLM_BLOCK_SIZE_TOKENS) -> float:
+    """Sequences of ``IL + OL`` tokens `kv_bytes` of cache hold at their end under vLLM V1's hybrid
+    allocator: ``(kv_bytes / block_bytes) / blocks_per_sequence_of(IL + OL)``."""
+    blocks = float(kv_bytes) / block_bytes(arch, tensor_parallel, block_size)
+    return blocks / float(blocks_per_sequence_of(arch, input_len, output_len, block_size))
+
+
 # --- a batch cap's need against the reservation ----------------------------------------
 
 @dataclass(frozen=True)
@@ -436,12 +459,11 @@ def kv_capacity_sequences(kv_capacity_tokens: float, input_len: float, output_le
                           arch: Architecture | None = None, tensor_parallel: int = 1) -> float:
     """Sequences the KV cache holds at their full length: ``kv_capacity_tokens / (IL + OL)``; with
     `arch`'s sliding-window layers, which hold at most their window, the capacity's bytes (tokens of
-    every layer) over one sequence's (`slim.gpu.decode_step.kv_bytes_per_sequence`)."""
-    tokens = float(input_len) + float(output_len)
+    every layer) as vLLM V1's hybrid allocator fills them (`hybrid_sequences`)."""
     if arch is None or arch.sliding_window is None or not arch.n_sliding_layers:
-        return float(kv_capacity_tokens) / tokens
+        return float(kv_capacity_tokens) / (float(input_len) + float(output_len))
     capacity_bytes = float(kv_capacity_tokens) * _kv_bytes_per_token(arch, tensor_parallel)
-    return capacity_bytes / float(decode_step.kv_bytes_per_sequence(arch, tokens, tensor_parallel))
+    return hybrid_sequences(arch, capacity_bytes, input_len, output_len, tensor_parallel)
 
 
 def kv_capacity_tokens_or_default(recorded_tokens: float, arch: Architecture, hw: Hardware,

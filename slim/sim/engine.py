@@ -44,11 +44,13 @@ duration for any cost constants: `slim.sim.calibrate` fits on them without re-si
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from slim.errors import ConfigError
-from slim.gpu.kv_memory import KvCachePlan
+from slim.gpu.kv_memory import KvCachePlan, window_equivalent_blocks
 from slim.sim.constants import SimConstants
 from slim.sim.cost import StepCostModel
 from slim.sim.jitter import StepJitter
@@ -300,7 +302,11 @@ def simulate_run(arch: Architecture, hw: Hardware, sim_constants: SimConstants, 
     if plan.failure:
         return result
     cost = StepCostModel(arch, hw, sim_constants, tensor_parallel, input_len=il, output_len=ol)
-    engine = ServingEngine(cost, plan, sim_constants, il, ol, max_num_seqs, seed, jump)
+    # The block manager holds every layer's KV for a sequence's whole context; sliding-window layers keep
+    # only their window, so it counts the blocks that hold as many whole sequences (`window_equivalent_blocks`).
+    blocks = window_equivalent_blocks(arch, plan.num_gpu_blocks, il + ol, tensor_parallel, plan.block_size)
+    engine_plan = plan if blocks == plan.num_gpu_blocks else replace(plan, num_gpu_blocks=blocks)
+    engine = ServingEngine(cost, engine_plan, sim_constants, il, ol, max_num_seqs, seed, jump)
     metrics, scheduler = engine.metrics, engine.scheduler
     if include_test_prompt:
         metrics.record_samples_before(TEST_PROMPT_AT_S)
