@@ -193,3 +193,18 @@ def test_stretch_block_demand_matches_the_demand_cumulated_step_by_step():
         assert affordable == int(np.searchsorted(cumulative, free, side="right"))
         steps = int(rng.integers(1, MAX_STRETCH_STEPS + 1))
         assert demand.after(steps) == cumulative[steps - 1]
+
+
+def test_a_sliding_window_model_holds_the_sequences_its_windows_leave_room_for(h100):
+    """Gemma-3-27B on the 64 GB H100 at 2,048 + 512 tokens: counting every layer as full the cache holds about
+    5 sequences; its five-in-six window layers leave room for about 9, so 8 run without preempting."""
+    from pathlib import Path
+
+    from slim.gpu.kv_memory import kv_capacity_sequences, kv_capacity_tokens_or_default
+    from slim.specs.hf_config import architecture_from_hf_config
+
+    gemma = architecture_from_hf_config(Path(__file__).parent / "data" / "hf_configs" / "gemma-3-27b" / "config.json")
+    tokens, _ = kv_capacity_tokens_or_default(float("nan"), gemma, h100)
+    assert kv_capacity_sequences(tokens, 2048, 512) < 8 < kv_capacity_sequences(tokens, 2048, 512, gemma)
+    result = simulate_run(gemma, h100, SimConstants(), 2048, 512, 8, 24, seed=3, max_model_len=2560)
+    assert result.status == "ok" and result.num_preemptions == 0
