@@ -89,7 +89,7 @@ def test_the_recommended_cap_is_never_listed_among_the_caps_that_could_beat_it()
                                 "needs_throughput_at_one": False, "exclusions": [], "notes": []},
                 "recommendation": {"max_num_seqs": 64, "measured": False, "total_token_throughput": 1.0,
                                    "reason": None},
-                "slo_ms": {}, "bound": None, "failed_caps": []}
+                "slo_ms": {}, "bound": None, "failed_caps": [], "data_parallel_size": 1}
     line = _decision_lines(workload)[0]
     assert "could still be beaten by caps 128" in line and "64, 128" not in line
 

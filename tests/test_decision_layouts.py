@@ -156,8 +156,11 @@ def test_a_request_rate_needs_the_replicas_that_carry_it():
 def test_vllm_refuses_a_size_that_does_not_divide_the_heads_or_widths():
     from slim.specs.transformer import tensor_parallel_refusal
 
-    arch = SimpleNamespace(n_q_heads=12, hidden_dim=768, ffn_dim=3072)
+    from slim.specs.formats import WeightFormats
+
+    dense = {"moe": None, "formats": WeightFormats()}     # 16-bit: no blocks to split
+    arch = SimpleNamespace(n_q_heads=12, hidden_dim=768, ffn_dim=3072, **dense)
     assert tensor_parallel_refusal(arch, 4) is None
     assert "12 attention heads" in tensor_parallel_refusal(arch, 8)
-    wide = SimpleNamespace(n_q_heads=16, hidden_dim=2040, ffn_dim=3072)
+    wide = SimpleNamespace(n_q_heads=16, hidden_dim=2040, ffn_dim=3072, **dense)
     assert "hidden size 2040" in tensor_parallel_refusal(wide, 16)
