@@ -154,9 +154,8 @@ def test_a_request_rate_needs_the_replicas_that_carry_it():
 
 
 def test_vllm_refuses_a_size_that_does_not_divide_the_heads_or_widths():
-    from slim.specs.transformer import tensor_parallel_refusal
-
     from slim.specs.formats import WeightFormats
+    from slim.specs.transformer import tensor_parallel_refusal
 
     dense = {"moe": None, "formats": WeightFormats()}     # 16-bit: no blocks to split
     arch = SimpleNamespace(n_q_heads=12, hidden_dim=768, ffn_dim=3072, **dense)

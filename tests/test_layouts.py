@@ -32,7 +32,8 @@ def _outcome(tensor_parallel: int, throughput: float | None) -> LayoutOutcome:
         return LayoutOutcome(tensor_parallel, None, "no cap meets the SLOs")
     recommendation = SimpleNamespace(throughput_per_s=throughput, batch_cap=64.0, measured=True, values_ms={})
     return LayoutOutcome(tensor_parallel, SimpleNamespace(
-        recommendation=recommendation, memory=SimpleNamespace(gpu_memory_utilization_needed=0.5),
+        recommendation=recommendation,
+        memory=SimpleNamespace(gpu_memory_utilization_needed=0.5, num_gpu_blocks_override=256),
         max_model_len=2048, served_model="m", gpus_per_server=tensor_parallel, expert_parallel=False, warnings=(),
         serving_flags=()))
 
@@ -261,7 +262,8 @@ def _fake_advise(servers: dict[int, tuple[int, tuple[CandidateRow, ...]]]):
         return SimpleNamespace(recommendation=recommendation, gpus_per_server=gpus, view=view,
                                certificate=advice_certificate(view, request.epsilon, request.tolerance),
                                max_model_len=2048,
-                               memory=SimpleNamespace(gpu_memory_utilization_needed=0.5), served_model="m",
+                               memory=SimpleNamespace(gpu_memory_utilization_needed=0.5, num_gpu_blocks_override=256),
+                               served_model="m",
                                expert_parallel=False, warnings=(), serving_flags=())
     return advise
 

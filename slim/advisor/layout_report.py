@@ -23,6 +23,7 @@ def _serve_line(advice: LayoutAdvice, served_model: str) -> str:
     return " ".join(["vllm", "serve", served_model, *layout.parallel_flags(), "--max-num-seqs", str(cap),
                      "--max-model-len", str(chosen.advice.max_model_len),
                      "--gpu-memory-utilization", f"{memory.gpu_memory_utilization_needed:.3f}",
+                     "--num-gpu-blocks-override", str(memory.num_gpu_blocks_override),
                      *chosen.advice.serving_flags])
 
 
@@ -146,4 +147,6 @@ def layout_fields(advice: LayoutAdvice) -> dict[str, Any]:
             "settled": advice.settled, "tolerance": advice.tolerance,
             "gpus": advice.gpus, "request_rate": advice.request_rate, "replicas": advice.replicas,
             "gpus_needed": advice.gpus_needed, "headroom": advice.headroom,
+            "requests_per_replica": (advice.requests_per_replica if chosen is not None
+                                     and advice.request_rate is not None else None),
             "serve": _serve_line(advice, chosen.advice.served_model) if chosen is not None else None}
