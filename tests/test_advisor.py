@@ -352,3 +352,18 @@ def test_a_simulated_decision_has_no_confidence():
     with pytest.raises(AdvisorError, match="SIM has no interval"):
         predicted_bca(registered(SIM), None, Target("opt-1.3b", 256.0, 128.0, configs=pd.DataFrame()),
                       np.array([1.0, 8.0]), 5.0, 0.1, confidence=0.9)
+
+
+def test_a_cap_whose_tpot_falls_below_a_smaller_caps_is_named():
+    """A larger batch only lengthens each decode step: a run at 512 in flight with a third of the TPOT at 64
+    held fewer requests than its cap (NVIDIA's gpt-oss-120b rows at 512); scatter of a few per cent is not."""
+    import pandas as pd
+
+    from slim import columns as col
+    from slim.advisor.warnings import latency_order_warnings
+
+    runs = pd.DataFrame({col.MAX_NUM_SEQS: [4, 16, 64, 64, 512], col.MEAN_TPOT_MS: [8.0, 7.6, 14.6, 15.0, 5.6]})
+    [warning] = latency_order_warnings(runs)
+    assert warning.code == "tpot_falls_with_the_cap" and "--max-num-seqs 512 (5.6 ms against 14.8 at 64)" in \
+        warning.message and "--max-num-seqs 16" not in warning.message
+    assert latency_order_warnings(runs.iloc[:4]) == ()

@@ -42,6 +42,7 @@ from slim.advisor.warnings import (
     advice_warnings,
     data_parallel_warnings,
     engine_warnings,
+    latency_order_warnings,
     tensor_parallel_warnings,
     unstated_statistic_warnings,
 )
@@ -288,7 +289,7 @@ def advise(request: AdviceRequest) -> Advice:
                   + data_parallel_warnings(data_parallel, len(measured_runs), len(every_size), other_sizes)
                   # judged on the workload's own runs where it has some, else on what the prediction learnt from
                   + unstated_statistic_warnings(r.slos, measured_runs if len(measured_runs) else runs)
-                  + engine_warnings(measured_runs),
+                  + engine_warnings(measured_runs) + latency_order_warnings(measured_runs),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=vllm_model_argument(named, arch),

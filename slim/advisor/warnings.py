@@ -93,6 +93,34 @@ def engine_warnings(measured_runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:
         "curve is one server's: pass --traces a folder of one release"),)
 
 
+TPOT_DROP = 0.1
+"""How far below a smaller cap's a cap's measured mean TPOT may lie before `latency_order_warnings`
+names it: run-to-run scatter is a few per cent, and a larger batch only lengthens each decode step."""
+
+
+def latency_order_warnings(measured_runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:
+    """A warning where a cap's measured mean TPOT lies more than `TPOT_DROP` below a smaller cap's of the
+    same workload: a larger running batch makes each decode step longer, so such a run most likely held
+    fewer requests at once than its cap (a server cap or memory setting its record does not hold), and
+    measures another configuration than the one it is judged as."""
+    if col.MEAN_TPOT_MS not in measured_runs or col.MAX_NUM_SEQS not in measured_runs or len(measured_runs) < 2:
+        return ()
+    by_cap = measured_runs.groupby(col.MAX_NUM_SEQS)[col.MEAN_TPOT_MS].mean().dropna().sort_index()
+    slowest_cap, slowest, suspects = None, -np.inf, []
+    for cap, tpot in by_cap.items():
+        if tpot < (1 - TPOT_DROP) * slowest:
+            suspects.append(f"{cap:g} ({tpot:.3g} ms against {slowest:.3g} at {slowest_cap:g})")
+        if tpot > slowest:
+            slowest_cap, slowest = cap, tpot
+    if not suspects:
+        return ()
+    return (AdviceWarning(
+        "tpot_falls_with_the_cap",
+        f"the run(s) at --max-num-seqs {', '.join(suspects)} record a mean TPOT more than "
+        f"{100 * TPOT_DROP:g}% below a smaller cap's, where a larger batch only lengthens each step: they most "
+        "likely held fewer requests at once than their cap; --exclude-runs leaves them out"),)
+
+
 def advice_warnings(arch: Architecture, runs: pd.DataFrame, train: pd.DataFrame, decision: Recommendation,
                     capacity: float, capacity_source: str, predict: CurvePredictor | None, memory: KvMemoryPlan,
                     sequence_tokens: float) -> tuple[AdviceWarning, ...]:
