@@ -105,3 +105,16 @@ def test_the_served_name_of_a_config_is_what_vllm_can_load(tmp_path, monkeypatch
     config.write_text(json.dumps({"_name_or_path": "acme/opt-custom"}))
     (folder / "model.safetensors").write_bytes(b"")
     assert served_model_of_config(config) == str(folder) == served_model_of_config(folder)
+
+
+def test_a_folder_with_a_config_and_no_weights_is_named_as_one_vllm_cannot_load(tmp_path):
+    from slim.specs.hf_config import folder_without_weights
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    assert folder_without_weights(str(folder)) is None                 # no config.json: not a checkpoint
+    (folder / "config.json").write_text("{}")
+    assert "holds a config.json but no weights" in folder_without_weights(str(folder))
+    (folder / "model.safetensors").write_text("")
+    assert folder_without_weights(str(folder)) is None
+    assert folder_without_weights("facebook/opt-2.7b") is None

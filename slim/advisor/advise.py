@@ -43,6 +43,7 @@ from slim.advisor.warnings import (
     data_parallel_warnings,
     engine_warnings,
     latency_order_warnings,
+    served_model_warnings,
     tensor_parallel_warnings,
     unstated_statistic_warnings,
 )
@@ -289,7 +290,8 @@ def advise(request: AdviceRequest) -> Advice:
                   + data_parallel_warnings(data_parallel, len(measured_runs), len(every_size), other_sizes)
                   # judged on the workload's own runs where it has some, else on what the prediction learnt from
                   + unstated_statistic_warnings(r.slos, measured_runs if len(measured_runs) else runs)
-                  + engine_warnings(measured_runs) + latency_order_warnings(measured_runs),
+                  + engine_warnings(measured_runs) + latency_order_warnings(measured_runs)
+                  + served_model_warnings(vllm_model_argument(named, arch)),
                   predictor=r.predictor, refused_caps=advice.refused, confidence=r.confidence,
                   runs_found=len(report), skipped=skipped_runs(report), tune=tune, prior_reason=advice.prior_reason,
                   predicted_bounds=resolved.predicted, served_model=vllm_model_argument(named, arch),

@@ -17,6 +17,7 @@ from slim.decision.rule import Recommendation
 from slim.gpu.kv_memory import KvMemoryPlan
 from slim.specs.architecture import Architecture
 from slim.specs.hardware import GIB
+from slim.specs.hf_config import folder_without_weights
 from slim.specs.slo import Slos, judging_runs
 from slim.traces.silicon_sweep import LATENCY_SOURCE_UNSTATED
 from slim.traces.verdict import recorded_vllm_version
@@ -91,6 +92,13 @@ def engine_warnings(measured_runs: pd.DataFrame) -> tuple[AdviceWarning, ...]:
         "several_vllm_releases",
         f"the workload's runs come from several engines ({', '.join(kinds)}) and are judged as one curve; a "
         "curve is one server's: pass --traces a folder of one release"),)
+
+
+def served_model_warnings(served_model: str) -> tuple[AdviceWarning, ...]:
+    """A warning where the model the commands serve is a local folder vLLM cannot load (a config.json
+    without weights: `slim.specs.hf_config.folder_without_weights`)."""
+    unloadable = folder_without_weights(served_model)
+    return () if unloadable is None else (AdviceWarning("served_folder_holds_no_weights", unloadable),)
 
 
 TPOT_DROP = 0.1

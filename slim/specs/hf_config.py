@@ -251,6 +251,16 @@ def default_model_name(raw: dict[str, Any], source: Path) -> str:
     return (name or source.resolve().parent.name).lower()
 
 
+def folder_without_weights(model: str) -> str | None:
+    """Why ``vllm serve MODEL`` will not load `model`, where it names a local folder holding a
+    ``config.json`` but no weights (`WEIGHT_FILES`), or None."""
+    folder = Path(model)
+    if not (folder / "config.json").is_file() or any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        return None
+    return (f"{model} holds a config.json but no weights: vllm serve {model} will not load it; name the "
+            "checkpoint (--model ORG/NAME, or a folder holding its weights) for the commands")
+
+
 def served_model_of_config(path: str | Path) -> str:
     """The model as ``vllm serve`` names the checkpoint a ``config.json`` (or model folder) describes
     when no name is given: its folder, as an absolute path, where the folder holds weights (a local

@@ -309,6 +309,8 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _plan_or_loop(args: argparse.Namespace) -> int:
     """The plan (trusted failures marked), with --run the loop, then the report; the exit code."""
+    from slim.specs.hf_config import folder_without_weights
+    from slim.tune.commands import served_model
     from slim.tune.models import no_prior_line
     from slim.tune.plan import build_plan
     from slim.tune.proposals import propose, select_proposals
@@ -318,6 +320,10 @@ def _plan_or_loop(args: argparse.Namespace) -> int:
     plan = build_plan(tune_request(args))
     for model, why in plan.no_prior.items():
         print(f"slim tune: {no_prior_line(model, why)}", file=sys.stderr)
+    for served in sorted({served_model(plan, label) for label in plan.specs}):
+        unloadable = folder_without_weights(served)
+        if unloadable is not None:
+            print(f"slim tune: {unloadable}", file=sys.stderr)
     retried = mark_failed_attempts(plan, args.run, args.retry_failed)
     stopped, runs_done = None, 0
     if args.run is not None:
