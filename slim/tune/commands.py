@@ -82,17 +82,17 @@ def placeholders(request: TuneRequest, spec: WorkloadSpec, cap: int, repeat: int
 def served_model(plan: TunePlan, workload_label: str) -> str:
     """The workload's model as ``vllm serve`` and ``vllm bench`` load it: as the user named it where
     vLLM can load that name, else its catalog entry's Hugging Face id (`vllm_model_argument`)."""
-    model = plan.specs[workload_label].model
-    return vllm_model_argument(model, None if plan.model_of(workload_label) in plan.no_prior else plan.catalog[model])
+    return vllm_model_argument(plan.specs[workload_label].model, plan.architecture_of(workload_label))
 
 
 def serving_flags(plan: TunePlan, workload_label: str) -> list[str]:
     """vLLM's ``--quantization`` and ``--kv-cache-dtype`` of the workload's model as the plan serves it:
     its catalog entry's (a ``base:`` form's quantization, the request's flags applied;
     `slim.specs.served_precision.serving_flags_of`), the request's own where no prior describes it."""
-    if plan.model_of(workload_label) in plan.no_prior:
+    arch = plan.architecture_of(workload_label)
+    if arch is None:
         return precision_flags(plan.request.quantization, plan.request.kv_cache_dtype)
-    return serving_flags_of(plan.catalog[plan.specs[workload_label].model])
+    return serving_flags_of(arch)
 
 
 def server_command(plan: TunePlan, workload_label: str) -> list[str]:
@@ -168,10 +168,9 @@ def memory_plan(plan: TunePlan, workload_label: str, cap: float) -> KvMemoryPlan
     """The KV memory a cap needs and the flags that reserve only it (`slim.gpu.kv_memory`), for the
     workload's model at its lengths, on the request's accelerator; None where no prior describes the
     model (`TunePlan.no_prior`: its KV bytes per token are not known)."""
-    spec = plan.specs[workload_label]
-    if plan.model_of(workload_label) in plan.no_prior:
+    spec, arch = plan.specs[workload_label], plan.architecture_of(workload_label)
+    if arch is None:
         return None
-    arch = plan.catalog[spec.model]
     layout = plan.layout_of(workload_label)
     runs = plan.measured_runs
     of_model = (runs[((runs[col.MODEL] == arch.name) & (tensor_parallel_sizes(runs) == layout.tensor_parallel)

@@ -91,6 +91,10 @@ class TunePlan:
         """The catalog name of a workload's model."""
         return next(w for w in self.workloads if w.label == label).model
 
+    def architecture_of(self, label: str) -> Architecture | None:
+        """The architecture of a workload's model, or None where no prior describes it (`no_prior`)."""
+        return None if self.model_of(label) in self.no_prior else self.catalog[self.specs[label].model]
+
     def layout_of(self, label: str) -> Layout:
         """The layout a workload runs at (decided alone: one replica of the request's tensor-parallel size)."""
         workload = next(w for w in self.workloads if w.label == label)
